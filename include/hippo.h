@@ -1,0 +1,394 @@
+/* hippo.h -- the whole public ABI of the hippo device-memory manager.
+ *
+ * hippo is a dlopen-able plugin.  It exports exactly one symbol,
+ * hippo_plugin_entry(), which negotiates an ABI version and hands back a
+ * table of function pointers (hippo_api).  Everything a host runtime uses is
+ * declared in this file; nothing else is public.
+ *
+ * Rules of the ABI (v1):
+ *  - The table only ever grows at its end.  A caller checks
+ *    api->struct_size before calling a slot added after v1.
+ *  - Every struct that crosses the ABI starts with `uint32_t struct_size`.
+ *    The plugin accepts a caller's struct that is smaller (an older caller:
+ *    the missing fields take their zero defaults) or larger (a newer caller:
+ *    the extra bytes must be zero) and rejects a size it cannot interpret
+ *    (smaller than the v1 prefix, or non-zero bytes it does not know) with
+ *    HIPPO_INVALID_ARGUMENT.  Output structs are filled up to the smaller of
+ *    the two sizes.
+ *  - No struct is passed by value; every enum travels as a fixed-width
+ *    integer.
+ *  - Every call returns a hippo_status.  On failure, last_error() returns a
+ *    message for the calling thread naming what failed (the argument, the
+ *    pool and field, the backend call and its error code) and what to do.
+ *    A failed call leaves every live reservation intact.
+ *
+ * Quick start (see also hippo_load() at the end of this file):
+ *
+ *     const hippo_api *api;
+ *     void *lib;
+ *     if (hippo_load("hippo.so", &lib, &api) != HIPPO_SUCCESS) ...
+ *     hippo_device_desc desc = { sizeof desc, HIPPO_BACKEND_AUTO };
+ *     hippo_device *dev;
+ *     api->device_open(&desc, &dev);
+ *     hippo_stream *s;
+ *     api->stream_attach(dev, my_hip_stream, &s);
+ *     hippo_handle h;
+ *     api->reserve(s, 1 << 20, HIPPO_MODE_AUTO, &h);
+ *     void *ptr; uint64_t size;
+ *     api->resolve(s, h, &ptr, &size);     // valid until the next relocation
+ *     ...
+ *     api->release(s, h);
+ *     api->stream_detach(s);
+ *     api->device_close(dev);
+ */
+#ifndef HIPPO_H
+#define HIPPO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ABI versions this header describes. */
+#define HIPPO_ABI_VERSION 1u     /* newest version this header knows */
+#define HIPPO_ABI_VERSION_MIN 1u /* oldest version a v1 plugin still serves */
+
+/* ------------------------------------------------------------------------ */
+/* Status codes: one list, from which the enum, the names and the messages
+ * are generated.  X(NAME, value, message).  Values never change. */
+#define HIPPO_STATUS_MAP(X)                                                    \
+  X(SUCCESS, 0, "success")                                                     \
+  X(INVALID_ARGUMENT, 1,                                                       \
+    "an argument is NULL, out of range, or a struct of a size the plugin "     \
+    "cannot interpret")                                                        \
+  X(INVALID_HANDLE, 2,                                                         \
+    "the handle is 0, released, stale, forged or belongs to another stream")   \
+  X(OUT_OF_MEMORY, 3,                                                          \
+    "the device has no memory left for a new page; release or clean up")       \
+  X(POOL_CAPACITY_EXCEEDED, 4,                                                 \
+    "the pool reached its max_pool_size and no free slice fits")               \
+  X(BUFFER_TOO_BIG, 5, "no pool of the layout accepts a reservation this big") \
+  X(POOL_CONFIG, 6, "the pool layout is invalid; last_error names the field")  \
+  X(POOLS_IN_USE, 7,                                                           \
+    "the dynamic pools still hold live reservations; the old layout was "      \
+    "kept")                                                                    \
+  X(UNSUPPORTED, 8, "this device, backend or plugin does not support that")    \
+  X(GRAPH_RECORDING, 9,                                                        \
+    "a stream of the device is capturing a graph; nothing may move or be "     \
+    "freed until it ends")                                                     \
+  X(INCOMPATIBLE_ABI, 10, "no ABI version is supported by both sides")         \
+  X(NO_DEVICE, 11, "no HIP device is present or the ordinal is out of range")  \
+  X(BACKEND_ERROR, 12, "a driver (backend) call failed; last_error names it")  \
+  X(BUSY, 13,                                                                  \
+    "the object is still in use (streams attached, reservations live)")        \
+  X(LOAD_FAILED, 14,                                                           \
+    "the plugin file could not be loaded or has no hippo_plugin_entry")        \
+  X(INTERNAL, 15, "an internal consistency check failed; please report it")
+
+#define HIPPO__STATUS_ENUM(name, value, msg) HIPPO_##name = value,
+enum hippo_status_code { HIPPO_STATUS_MAP(HIPPO__STATUS_ENUM) };
+#undef HIPPO__STATUS_ENUM
+typedef int32_t hippo_status;
+
+/* ------------------------------------------------------------------------ */
+/* Fixed-width enums. */
+
+/* Backends (hippo_device_desc.backend). */
+#define HIPPO_BACKEND_AUTO 0u /* HIP when a device is present, else HOST */
+#define HIPPO_BACKEND_HIP 1u  /* the real HIP runtime (libamdhip64) */
+#define HIPPO_BACKEND_HOST 2u /* emulated device memory in host RAM */
+#define HIPPO_BACKEND_DRY 3u  /* no memory: synthetic addresses, counted */
+typedef uint32_t hippo_backend;
+
+/* Device flags (hippo_device_desc.flags). */
+#define HIPPO_DEVICE_FIXED_LAYOUT 1u /* pools_install answers UNSUPPORTED */
+
+/* Pool kinds (hippo_pool_options.kind, hippo_pool_report.kind). */
+#define HIPPO_POOL_SLICED 1u     /* pages carved into slices */
+#define HIPPO_POOL_EXCLUSIVE 2u  /* one allocation per page */
+#define HIPPO_POOL_DIRECT 3u     /* one driver allocation per request */
+#define HIPPO_POOL_PERSISTENT 4u /* exact-size pages (reports only) */
+typedef uint32_t hippo_pool_kind;
+
+/* Layout presets (hippo_layout.preset). */
+#define HIPPO_PRESET_SUB_SLICES 0u      /* default: sliced ladder + tail */
+#define HIPPO_PRESET_EXCLUSIVE_PAGES 1u /* log-spaced exclusive buckets */
+#define HIPPO_PRESET_CUSTOM 2u          /* hippo_layout.pools */
+typedef uint32_t hippo_preset;
+
+/* Allocation modes (reserve's mode argument). */
+#define HIPPO_MODE_AUTO 0u /* follow the stream (persistent inside a window) */
+#define HIPPO_MODE_PERSISTENT 1u /* the persistent pool, always */
+typedef uint32_t hippo_mode;
+
+/* Backend call kinds, for fault injection and counters. */
+#define HIPPO_CALL_ALLOC 0u
+#define HIPPO_CALL_FREE 1u
+#define HIPPO_CALL_COPY 2u
+#define HIPPO_CALL_SYNC 3u
+#define HIPPO_CALL_EVENT 4u
+#define HIPPO_CALL_CAPTURE_QUERY 5u
+#define HIPPO_CALL_KINDS 6u
+typedef uint32_t hippo_call_kind;
+
+/* ------------------------------------------------------------------------ */
+/* Opaque objects and handles. */
+typedef struct hippo_device hippo_device; /* one per opened device */
+typedef struct hippo_stream hippo_stream; /* one per attached stream */
+typedef uint64_t hippo_handle;            /* 0 is never a valid handle */
+
+/* ------------------------------------------------------------------------ */
+/* Structs crossing the ABI.  Each starts with its size. */
+
+/* One pool of a custom layout.  Fields a kind does not use must be zero. */
+typedef struct hippo_pool_options {
+  uint32_t struct_size;    /* sizeof(hippo_pool_options) */
+  hippo_pool_kind kind;    /* HIPPO_POOL_SLICED, _EXCLUSIVE or _DIRECT */
+  uint64_t page_size;      /* SLICED: bytes per page from the driver */
+  uint64_t max_slice_size; /* SLICED: largest reservation it accepts */
+  uint64_t max_pool_size;  /* SLICED: cap on page bytes (0 = none) */
+  uint64_t max_alloc_size; /* EXCLUSIVE: largest reservation it accepts */
+  uint64_t reclaim_at;     /* DIRECT: watermark in bytes (0 = none) */
+  uint64_t dealloc_period; /* reservations after which a page unused for
+                              that long goes back (0 = never) */
+} hippo_pool_options;
+
+/* A pool layout: a preset, or a custom list of pools in routing order. */
+typedef struct hippo_layout {
+  uint32_t struct_size;             /* sizeof(hippo_layout) */
+  hippo_preset preset;              /* HIPPO_PRESET_* */
+  uint32_t pool_count;              /* CUSTOM: entries in pools */
+  uint32_t pool_options_size;       /* CUSTOM: stride of pools in bytes
+                                       (sizeof(hippo_pool_options)) */
+  const hippo_pool_options *pools;  /* CUSTOM: the pools, routing order */
+} hippo_layout;
+
+/* How to open a device. */
+typedef struct hippo_device_desc {
+  uint32_t struct_size;   /* sizeof(hippo_device_desc) */
+  hippo_backend backend;  /* HIPPO_BACKEND_* */
+  int32_t hip_device;     /* HIP device ordinal (HIP and AUTO) */
+  uint32_t flags;         /* HIPPO_DEVICE_* */
+  uint64_t capacity;      /* HOST/DRY: emulated device memory in bytes;
+                             0 = 16 GiB.  A HOST page is mapped lazily, so
+                             only touched bytes cost host RAM. */
+  uint64_t alignment;     /* HOST/DRY: slice alignment, a power of two;
+                             0 = 256.  HIP uses 256. */
+  const hippo_layout *layout; /* NULL = the SUB_SLICES preset */
+} hippo_device_desc;
+
+/* What a device is. */
+typedef struct hippo_device_info {
+  uint32_t struct_size;
+  hippo_backend backend;  /* the backend in use (AUTO resolved) */
+  int32_t hip_device;
+  uint32_t streams;       /* attached streams */
+  uint64_t total_memory;  /* bytes of device memory */
+  uint64_t free_memory;   /* bytes the driver still has free */
+  uint64_t alignment;     /* slice alignment in bytes */
+  hippo_preset preset;    /* the preset of the installed layout */
+  uint32_t pool_count;    /* dynamic pools per stream */
+} hippo_device_info;
+
+/* Usage of one stream, or the sum over a device's streams. */
+typedef struct hippo_usage {
+  uint32_t struct_size;
+  uint32_t pool_count;           /* stream: dynamic pools + persistent */
+  uint64_t allocations;          /* live reservations */
+  uint64_t bytes_in_use;         /* bytes requested by live reservations */
+  uint64_t bytes_padding;        /* bytes of live slices beyond the request */
+  uint64_t bytes_reserved;       /* bytes held from the driver (pages) */
+  uint64_t peak_bytes_in_use;    /* highest bytes_in_use seen */
+  uint64_t peak_bytes_reserved;  /* highest bytes_reserved seen */
+  uint64_t pages;                /* pages held from the driver */
+} hippo_usage;
+
+/* One pool of a stream. */
+typedef struct hippo_pool_report {
+  uint32_t struct_size;
+  hippo_pool_kind kind;
+  hippo_pool_options options;   /* as in force (page shrunk to a cap, ...) */
+  uint64_t pages;               /* pages held now */
+  uint64_t peak_pages;          /* most pages held at once */
+  uint64_t allocations;         /* live reservations */
+  uint64_t bytes_in_use;        /* requested bytes of live reservations */
+  uint64_t bytes_padding;       /* alignment/fit padding of live ones */
+  uint64_t bytes_reserved;      /* page bytes held */
+  uint64_t largest_allocation;  /* largest request served, ever */
+  uint64_t bytes_free;          /* reserved bytes not in a live slice */
+  uint64_t largest_free;        /* largest free slice (fragmentation =
+                                   1 - largest_free / bytes_free) */
+} hippo_pool_report;
+
+/* Backend counters (HOST and DRY devices). */
+typedef struct hippo_emu_counters {
+  uint32_t struct_size;
+  uint32_t reserved0;
+  uint64_t calls[HIPPO_CALL_KINDS];  /* backend calls by kind, since open */
+  uint64_t pages_held;               /* pages allocated and not freed */
+  uint64_t bytes_held;               /* their bytes */
+  uint64_t peak_bytes_held;
+  uint64_t host_bytes_mapped;        /* host RAM mapped for pages (DRY: 0) */
+  uint64_t bytes_copied;             /* device-to-device bytes copied */
+} hippo_emu_counters;
+
+/* ------------------------------------------------------------------------ */
+/* The entry table, v1.  Slots marked "later" answer HIPPO_UNSUPPORTED with
+ * "not implemented yet" in last_error in this release; see README. */
+typedef struct hippo_api {
+  uint32_t abi_version; /* the version negotiated */
+  uint32_t struct_size; /* sizeof(hippo_api) of the plugin */
+
+  /* Diagnostics. */
+  const char *(*status_string)(hippo_status status); /* message, never NULL */
+  const char *(*status_name)(hippo_status status);   /* "HIPPO_..." */
+  const char *(*last_error)(void); /* calling thread's last failure, or "" */
+
+  /* Devices and streams. */
+  hippo_status (*device_open)(const hippo_device_desc *desc,
+                              hippo_device **device);
+  hippo_status (*device_close)(hippo_device *device);
+  hippo_status (*device_info)(hippo_device *device, hippo_device_info *info);
+  /* native_stream: a hipStream_t (HIP), or a stream from emu_stream_create
+   * (HOST, DRY).  One manager per native stream: attaching the same stream
+   * twice gives HIPPO_BUSY. */
+  hippo_status (*stream_attach)(hippo_device *device, void *native_stream,
+                                hippo_stream **stream);
+  /* Frees every page of the stream; live reservations are dropped. */
+  hippo_status (*stream_detach)(hippo_stream *stream);
+
+  /* Layouts. */
+  hippo_status (*pools_install)(hippo_device *device,
+                                const hippo_layout *layout,
+                                uint64_t *bytes_in_use);
+
+  /* Reservations. */
+  hippo_status (*reserve)(hippo_stream *stream, uint64_t size,
+                          hippo_mode mode, hippo_handle *handle);
+  hippo_status (*release)(hippo_stream *stream, hippo_handle handle);
+  hippo_status (*resolve)(hippo_stream *stream, hippo_handle handle,
+                          void **device_ptr, uint64_t *size);
+  /* later: another stream used the memory; release waits for its work. */
+  hippo_status (*record_use)(hippo_stream *stream, hippo_handle handle,
+                             hippo_stream *user);
+  /* Persistent windows: nested; the stream is persistent while any is open. */
+  hippo_status (*persistent_begin)(hippo_stream *stream);
+  hippo_status (*persistent_end)(hippo_stream *stream);
+
+  /* Relocation and cleanup (later, but cleanup). */
+  hippo_status (*relocate)(hippo_stream *stream);
+  hippo_status (*relocate_when_wanted)(hippo_stream *stream);
+  hippo_status (*relocate_device)(hippo_device *device);
+  /* Frees every empty page of every stream (stream == NULL) or of one. */
+  hippo_status (*cleanup)(hippo_device *device, hippo_stream *stream);
+  hippo_status (*reclaim)(hippo_device *device, hippo_stream *stream);
+  /* later: the host runtime destroyed the graph of capture_id. */
+  hippo_status (*graph_retire)(hippo_device *device, uint64_t capture_id);
+
+  /* Figures. stream == NULL: the device's sum. */
+  hippo_status (*usage)(hippo_device *device, hippo_stream *stream,
+                        hippo_usage *usage);
+  hippo_status (*pool_report)(hippo_stream *stream, uint32_t pool_index,
+                              hippo_pool_report *report);
+  /* Verifies every invariant of the device's bookkeeping (tests, debug). */
+  hippo_status (*check)(hippo_device *device);
+
+  /* Emulation (HOST and DRY devices; HIP answers HIPPO_UNSUPPORTED). */
+  hippo_status (*emu_stream_create)(hippo_device *device, void **native_stream);
+  hippo_status (*emu_stream_destroy)(hippo_device *device, void *native_stream);
+  hippo_status (*emu_capture_begin)(hippo_device *device, void *native_stream,
+                                    uint64_t *capture_id);
+  hippo_status (*emu_capture_end)(hippo_device *device, void *native_stream);
+  /* Fail the nth (1 = next) backend call of `kind` with `status`;
+   * nth == 0 clears the injection of that kind. */
+  hippo_status (*emu_inject_fault)(hippo_device *device, hippo_call_kind kind,
+                                   uint64_t nth, hippo_status status);
+  /* Synchronous host access to emulated device bytes (HOST only; DRY has
+   * no bytes and answers HIPPO_UNSUPPORTED). */
+  hippo_status (*emu_read)(hippo_device *device, const void *device_ptr,
+                           void *host, uint64_t size);
+  hippo_status (*emu_write)(hippo_device *device, void *device_ptr,
+                            const void *host, uint64_t size);
+  hippo_status (*emu_counters)(hippo_device *device,
+                               hippo_emu_counters *counters);
+} hippo_api;
+
+/* The one exported symbol.  *abi_version: in, the newest version the caller
+ * knows; out, the newest both support.  A caller asking for 0 or for a
+ * version older than HIPPO_ABI_VERSION_MIN gets HIPPO_INCOMPATIBLE_ABI. */
+typedef hippo_status (*hippo_plugin_entry_fn)(uint32_t *abi_version,
+                                              const hippo_api **api);
+hippo_status hippo_plugin_entry(uint32_t *abi_version, const hippo_api **api);
+
+/* ------------------------------------------------------------------------ */
+/* Loader helper, header-only.  Define HIPPO_NO_LOADER to leave it out. */
+#ifndef HIPPO_NO_LOADER
+#include <dlfcn.h>
+#include <stdio.h>
+
+/* Where hippo_load() writes why it failed (a loader has no plugin to ask). */
+static inline char *hippo_load_error_buffer(void) {
+  static _Thread_local char buf[512];
+  return buf;
+}
+
+/* The reason of the last failed hippo_load() on this thread. */
+static inline const char *hippo_load_error(void) {
+  return hippo_load_error_buffer();
+}
+
+/* dlopen `path`, negotiate this header's ABI version and hand back the
+ * table.  *handle receives the dlopen handle (dlclose it after the last
+ * call).  Errors: HIPPO_INVALID_ARGUMENT (NULL), HIPPO_LOAD_FAILED (missing
+ * file or symbol), HIPPO_INCOMPATIBLE_ABI (the plugin serves no version this
+ * header knows); hippo_load_error() says which. */
+static inline hippo_status hippo_load(const char *path, void **handle,
+                                      const hippo_api **api) {
+  char *err = hippo_load_error_buffer();
+  void *lib;
+  union {
+    void *obj;
+    hippo_plugin_entry_fn fn;
+  } entry;
+  uint32_t version = HIPPO_ABI_VERSION;
+  hippo_status st;
+
+  err[0] = '\0';
+  if (!path || !handle || !api) {
+    snprintf(err, 512, "hippo_load: path, handle and api must not be NULL");
+    return HIPPO_INVALID_ARGUMENT;
+  }
+  lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (!lib) {
+    snprintf(err, 512, "hippo_load: cannot load '%s': %s", path, dlerror());
+    return HIPPO_LOAD_FAILED;
+  }
+  entry.obj = dlsym(lib, "hippo_plugin_entry");
+  if (!entry.obj) {
+    snprintf(err, 512, "hippo_load: '%s' has no hippo_plugin_entry symbol",
+             path);
+    dlclose(lib);
+    return HIPPO_LOAD_FAILED;
+  }
+  st = entry.fn(&version, api);
+  if (st != HIPPO_SUCCESS || version < HIPPO_ABI_VERSION_MIN ||
+      version > HIPPO_ABI_VERSION) {
+    snprintf(err, 512,
+             "hippo_load: '%s' serves no ABI version in [%u, %u] "
+             "(it answered %u, status %d)",
+             path, HIPPO_ABI_VERSION_MIN, HIPPO_ABI_VERSION, version,
+             (int)st);
+    dlclose(lib);
+    return st != HIPPO_SUCCESS ? st : HIPPO_INCOMPATIBLE_ABI;
+  }
+  *handle = lib;
+  return HIPPO_SUCCESS;
+}
+#endif /* HIPPO_NO_LOADER */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HIPPO_H */

@@ -1,0 +1,405 @@
+/* entry.c -- the plugin's one exported symbol and its v1 table.
+ *
+ * This layer checks every argument (NULL pointers, the objects' magic,
+ * struct sizes of any version) before the core sees it, and turns caller
+ * structs into the plugin's own with hippo__struct_in/out.  Locking lives in
+ * the core (manager.h states the rule).  Slots whose features land in later
+ * releases answer HIPPO_UNSUPPORTED and say "not implemented yet".
+ */
+#include <config.h>
+
+#include <stddef.h>
+#include <string.h>
+
+#include "manager.h"
+
+#define EXPORT __attribute__((visibility("default")))
+
+/* The smallest struct of each kind a caller may pass: the size and the
+ * first field; every later field defaults to zero. */
+#define MIN_STRUCT 8u
+
+#define CHECK_NOT_NULL(p, call, name)                                          \
+  do {                                                                         \
+    if (HIPPO__UNLIKELY(!(p)))                                                 \
+      return hippo__error_set(HIPPO_INVALID_ARGUMENT,                          \
+                              call ": " name " must not be NULL");             \
+  } while (0)
+
+#define CHECK_DEVICE(d, call)                                                  \
+  do {                                                                         \
+    if (HIPPO__UNLIKELY(!(d) || (d)->magic != HIPPO__DEVICE_MAGIC))            \
+      return hippo__error_set(HIPPO_INVALID_ARGUMENT,                          \
+                              call ": device is NULL or not an open device");  \
+  } while (0)
+
+#define CHECK_STREAM(s, call)                                                  \
+  do {                                                                         \
+    if (HIPPO__UNLIKELY(!(s) || (s)->magic != HIPPO__STREAM_MAGIC))            \
+      return hippo__error_set(HIPPO_INVALID_ARGUMENT,                          \
+                              call ": stream is NULL or not an attached "      \
+                                   "stream");                                  \
+  } while (0)
+
+static hippo_status not_yet(const char *call) {
+  return hippo__error_set(HIPPO_UNSUPPORTED,
+                          "%s: not implemented yet in hippo %s (see README, "
+                          "ABI status)",
+                          call, PACKAGE_VERSION);
+}
+
+/* ---- diagnostics ------------------------------------------------------ */
+static const char *api_last_error(void) { return hippo__error_get(); }
+
+/* ---- layouts: a caller's layout and its pool array, any version --------- */
+typedef struct layout_in {
+  hippo_layout layout;
+  hippo_pool_options pools[HIPPO__MAX_POOLS];
+} layout_in;
+
+static hippo_status read_layout(const hippo_layout *in, layout_in *out,
+                                const char *call) {
+  hippo_status st = hippo__struct_in(in, &out->layout, sizeof out->layout,
+                                     MIN_STRUCT, "layout");
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "%s", call);
+  if (out->layout.preset != HIPPO_PRESET_CUSTOM ||
+      out->layout.pool_count > HIPPO__MAX_POOLS || out->layout.pool_count == 0)
+    return HIPPO_SUCCESS; /* hippo__layout_resolve names what is wrong */
+  if (!out->layout.pools || out->layout.pool_options_size < MIN_STRUCT)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s: layout.pools is NULL or "
+                            "layout.pool_options_size (%u) is below %u; set "
+                            "it to sizeof(hippo_pool_options)",
+                            call, out->layout.pool_options_size, MIN_STRUCT);
+  for (uint32_t i = 0; i < out->layout.pool_count; i++) {
+    const unsigned char *at = (const unsigned char *)out->layout.pools +
+                              (size_t)i * out->layout.pool_options_size;
+    uint32_t size;
+    memcpy(&size, at, sizeof size);
+    if (size > out->layout.pool_options_size)
+      return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                              "%s: layout pool %u has struct_size %u, larger "
+                              "than the stride pool_options_size %u",
+                              call, i, size, out->layout.pool_options_size);
+    st = hippo__struct_in(at, &out->pools[i], sizeof out->pools[i],
+                          MIN_STRUCT, "hippo_pool_options");
+    if (st != HIPPO_SUCCESS)
+      return hippo__error_wrap(st, "%s: layout pool %u", call, i);
+  }
+  return HIPPO_SUCCESS;
+}
+
+/* ---- devices and streams ------------------------------------------------ */
+static hippo_status api_device_open(const hippo_device_desc *desc,
+                                    hippo_device **device) {
+  hippo_device_desc d;
+  layout_in layout;
+  hippo_status st;
+  CHECK_NOT_NULL(device, "device_open", "device");
+  st = hippo__struct_in(desc, &d, sizeof d, MIN_STRUCT, "hippo_device_desc");
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "device_open");
+  if (d.layout) {
+    st = read_layout(d.layout, &layout, "device_open");
+    if (st != HIPPO_SUCCESS)
+      return st;
+  }
+  return hippo__device_open(&d, d.layout ? &layout.layout : NULL,
+                            layout.pools, device);
+}
+
+static hippo_status api_device_close(hippo_device *device) {
+  CHECK_DEVICE(device, "device_close");
+  return hippo__device_close(device);
+}
+
+static hippo_status api_device_info(hippo_device *device,
+                                    hippo_device_info *info) {
+  hippo_device_info mine;
+  hippo_status st;
+  CHECK_DEVICE(device, "device_info");
+  CHECK_NOT_NULL(info, "device_info", "info");
+  st = hippo__device_info(device, &mine);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  return hippo__struct_out(info, &mine, sizeof mine, MIN_STRUCT,
+                           "hippo_device_info");
+}
+
+static hippo_status api_stream_attach(hippo_device *device, void *native,
+                                      hippo_stream **stream) {
+  CHECK_DEVICE(device, "stream_attach");
+  CHECK_NOT_NULL(stream, "stream_attach", "stream");
+  return hippo__stream_attach(device, native, stream);
+}
+
+static hippo_status api_stream_detach(hippo_stream *stream) {
+  CHECK_STREAM(stream, "stream_detach");
+  return hippo__stream_detach(stream);
+}
+
+static hippo_status api_pools_install(hippo_device *device,
+                                      const hippo_layout *layout,
+                                      uint64_t *bytes_in_use) {
+  layout_in in;
+  hippo_status st;
+  CHECK_DEVICE(device, "pools_install");
+  CHECK_NOT_NULL(layout, "pools_install", "layout");
+  st = read_layout(layout, &in, "pools_install");
+  if (st != HIPPO_SUCCESS)
+    return st;
+  return hippo__pools_install(device, &in.layout, in.pools, bytes_in_use);
+}
+
+/* ---- reservations -------------------------------------------------------- */
+static hippo_status api_reserve(hippo_stream *stream, uint64_t size,
+                                hippo_mode mode, hippo_handle *handle) {
+  CHECK_STREAM(stream, "reserve");
+  CHECK_NOT_NULL(handle, "reserve", "handle");
+  if (HIPPO__UNLIKELY(mode > HIPPO_MODE_PERSISTENT))
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "reserve: mode %u is not HIPPO_MODE_AUTO or "
+                            "HIPPO_MODE_PERSISTENT",
+                            mode);
+  return hippo__reserve(stream, size, mode, handle);
+}
+
+static hippo_status api_release(hippo_stream *stream, hippo_handle handle) {
+  CHECK_STREAM(stream, "release");
+  return hippo__release(stream, handle);
+}
+
+static hippo_status api_resolve(hippo_stream *stream, hippo_handle handle,
+                                void **device_ptr, uint64_t *size) {
+  CHECK_STREAM(stream, "resolve");
+  CHECK_NOT_NULL(device_ptr, "resolve", "device_ptr");
+  return hippo__resolve(stream, handle, device_ptr, size);
+}
+
+static hippo_status api_record_use(hippo_stream *stream, hippo_handle handle,
+                                   hippo_stream *user) {
+  (void)stream, (void)handle, (void)user;
+  return not_yet("record_use");
+}
+
+static hippo_status api_persistent_begin(hippo_stream *stream) {
+  CHECK_STREAM(stream, "persistent_begin");
+  return hippo__persistent_begin(stream);
+}
+
+static hippo_status api_persistent_end(hippo_stream *stream) {
+  CHECK_STREAM(stream, "persistent_end");
+  return hippo__persistent_end(stream);
+}
+
+/* ---- relocation and cleanup ---------------------------------------------- */
+static hippo_status api_relocate(hippo_stream *stream) {
+  (void)stream;
+  return not_yet("relocate");
+}
+
+static hippo_status api_relocate_when_wanted(hippo_stream *stream) {
+  (void)stream;
+  return not_yet("relocate_when_wanted");
+}
+
+static hippo_status api_relocate_device(hippo_device *device) {
+  (void)device;
+  return not_yet("relocate_device");
+}
+
+static hippo_status api_cleanup(hippo_device *device, hippo_stream *stream) {
+  CHECK_DEVICE(device, "cleanup");
+  if (stream) {
+    CHECK_STREAM(stream, "cleanup");
+    if (stream->device != device)
+      return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                              "cleanup: the stream belongs to another device");
+  }
+  return hippo__cleanup(device, stream);
+}
+
+static hippo_status api_reclaim(hippo_device *device, hippo_stream *stream) {
+  (void)device, (void)stream;
+  return not_yet("reclaim");
+}
+
+static hippo_status api_graph_retire(hippo_device *device,
+                                     uint64_t capture_id) {
+  (void)device, (void)capture_id;
+  return not_yet("graph_retire");
+}
+
+/* ---- figures --------------------------------------------------------------- */
+static hippo_status api_usage(hippo_device *device, hippo_stream *stream,
+                              hippo_usage *usage) {
+  hippo_usage mine;
+  hippo_status st;
+  CHECK_DEVICE(device, "usage");
+  CHECK_NOT_NULL(usage, "usage", "usage");
+  if (stream) {
+    CHECK_STREAM(stream, "usage");
+    if (stream->device != device)
+      return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                              "usage: the stream belongs to another device");
+    st = hippo__stream_usage(stream, &mine);
+  } else {
+    st = hippo__device_usage(device, &mine);
+  }
+  if (st != HIPPO_SUCCESS)
+    return st;
+  return hippo__struct_out(usage, &mine, sizeof mine, MIN_STRUCT,
+                           "hippo_usage");
+}
+
+static hippo_status api_pool_report(hippo_stream *stream, uint32_t index,
+                                    hippo_pool_report *report) {
+  hippo_pool_report mine;
+  hippo_status st;
+  CHECK_STREAM(stream, "pool_report");
+  CHECK_NOT_NULL(report, "pool_report", "report");
+  st = hippo__pool_report_get(stream, index, &mine);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  return hippo__struct_out(report, &mine, sizeof mine, MIN_STRUCT,
+                           "hippo_pool_report");
+}
+
+static hippo_status api_check(hippo_device *device) {
+  CHECK_DEVICE(device, "check");
+  return hippo__device_check(device);
+}
+
+/* ---- emulation --------------------------------------------------------------- */
+#define EMU_OP(d, op, call)                                                    \
+  do {                                                                         \
+    CHECK_DEVICE(d, call);                                                     \
+    if (!(d)->be->ops->op)                                                     \
+      return hippo__error_set(HIPPO_UNSUPPORTED,                               \
+                              call ": only HOST and DRY devices emulate; "     \
+                                   "this one is HIP");                         \
+  } while (0)
+
+static hippo_status api_emu_stream_create(hippo_device *device,
+                                          void **native) {
+  EMU_OP(device, emu_stream_create, "emu_stream_create");
+  CHECK_NOT_NULL(native, "emu_stream_create", "native_stream");
+  return device->be->ops->emu_stream_create(device->be, native);
+}
+
+static hippo_status api_emu_stream_destroy(hippo_device *device,
+                                           void *native) {
+  EMU_OP(device, emu_stream_destroy, "emu_stream_destroy");
+  hippo__lock_take(&device->lock);
+  for (uint32_t i = 0; i < device->stream_count; i++)
+    if (device->streams[i]->native == native) {
+      hippo__lock_drop(&device->lock);
+      return hippo__error_set(HIPPO_BUSY,
+                              "emu_stream_destroy: the stream is still "
+                              "attached; detach it first");
+    }
+  hippo__lock_drop(&device->lock);
+  return device->be->ops->emu_stream_destroy(device->be, native);
+}
+
+static hippo_status api_emu_capture_begin(hippo_device *device, void *native,
+                                          uint64_t *capture_id) {
+  EMU_OP(device, emu_capture_begin, "emu_capture_begin");
+  CHECK_NOT_NULL(capture_id, "emu_capture_begin", "capture_id");
+  return device->be->ops->emu_capture_begin(device->be, native, capture_id);
+}
+
+static hippo_status api_emu_capture_end(hippo_device *device, void *native) {
+  EMU_OP(device, emu_capture_end, "emu_capture_end");
+  return device->be->ops->emu_capture_end(device->be, native);
+}
+
+static hippo_status api_emu_inject_fault(hippo_device *device,
+                                         hippo_call_kind kind, uint64_t nth,
+                                         hippo_status status) {
+  EMU_OP(device, emu_inject_fault, "emu_inject_fault");
+  return device->be->ops->emu_inject_fault(device->be, kind, nth, status);
+}
+
+static hippo_status api_emu_read(hippo_device *device, const void *device_ptr,
+                                 void *host, uint64_t size) {
+  EMU_OP(device, emu_read, "emu_read");
+  CHECK_NOT_NULL(host, "emu_read", "host");
+  return device->be->ops->emu_read(device->be, (uint64_t)(uintptr_t)device_ptr,
+                                   host, size);
+}
+
+static hippo_status api_emu_write(hippo_device *device, void *device_ptr,
+                                  const void *host, uint64_t size) {
+  EMU_OP(device, emu_write, "emu_write");
+  CHECK_NOT_NULL(host, "emu_write", "host");
+  return device->be->ops->emu_write(device->be, (uint64_t)(uintptr_t)device_ptr,
+                                    host, size);
+}
+
+static hippo_status api_emu_counters(hippo_device *device,
+                                     hippo_emu_counters *counters) {
+  EMU_OP(device, emu_counters, "emu_counters");
+  CHECK_NOT_NULL(counters, "emu_counters", "counters");
+  return device->be->ops->emu_counters(device->be, counters);
+}
+
+/* ---- the table and the entry --------------------------------------------------- */
+static const hippo_api api_v1 = {
+    .abi_version = 1,
+    .struct_size = sizeof(hippo_api),
+    .status_string = hippo__status_string,
+    .status_name = hippo__status_name,
+    .last_error = api_last_error,
+    .device_open = api_device_open,
+    .device_close = api_device_close,
+    .device_info = api_device_info,
+    .stream_attach = api_stream_attach,
+    .stream_detach = api_stream_detach,
+    .pools_install = api_pools_install,
+    .reserve = api_reserve,
+    .release = api_release,
+    .resolve = api_resolve,
+    .record_use = api_record_use,
+    .persistent_begin = api_persistent_begin,
+    .persistent_end = api_persistent_end,
+    .relocate = api_relocate,
+    .relocate_when_wanted = api_relocate_when_wanted,
+    .relocate_device = api_relocate_device,
+    .cleanup = api_cleanup,
+    .reclaim = api_reclaim,
+    .graph_retire = api_graph_retire,
+    .usage = api_usage,
+    .pool_report = api_pool_report,
+    .check = api_check,
+    .emu_stream_create = api_emu_stream_create,
+    .emu_stream_destroy = api_emu_stream_destroy,
+    .emu_capture_begin = api_emu_capture_begin,
+    .emu_capture_end = api_emu_capture_end,
+    .emu_inject_fault = api_emu_inject_fault,
+    .emu_read = api_emu_read,
+    .emu_write = api_emu_write,
+    .emu_counters = api_emu_counters,
+};
+
+EXPORT hippo_status hippo_plugin_entry(uint32_t *abi_version,
+                                       const hippo_api **api) {
+  if (!abi_version || !api)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "hippo_plugin_entry: abi_version and api must "
+                            "not be NULL");
+  if (*abi_version < HIPPO_ABI_VERSION_MIN) {
+    uint32_t asked = *abi_version;
+    *abi_version = HIPPO_ABI_VERSION;
+    return hippo__error_set(HIPPO_INCOMPATIBLE_ABI,
+                            "hippo_plugin_entry: the loader asked for ABI "
+                            "version %u; this plugin serves versions %u to "
+                            "%u",
+                            asked, HIPPO_ABI_VERSION_MIN, HIPPO_ABI_VERSION);
+  }
+  if (*abi_version > HIPPO_ABI_VERSION)
+    *abi_version = HIPPO_ABI_VERSION;
+  *api = &api_v1;
+  return HIPPO_SUCCESS;
+}

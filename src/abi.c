@@ -1,0 +1,62 @@
+/* abi.c -- moving caller structs across the ABI, whatever their size.
+ *
+ * Every struct that crosses the ABI starts with uint32_t struct_size.  An
+ * older caller passes a smaller struct: the fields it does not know take
+ * their zero defaults.  A newer caller passes a larger one: the fields this
+ * plugin does not know must be zero, since a non-zero one asks for something
+ * this plugin cannot do.  A size below the v1 prefix cannot be interpreted.
+ */
+#include <string.h>
+
+#include "core.h"
+
+hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
+                              size_t min_size, const char *what) {
+  uint32_t size;
+  if (!src)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT, "%s must not be NULL",
+                            what);
+  memcpy(&size, src, sizeof size);
+  if (size < min_size)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s.struct_size is %u, below the %zu bytes of its "
+                            "first version; set it to sizeof the struct",
+                            what, size, min_size);
+  memset(dst, 0, dst_size);
+  if (size <= dst_size) {
+    memcpy(dst, src, size);
+  } else {
+    const unsigned char *extra = (const unsigned char *)src + dst_size;
+    for (size_t i = 0; i < size - dst_size; i++)
+      if (extra[i] != 0)
+        return hippo__error_set(
+            HIPPO_INVALID_ARGUMENT,
+            "%s.struct_size is %u and byte %zu is set, but this plugin knows "
+            "only %zu bytes of it; leave newer fields zero or update the "
+            "plugin",
+            what, size, dst_size + i, dst_size);
+    memcpy(dst, src, dst_size);
+  }
+  memcpy(dst, &(uint32_t){(uint32_t)dst_size}, sizeof(uint32_t));
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
+                               size_t min_size, const char *what) {
+  uint32_t size;
+  if (!dst)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT, "%s must not be NULL",
+                            what);
+  memcpy(&size, dst, sizeof size);
+  if (size < min_size)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s.struct_size is %u, below the %zu bytes of its "
+                            "first version; set it to sizeof the struct",
+                            what, size, min_size);
+  if (size > src_size)
+    memset((unsigned char *)dst + src_size, 0, size - src_size);
+  memcpy((unsigned char *)dst + sizeof size,
+         (const unsigned char *)src + sizeof size,
+         (size < src_size ? size : src_size) - sizeof size);
+  return HIPPO_SUCCESS;
+}

@@ -1,0 +1,111 @@
+/* backend.h -- the contract every backend meets (HIP, HOST, DRY).
+ *
+ * A backend is the only code that talks to a driver.  The core (pools,
+ * managers, devices) sees device memory as 64-bit addresses it never
+ * dereferences, and asks the backend for everything else through the
+ * function table below.
+ *
+ * Every function returns HIPPO_SUCCESS or a failure status, and on failure
+ * has already written last_error (hippo__error_set) naming the backend call
+ * and, for HIP, the hipError_t name and number.  A failed call changes
+ * nothing: a failed page_alloc holds no memory, a failed page_free keeps the
+ * page (the caller keeps it accounted), a failed copy may have copied part
+ * of the bytes but the source is intact.
+ *
+ *  page_alloc(size)      -> a fresh page of exactly `size` bytes (a multiple
+ *                           of the alignment), aligned to at least
+ *                           `alignment`.  HIPPO_OUT_OF_MEMORY when the device
+ *                           has no room.  Never returns address 0.
+ *  page_free(addr, size) -> gives a page from page_alloc back.
+ *  copy(stream, dst, src, size)
+ *                        -> a device-to-device copy ordered on `stream`:
+ *                           it may run later, and is only guaranteed done
+ *                           after stream_sync(stream) or once an event
+ *                           recorded after it reports done.  HOST defers
+ *                           it until then on purpose, so a missing
+ *                           synchronization shows up as wrong data.
+ *  stream_sync(stream)   -> waits for all work queued on `stream`.
+ *  event_record(stream)  -> an event marking the work queued so far.
+ *  event_query(event)    -> *done = whether that work has finished.
+ *  event_destroy(event)
+ *  capture_status(stream)-> *capturing and, when capturing, *capture_id
+ *                           (hipStreamIsCapturing/hipStreamGetCaptureInfo).
+ *  mem_info              -> free and total bytes of the device.
+ *
+ * Streams are the host runtime's native streams (hipStream_t for HIP, the
+ * value emu_stream_create gave for HOST/DRY), passed through as void *.
+ * NULL is the default stream.
+ *
+ * Calls are counted by kind (HIPPO_CALL_*) and, on HOST and DRY, can be made
+ * to fail (emu_inject_fault): the nth call of a kind from now fails with the
+ * chosen status and changes nothing.
+ *
+ * Thread safety: every function may be called concurrently from several
+ * threads; a backend protects its own state.
+ */
+#ifndef HIPPO_BACKEND_H
+#define HIPPO_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hippo.h"
+
+typedef struct hippo__backend hippo__backend;
+
+typedef struct hippo__backend_ops {
+  hippo_status (*page_alloc)(hippo__backend *be, uint64_t size,
+                             uint64_t *addr);
+  hippo_status (*page_free)(hippo__backend *be, uint64_t addr, uint64_t size);
+  hippo_status (*copy)(hippo__backend *be, void *stream, uint64_t dst,
+                       uint64_t src, uint64_t size);
+  hippo_status (*stream_sync)(hippo__backend *be, void *stream);
+  hippo_status (*event_record)(hippo__backend *be, void *stream,
+                               void **event);
+  hippo_status (*event_query)(hippo__backend *be, void *event, bool *done);
+  hippo_status (*event_destroy)(hippo__backend *be, void *event);
+  hippo_status (*capture_status)(hippo__backend *be, void *stream,
+                                 bool *capturing, uint64_t *capture_id);
+  hippo_status (*mem_info)(hippo__backend *be, uint64_t *free_bytes,
+                           uint64_t *total_bytes);
+  void (*destroy)(hippo__backend *be);
+
+  /* Emulation: NULL where the backend has none (HIP). */
+  hippo_status (*emu_stream_create)(hippo__backend *be, void **stream);
+  hippo_status (*emu_stream_destroy)(hippo__backend *be, void *stream);
+  hippo_status (*emu_capture_begin)(hippo__backend *be, void *stream,
+                                    uint64_t *capture_id);
+  hippo_status (*emu_capture_end)(hippo__backend *be, void *stream);
+  hippo_status (*emu_inject_fault)(hippo__backend *be, hippo_call_kind kind,
+                                   uint64_t nth, hippo_status status);
+  hippo_status (*emu_read)(hippo__backend *be, uint64_t addr, void *host,
+                           uint64_t size);
+  hippo_status (*emu_write)(hippo__backend *be, uint64_t addr,
+                            const void *host, uint64_t size);
+  hippo_status (*emu_counters)(hippo__backend *be, hippo_emu_counters *out);
+} hippo__backend_ops;
+
+/* The common head of every backend object. */
+struct hippo__backend {
+  const hippo__backend_ops *ops;
+  hippo_backend kind;     /* HIPPO_BACKEND_HIP, _HOST or _DRY */
+  uint64_t alignment;     /* page and slice alignment, a power of two */
+  uint64_t total_memory;  /* device bytes (HOST/DRY: the emulated capacity) */
+};
+
+/* Constructors.  On failure they return the status, write last_error and
+ * leave *out untouched. */
+hippo_status hippo__backend_host_create(uint64_t capacity, uint64_t alignment,
+                                        hippo__backend **out);
+hippo_status hippo__backend_dry_create(uint64_t capacity, uint64_t alignment,
+                                       hippo__backend **out);
+/* HIPPO_NO_DEVICE when the runtime finds no device (hipErrorNoDevice) or the
+ * ordinal is out of range; HIPPO_UNSUPPORTED when the plugin was built
+ * without HIP. */
+hippo_status hippo__backend_hip_create(int32_t ordinal, hippo__backend **out);
+
+/* The default emulated capacity and alignment (hippo_device_desc zeros). */
+#define HIPPO__DEFAULT_CAPACITY (UINT64_C(16) << 30)
+#define HIPPO__DEFAULT_ALIGNMENT UINT64_C(256)
+
+#endif /* HIPPO_BACKEND_H */

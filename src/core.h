@@ -1,0 +1,95 @@
+/* core.h -- what every internal file shares: errors, locks, small helpers.
+ *
+ * Naming: public names are hippo_*, HIPPO_*; internal names shared across
+ * files are hippo__*; file-local ones are static.
+ */
+#ifndef HIPPO_CORE_H
+#define HIPPO_CORE_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hippo.h"
+
+#if defined(__GNUC__)
+#define HIPPO__PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define HIPPO__LIKELY(x) __builtin_expect(!!(x), 1)
+#define HIPPO__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#else
+#define HIPPO__PRINTF(f, a)
+#define HIPPO__LIKELY(x) (x)
+#define HIPPO__UNLIKELY(x) (x)
+#endif
+
+/* ---- errors (error.c) ---------------------------------------------------
+ * last_error is thread-local: each thread sees the message of its own last
+ * failure.  hippo__error_set formats it and returns `status`, so a failure
+ * path reads `return hippo__error_set(HIPPO_X, "...", ...);`. */
+hippo_status hippo__error_set(hippo_status status, const char *fmt, ...)
+    HIPPO__PRINTF(2, 3);
+/* Prefix the current message with `fmt` (context added on the way up). */
+hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...)
+    HIPPO__PRINTF(2, 3);
+void hippo__error_clear(void);
+const char *hippo__error_get(void);
+const char *hippo__status_string(hippo_status status);
+const char *hippo__status_name(hippo_status status);
+
+/* ---- locks --------------------------------------------------------------
+ * A small test-and-test-and-set lock: one atomic exchange to take it
+ * uncontended, a plain release store to drop it.  Critical sections in
+ * hippo are short (a few hundred instructions); a waiter spins briefly and
+ * then yields the CPU so a preempted holder can run. */
+typedef struct hippo__lock {
+  atomic_bool held;
+} hippo__lock;
+
+void hippo__lock_slow(hippo__lock *lock);
+
+static inline void hippo__lock_init(hippo__lock *lock) {
+  atomic_init(&lock->held, false);
+}
+static inline void hippo__lock_take(hippo__lock *lock) {
+  if (HIPPO__LIKELY(!atomic_exchange_explicit(&lock->held, true,
+                                              memory_order_acquire)))
+    return;
+  hippo__lock_slow(lock);
+}
+static inline void hippo__lock_drop(hippo__lock *lock) {
+  atomic_store_explicit(&lock->held, false, memory_order_release);
+}
+
+/* ---- arithmetic ---------------------------------------------------------*/
+static inline bool hippo__is_pow2(uint64_t x) {
+  return x != 0 && (x & (x - 1)) == 0;
+}
+/* Round up to a power-of-two alignment; false on overflow. */
+static inline bool hippo__align_up(uint64_t x, uint64_t align, uint64_t *out) {
+  if (x > UINT64_MAX - (align - 1))
+    return false;
+  *out = (x + align - 1) & ~(align - 1);
+  return true;
+}
+static inline uint64_t hippo__align_down(uint64_t x, uint64_t align) {
+  return x & ~(align - 1);
+}
+static inline unsigned hippo__log2_floor(uint64_t x) { /* x != 0 */
+  return 63u - (unsigned)__builtin_clzll(x);
+}
+
+/* ---- ABI structs --------------------------------------------------------
+ * Copy a caller's struct (whose first field is its uint32_t size) into a
+ * zeroed local of the plugin's size.  Smaller callers get zero defaults;
+ * larger callers must have zeros beyond what the plugin knows.  Returns
+ * HIPPO_INVALID_ARGUMENT (with last_error naming `what`) otherwise. */
+hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
+                              size_t min_size, const char *what);
+/* Check an output struct's size field (at least min_size) and fill it from
+ * `src` (of src_size bytes) up to the smaller size; the caller's size field
+ * is kept. */
+hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
+                               size_t min_size, const char *what);
+
+#endif /* HIPPO_CORE_H */

@@ -1,0 +1,377 @@
+/* device.c -- a device: its backend, its layout, its streams; install,
+ * cleanup, device-wide figures and the capture check.
+ *
+ * Lock order (manager.h): the device lock, then stream locks in the order of
+ * the stream list.  Device-wide operations that must see every stream at one
+ * moment (install, check) hold all stream locks together; the others (usage,
+ * cleanup) take them one at a time.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "manager.h"
+
+static hippo_status backend_open(const hippo_device_desc *desc,
+                                 hippo__backend **be) {
+  uint64_t capacity = desc->capacity ? desc->capacity : HIPPO__DEFAULT_CAPACITY;
+  uint64_t alignment =
+      desc->alignment ? desc->alignment : HIPPO__DEFAULT_ALIGNMENT;
+  hippo_status st;
+  if ((desc->backend == HIPPO_BACKEND_HOST ||
+       desc->backend == HIPPO_BACKEND_DRY ||
+       desc->backend == HIPPO_BACKEND_AUTO) &&
+      (!hippo__is_pow2(alignment) || alignment > (UINT64_C(1) << 30)))
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "device_open: alignment %llu is not a power of "
+                            "two up to 1 GiB",
+                            (unsigned long long)alignment);
+  switch (desc->backend) {
+  case HIPPO_BACKEND_HIP:
+    return hippo__backend_hip_create(desc->hip_device, be);
+  case HIPPO_BACKEND_HOST:
+    return hippo__backend_host_create(capacity, alignment, be);
+  case HIPPO_BACKEND_DRY:
+    return hippo__backend_dry_create(capacity, alignment, be);
+  case HIPPO_BACKEND_AUTO:
+    st = hippo__backend_hip_create(desc->hip_device, be);
+    if (st == HIPPO_NO_DEVICE || st == HIPPO_UNSUPPORTED)
+      return hippo__backend_host_create(capacity, alignment, be);
+    return st;
+  default:
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "device_open: backend %u is not one of "
+                            "HIPPO_BACKEND_AUTO, _HIP, _HOST, _DRY",
+                            desc->backend);
+  }
+}
+
+hippo_status hippo__device_open(const hippo_device_desc *desc,
+                                const hippo_layout *layout,
+                                const hippo_pool_options *pools,
+                                hippo_device **out) {
+  hippo_device *dev;
+  hippo__backend *be;
+  hippo_status st;
+  if (desc->flags & ~(uint32_t)HIPPO_DEVICE_FIXED_LAYOUT)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "device_open: unknown flags %#x",
+                            desc->flags & ~(uint32_t)HIPPO_DEVICE_FIXED_LAYOUT);
+  dev = calloc(1, sizeof *dev);
+  if (!dev)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY, "host memory for a device");
+  st = backend_open(desc, &be);
+  if (st != HIPPO_SUCCESS) {
+    free(dev);
+    return st;
+  }
+  dev->be = be;
+  st = hippo__layout_resolve(layout, pools, be, &dev->layout);
+  if (st != HIPPO_SUCCESS) {
+    be->ops->destroy(be);
+    free(dev);
+    return st;
+  }
+  hippo__lock_init(&dev->lock);
+  dev->magic = HIPPO__DEVICE_MAGIC;
+  dev->flags = desc->flags;
+  dev->hip_device = desc->hip_device;
+  *out = dev;
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__device_close(hippo_device *dev) {
+  hippo__lock_take(&dev->lock);
+  if (dev->stream_count) {
+    uint32_t n = dev->stream_count;
+    hippo__lock_drop(&dev->lock);
+    return hippo__error_set(HIPPO_BUSY,
+                            "device_close: %u streams are still attached; "
+                            "detach them first",
+                            n);
+  }
+  dev->magic = 0;
+  hippo__lock_drop(&dev->lock);
+  dev->be->ops->destroy(dev->be);
+  free(dev->streams);
+  free(dev);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__device_info(hippo_device *dev, hippo_device_info *out) {
+  uint64_t free_bytes = 0, total = 0;
+  hippo_status st = dev->be->ops->mem_info(dev->be, &free_bytes, &total);
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "device_info");
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  out->backend = dev->be->kind;
+  out->hip_device = dev->hip_device;
+  out->total_memory = total;
+  out->free_memory = free_bytes;
+  out->alignment = dev->be->alignment;
+  hippo__lock_take(&dev->lock);
+  out->streams = dev->stream_count;
+  out->preset = dev->layout.preset;
+  out->pool_count = dev->layout.count;
+  hippo__lock_drop(&dev->lock);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__stream_attach(hippo_device *dev, void *native,
+                                  hippo_stream **out) {
+  hippo_stream *s;
+  hippo__pool **pools;
+  uint32_t count;
+  hippo_status st;
+
+  s = malloc(sizeof *s);
+  if (!s)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY, "host memory for a stream");
+  hippo__lock_take(&dev->lock);
+  for (uint32_t i = 0; i < dev->stream_count; i++)
+    if (dev->streams[i]->native == native) {
+      hippo__lock_drop(&dev->lock);
+      free(s);
+      return hippo__error_set(HIPPO_BUSY,
+                              "stream_attach: native stream %p is already "
+                              "attached to this device (one manager per "
+                              "stream)",
+                              native);
+    }
+  if (dev->stream_count == dev->stream_cap) {
+    uint32_t cap = dev->stream_cap ? dev->stream_cap * 2 : 8;
+    hippo_stream **grown = realloc(dev->streams, cap * sizeof *grown);
+    if (!grown) {
+      hippo__lock_drop(&dev->lock);
+      free(s);
+      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "host memory for %u streams", cap);
+    }
+    dev->streams = grown;
+    dev->stream_cap = cap;
+  }
+  st = hippo__manager_init(s, dev, native);
+  if (st == HIPPO_SUCCESS) {
+    st = hippo__manager_build(s, &dev->layout, &pools, &count);
+    if (st == HIPPO_SUCCESS)
+      hippo__manager_swap(s, pools, count);
+    else
+      hippo__manager_fini(s);
+  }
+  if (st != HIPPO_SUCCESS) {
+    hippo__lock_drop(&dev->lock);
+    free(s);
+    return st;
+  }
+  dev->streams[dev->stream_count++] = s;
+  hippo__lock_drop(&dev->lock);
+  *out = s;
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__stream_detach(hippo_stream *s) {
+  hippo_device *dev = s->device;
+  uint32_t i;
+  hippo__lock_take(&dev->lock);
+  for (i = 0; i < dev->stream_count && dev->streams[i] != s; i++)
+    ;
+  if (i == dev->stream_count) {
+    hippo__lock_drop(&dev->lock);
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "stream_detach: the stream is not attached");
+  }
+  /* Keep the order of the others: it is the lock order. */
+  memmove(&dev->streams[i], &dev->streams[i + 1],
+          (dev->stream_count - i - 1) * sizeof *dev->streams);
+  dev->stream_count--;
+  hippo__lock_take(&s->lock);
+  hippo__manager_fini(s);
+  hippo__lock_drop(&s->lock);
+  hippo__lock_drop(&dev->lock);
+  free(s);
+  return HIPPO_SUCCESS;
+}
+
+/* HIPPO_GRAPH_RECORDING when any stream of the device is capturing.
+ * Expects the device lock held. */
+static hippo_status refuse_while_recording(hippo_device *dev,
+                                           const char *call) {
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    bool capturing = false;
+    uint64_t id = 0;
+    hippo_status st = dev->be->ops->capture_status(
+        dev->be, dev->streams[i]->native, &capturing, &id);
+    if (st != HIPPO_SUCCESS)
+      return hippo__error_wrap(st, "%s: asking whether stream %u captures",
+                               call, i);
+    if (capturing)
+      return hippo__error_set(HIPPO_GRAPH_RECORDING,
+                              "%s: stream %u is capturing graph %llu; the "
+                              "pages it touches keep their addresses until "
+                              "the capture ends: retry after it",
+                              call, i, (unsigned long long)id);
+  }
+  return HIPPO_SUCCESS;
+}
+
+static void lock_all(hippo_device *dev) {
+  for (uint32_t i = 0; i < dev->stream_count; i++)
+    hippo__lock_take(&dev->streams[i]->lock);
+}
+
+static void unlock_all(hippo_device *dev) {
+  for (uint32_t i = dev->stream_count; i-- > 0;)
+    hippo__lock_drop(&dev->streams[i]->lock);
+}
+
+hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
+                                  const hippo_pool_options *pools,
+                                  uint64_t *bytes_in_use) {
+  hippo__layout layout;
+  hippo__pool ***built = NULL;
+  uint32_t *counts = NULL;
+  uint64_t live = 0;
+  hippo_status st;
+
+  if (bytes_in_use)
+    *bytes_in_use = 0;
+  if (dev->flags & HIPPO_DEVICE_FIXED_LAYOUT)
+    return hippo__error_set(HIPPO_UNSUPPORTED,
+                            "pools_install: this device was opened with "
+                            "HIPPO_DEVICE_FIXED_LAYOUT; its layout never "
+                            "changes (retrying will not help)");
+  st = hippo__layout_resolve(in, pools, dev->be, &layout);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  hippo__lock_take(&dev->lock);
+  st = refuse_while_recording(dev, "pools_install");
+  if (st != HIPPO_SUCCESS) {
+    hippo__lock_drop(&dev->lock);
+    return st;
+  }
+  lock_all(dev);
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    hippo_stream *s = dev->streams[i];
+    for (uint32_t p = 1; p < s->pool_count; p++)
+      (void)s->pools[p]->ops->cleanup(s->pools[p]);
+    live += hippo__manager_dynamic_bytes_locked(s);
+  }
+  if (live) {
+    st = hippo__error_set(HIPPO_POOLS_IN_USE,
+                          "pools_install: %llu B are still live in the "
+                          "dynamic pools, so the old layout was kept; "
+                          "release them and retry (persistent reservations "
+                          "do not count)",
+                          (unsigned long long)live);
+    if (bytes_in_use)
+      *bytes_in_use = live;
+    goto out;
+  }
+  built = calloc(dev->stream_count + 1, sizeof *built);
+  counts = calloc(dev->stream_count + 1, sizeof *counts);
+  if (!built || !counts) {
+    st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                          "pools_install: host memory for the new pools");
+    goto out;
+  }
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    st = hippo__manager_build(dev->streams[i], &layout, &built[i], &counts[i]);
+    if (st != HIPPO_SUCCESS) {
+      for (uint32_t j = 0; j < i; j++) {
+        hippo__pools_destroy(built[j], 1, counts[j]);
+        free(built[j]);
+      }
+      goto out;
+    }
+  }
+  for (uint32_t i = 0; i < dev->stream_count; i++)
+    hippo__manager_swap(dev->streams[i], built[i], counts[i]);
+  dev->layout = layout;
+out:
+  unlock_all(dev);
+  hippo__lock_drop(&dev->lock);
+  free(built);
+  free(counts);
+  return st;
+}
+
+hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
+  hippo_status first = HIPPO_SUCCESS, st;
+  hippo__lock_take(&dev->lock);
+  st = refuse_while_recording(dev, "cleanup");
+  if (st != HIPPO_SUCCESS) {
+    hippo__lock_drop(&dev->lock);
+    return st;
+  }
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    hippo_stream *s = dev->streams[i];
+    if (only && s != only)
+      continue;
+    hippo__lock_take(&s->lock);
+    st = hippo__manager_cleanup_locked(s);
+    hippo__lock_drop(&s->lock);
+    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+      first = st;
+  }
+  hippo__lock_drop(&dev->lock);
+  return first;
+}
+
+/* The device's figures: sums over its streams, each read under its lock.
+ * bytes_reserved, pages and peak_bytes_reserved are the device's own page
+ * figures (exact); peak_bytes_in_use is the sum of the streams' peaks, an
+ * upper bound of the device's true peak (streams peak at different times,
+ * and keeping one exact figure would put an atomic on every reserve). */
+hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  hippo__lock_take(&dev->lock);
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    hippo_usage u;
+    hippo__stream_usage(dev->streams[i], &u);
+    out->allocations += u.allocations;
+    out->bytes_in_use += u.bytes_in_use;
+    out->bytes_padding += u.bytes_padding;
+    out->peak_bytes_in_use += u.peak_bytes_in_use;
+  }
+  out->pool_count = dev->layout.count + 1;
+  out->bytes_reserved = atomic_load(&dev->acct.bytes_reserved);
+  out->peak_bytes_reserved = atomic_load(&dev->acct.peak_bytes_reserved);
+  out->pages = atomic_load(&dev->acct.pages);
+  hippo__lock_drop(&dev->lock);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__device_check(hippo_device *dev) {
+  hippo_status st = HIPPO_SUCCESS;
+  uint64_t reserved = 0, pages = 0;
+  hippo__lock_take(&dev->lock);
+  lock_all(dev);
+  for (uint32_t i = 0; i < dev->stream_count && st == HIPPO_SUCCESS; i++) {
+    hippo_stream *s = dev->streams[i];
+    if (s->device != dev)
+      st = hippo__error_set(HIPPO_INTERNAL,
+                            "device check: stream %u names another device", i);
+    else
+      st = hippo__manager_check_locked(s);
+    if (st != HIPPO_SUCCESS)
+      st = hippo__error_wrap(st, "stream %u", i);
+    reserved += atomic_load(&s->acct.bytes_reserved);
+    pages += atomic_load(&s->acct.pages);
+  }
+  if (st == HIPPO_SUCCESS &&
+      (reserved != atomic_load(&dev->acct.bytes_reserved) ||
+       pages != atomic_load(&dev->acct.pages) ||
+       reserved > atomic_load(&dev->acct.peak_bytes_reserved)))
+    st = hippo__error_set(HIPPO_INTERNAL,
+                          "device check: streams hold %llu pages of %llu B, "
+                          "the device's figures say %llu of %llu B",
+                          (unsigned long long)pages,
+                          (unsigned long long)reserved,
+                          (unsigned long long)atomic_load(&dev->acct.pages),
+                          (unsigned long long)atomic_load(
+                              &dev->acct.bytes_reserved));
+  unlock_all(dev);
+  hippo__lock_drop(&dev->lock);
+  return st;
+}

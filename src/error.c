@@ -1,0 +1,72 @@
+/* error.c -- status names and messages, and the thread-local last_error.
+ *
+ * The names and messages come from HIPPO_STATUS_MAP in hippo.h, so adding a
+ * status code is one line there.  last_error is per thread: a failure on one
+ * thread never overwrites the message another thread is about to read.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "core.h"
+
+#define HIPPO__ERROR_MAX 512
+
+/* Invariant: always NUL-terminated; "" when the thread has seen no failure
+ * since its last hippo__error_clear(). */
+static _Thread_local char last_error_buf[HIPPO__ERROR_MAX];
+
+hippo_status hippo__error_set(hippo_status status, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(last_error_buf, sizeof last_error_buf, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...) {
+  char inner[HIPPO__ERROR_MAX];
+  size_t len;
+  va_list ap;
+  memcpy(inner, last_error_buf, sizeof inner);
+  va_start(ap, fmt);
+  vsnprintf(last_error_buf, sizeof last_error_buf, fmt, ap);
+  va_end(ap);
+  len = strlen(last_error_buf);
+  if (len + 2 < sizeof last_error_buf) {
+    memcpy(last_error_buf + len, ": ", 2);
+    len += 2;
+    /* keep as much of the inner message as fits */
+    strncpy(last_error_buf + len, inner, sizeof last_error_buf - len - 1);
+    last_error_buf[sizeof last_error_buf - 1] = '\0';
+  }
+  return status;
+}
+
+void hippo__error_clear(void) { last_error_buf[0] = '\0'; }
+
+const char *hippo__error_get(void) { return last_error_buf; }
+
+const char *hippo__status_string(hippo_status status) {
+  switch (status) {
+#define HIPPO__STATUS_MSG(name, value, msg)                                    \
+  case HIPPO_##name:                                                           \
+    return msg;
+    HIPPO_STATUS_MAP(HIPPO__STATUS_MSG)
+#undef HIPPO__STATUS_MSG
+  default:
+    return "unknown status code";
+  }
+}
+
+const char *hippo__status_name(hippo_status status) {
+  switch (status) {
+#define HIPPO__STATUS_NAME(name, value, msg)                                   \
+  case HIPPO_##name:                                                           \
+    return "HIPPO_" #name;
+    HIPPO_STATUS_MAP(HIPPO__STATUS_NAME)
+#undef HIPPO__STATUS_NAME
+  default:
+    return "HIPPO_UNKNOWN_STATUS";
+  }
+}

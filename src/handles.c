@@ -1,0 +1,112 @@
+/* handles.c -- the generation-tagged handle table (see handles.h). */
+#include <stdlib.h>
+
+#include "handles.h"
+
+#define GEN_MASK ((UINT32_C(1) << HIPPO__HANDLE_GEN_BITS) - 1)
+#define TAG_MASK ((UINT32_C(1) << HIPPO__HANDLE_TAG_BITS) - 1)
+#define NO_SLOT UINT32_MAX
+
+/* Tags come from one process-wide counter: distinct for the first 4096
+ * tables, so a handle of another stream or device fails the tag check. */
+static atomic_uint next_tag = 1;
+
+void hippo__handles_init(hippo__handles *h) {
+  h->slots = NULL;
+  h->count = 0;
+  h->cap = 0;
+  h->free_head = NO_SLOT;
+  h->live = 0;
+  h->tag = atomic_fetch_add(&next_tag, 1) & TAG_MASK;
+}
+
+void hippo__handles_fini(hippo__handles *h) {
+  free(h->slots);
+  h->slots = NULL;
+  h->count = h->cap = 0;
+  h->free_head = NO_SLOT;
+  h->live = 0;
+}
+
+static hippo_handle make_handle(const hippo__handles *h, uint32_t index,
+                                uint32_t gen) {
+  return ((uint64_t)h->tag
+          << (HIPPO__HANDLE_INDEX_BITS + HIPPO__HANDLE_GEN_BITS)) |
+         ((uint64_t)gen << HIPPO__HANDLE_INDEX_BITS) | index;
+}
+
+hippo_status hippo__handles_alloc(hippo__handles *h, hippo_handle *handle,
+                                  hippo__slot **slot) {
+  uint32_t index;
+  hippo__slot *s;
+  if (h->free_head != NO_SLOT) {
+    index = h->free_head;
+    s = &h->slots[index];
+    h->free_head = s->next_free;
+  } else {
+    if (h->count == h->cap) {
+      uint32_t cap = h->cap ? h->cap * 2 : 256;
+      hippo__slot *grown;
+      if (h->cap >= HIPPO__HANDLE_MAX_SLOTS)
+        return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                                "handle table full: %u live reservations on "
+                                "this stream; release some",
+                                h->cap);
+      if (cap > HIPPO__HANDLE_MAX_SLOTS)
+        cap = HIPPO__HANDLE_MAX_SLOTS;
+      grown = realloc(h->slots, (size_t)cap * sizeof *grown);
+      if (!grown)
+        return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                                "host memory: cannot grow the handle table "
+                                "to %u slots",
+                                cap);
+      h->slots = grown;
+      h->cap = cap;
+    }
+    index = h->count++;
+    s = &h->slots[index];
+    s->gen = 1;
+  }
+  s->live = 1;
+  s->flags = 0;
+  s->next_free = NO_SLOT;
+  h->live++;
+  *handle = make_handle(h, index, s->gen);
+  *slot = s;
+  return HIPPO_SUCCESS;
+}
+
+void hippo__handles_free(hippo__handles *h, hippo__slot *s) {
+  uint32_t index = (uint32_t)(s - h->slots);
+  s->live = 0;
+  s->gen = (s->gen + 1) & GEN_MASK;
+  if (s->gen == 0)
+    s->gen = 1;
+  s->next_free = h->free_head;
+  h->free_head = index;
+  h->live--;
+}
+
+hippo_status hippo__handles_check(const hippo__handles *h) {
+  uint64_t live = 0, free_count = 0;
+  for (uint32_t i = 0; i < h->count; i++) {
+    const hippo__slot *s = &h->slots[i];
+    if (s->gen == 0 || s->gen > GEN_MASK)
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "handles: slot %u has generation %u", i, s->gen);
+    live += s->live;
+  }
+  for (uint32_t i = h->free_head; i != NO_SLOT; i = h->slots[i].next_free) {
+    if (i >= h->count || h->slots[i].live || ++free_count > h->count)
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "handles: free list broken at slot %u", i);
+  }
+  if (live != h->live || live + free_count != h->count)
+    return hippo__error_set(HIPPO_INTERNAL,
+                            "handles: %llu live + %llu free != %u slots "
+                            "(live counter %llu)",
+                            (unsigned long long)live,
+                            (unsigned long long)free_count, h->count,
+                            (unsigned long long)h->live);
+  return HIPPO_SUCCESS;
+}

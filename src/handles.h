@@ -1,0 +1,79 @@
+/* handles.h -- the generation-tagged handle table of one stream manager.
+ *
+ * A handle is 64 bits:  [ tag:12 | generation:24 | index:28 ]
+ *   index       the slot in this table;
+ *   generation  the slot's generation when the handle was made; a slot's
+ *               generation changes when it is freed, so a handle kept after
+ *               its release is stale; never 0, so no handle is 0;
+ *   tag         the owning stream's tag (process-wide counter), so a handle
+ *               of another stream or device is foreign.
+ * Lookup is O(1): split, bound-check the index, compare generation and tag.
+ * The table never shrinks while the stream lives; freed slots are reused
+ * LIFO through a free list.
+ */
+#ifndef HIPPO_HANDLES_H
+#define HIPPO_HANDLES_H
+
+#include <stdint.h>
+
+#include "core.h"
+
+#define HIPPO__HANDLE_INDEX_BITS 28u
+#define HIPPO__HANDLE_GEN_BITS 24u
+#define HIPPO__HANDLE_TAG_BITS 12u
+#define HIPPO__HANDLE_MAX_SLOTS (UINT32_C(1) << HIPPO__HANDLE_INDEX_BITS)
+#define HIPPO__POOL_NONE UINT16_MAX /* a zero-size reservation: no pool */
+
+/* One slot.  Invariant: live slots have pool set and gen != 0; a free slot
+ * is on the free list (next_free) and its gen is the one the next handle of
+ * this slot will carry. */
+typedef struct hippo__slot {
+  uint64_t addr;      /* device address (0 for a zero-size reservation) */
+  uint64_t size;      /* requested bytes */
+  uint32_t slice;     /* the pool's slice id */
+  uint16_t pool;      /* pool index in the manager, or HIPPO__POOL_NONE */
+  uint8_t live;       /* 1 while reserved */
+  uint8_t flags;      /* reserved for guards */
+  uint32_t gen;       /* generation, 1 .. 2^24-1 */
+  uint32_t next_free; /* next free slot index (UINT32_MAX ends the list) */
+} hippo__slot;
+
+/* Invariant: live + length of free list == count <= cap;
+ * slots[0 .. count) are initialized. */
+typedef struct hippo__handles {
+  hippo__slot *slots;
+  uint32_t count;     /* slots handed out at least once */
+  uint32_t cap;       /* slots allocated */
+  uint32_t free_head; /* first free slot, UINT32_MAX when none */
+  uint32_t tag;       /* this table's tag */
+  uint64_t live;      /* live handles */
+} hippo__handles;
+
+void hippo__handles_init(hippo__handles *h);
+void hippo__handles_fini(hippo__handles *h);
+/* A fresh slot; *handle gets its handle.  HIPPO_OUT_OF_MEMORY when the
+ * table cannot grow. */
+hippo_status hippo__handles_alloc(hippo__handles *h, hippo_handle *handle,
+                                  hippo__slot **slot);
+/* The live slot of `handle`, or NULL (0, stale, forged, foreign). */
+static inline hippo__slot *hippo__handles_get(hippo__handles *h,
+                                              hippo_handle handle) {
+  uint32_t index = (uint32_t)(handle & (HIPPO__HANDLE_MAX_SLOTS - 1));
+  uint32_t gen = (uint32_t)(handle >> HIPPO__HANDLE_INDEX_BITS) &
+                 ((UINT32_C(1) << HIPPO__HANDLE_GEN_BITS) - 1);
+  uint32_t tag = (uint32_t)(handle >> (HIPPO__HANDLE_INDEX_BITS +
+                                       HIPPO__HANDLE_GEN_BITS));
+  hippo__slot *s;
+  if (HIPPO__UNLIKELY(index >= h->count || tag != h->tag))
+    return NULL;
+  s = &h->slots[index];
+  if (HIPPO__UNLIKELY(!s->live || s->gen != gen))
+    return NULL;
+  return s;
+}
+/* Free a live slot: its generation moves on, its old handle goes stale. */
+void hippo__handles_free(hippo__handles *h, hippo__slot *slot);
+/* Verify the invariant; HIPPO_INTERNAL with last_error when broken. */
+hippo_status hippo__handles_check(const hippo__handles *h);
+
+#endif /* HIPPO_HANDLES_H */

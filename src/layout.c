@@ -1,0 +1,213 @@
+/* layout.c -- presets and validation of pool layouts.
+ *
+ * SUB_SLICES (default), for a device of T bytes and alignment A:
+ *   sliced pools whose page sizes form a ladder 4 MiB, 16 MiB, 64 MiB, ...
+ *   (x4 each step) up to T/4, each accepting slices up to a quarter of its
+ *   page (so a page holds at least four of its largest slices), then an
+ *   EXCLUSIVE tail pool for anything larger, up to T.  On a device smaller
+ *   than 16 MiB the first page is T/4 rounded down to A (at least A).
+ *   Every pool has dealloc_period HIPPO__DEFAULT_DEALLOC_PERIOD.
+ * EXCLUSIVE_PAGES: exclusive pools with max_alloc_size 1 MiB, 8 MiB,
+ *   64 MiB, ... (x8 each step) below T, then one accepting up to T.
+ *
+ * Validation of a custom layout (HIPPO_POOL_CONFIG, last_error naming the
+ * pool index and field): no pools or more than HIPPO__MAX_POOLS; an unknown
+ * kind; a zero size field (SLICED page_size or max_slice_size, EXCLUSIVE
+ * max_alloc_size); a field the kind does not use set non-zero;
+ * max_slice_size > page_size; max_pool_size below the alignment; sizes that
+ * overflow when aligned; a page so small that the pool could need more than
+ * HIPPO__MAX_PAGES pages (page count of min(cap, device memory)).
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "manager.h"
+
+#define MiB (UINT64_C(1) << 20)
+
+static const char *kind_name(hippo_pool_kind kind) {
+  switch (kind) {
+  case HIPPO_POOL_SLICED:
+    return "SLICED";
+  case HIPPO_POOL_EXCLUSIVE:
+    return "EXCLUSIVE";
+  case HIPPO_POOL_DIRECT:
+    return "DIRECT";
+  case HIPPO_POOL_PERSISTENT:
+    return "PERSISTENT";
+  default:
+    return "unknown";
+  }
+}
+
+void hippo__layout_preset(hippo_preset preset, uint64_t total,
+                          uint64_t alignment, hippo__layout *out) {
+  memset(out, 0, sizeof *out);
+  out->preset = preset;
+  if (preset == HIPPO_PRESET_EXCLUSIVE_PAGES) {
+    for (uint64_t max = MiB; max < total && out->count < HIPPO__MAX_POOLS - 1;
+         max *= 8) {
+      hippo_pool_options *o = &out->pools[out->count++];
+      o->struct_size = sizeof *o;
+      o->kind = HIPPO_POOL_EXCLUSIVE;
+      o->max_alloc_size = max;
+      o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
+    }
+  } else {
+    uint64_t quarter = total / 4;
+    uint64_t page = 4 * MiB;
+    if (page > quarter) {
+      page = hippo__align_down(quarter, alignment);
+      if (page < alignment)
+        page = alignment;
+    }
+    for (; out->count < HIPPO__MAX_POOLS - 1; page *= 4) {
+      hippo_pool_options *o = &out->pools[out->count++];
+      o->struct_size = sizeof *o;
+      o->kind = HIPPO_POOL_SLICED;
+      o->page_size = page;
+      o->max_slice_size = page / 4 >= alignment ? page / 4 : page;
+      o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
+      if (page * 4 > quarter)
+        break;
+    }
+  }
+  {
+    hippo_pool_options *o = &out->pools[out->count++];
+    o->struct_size = sizeof *o;
+    o->kind = HIPPO_POOL_EXCLUSIVE;
+    o->max_alloc_size = total;
+    o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
+  }
+}
+
+/* BAD(index, "field", "why", kind name, why's arguments...) */
+#define BAD(i, field, fmt, kind, ...)                                          \
+  hippo__error_set(HIPPO_POOL_CONFIG,                                          \
+                   "layout pool %u (%s) field " field ": " fmt, i, kind,       \
+                   ##__VA_ARGS__)
+
+static hippo_status unused_zero(uint32_t i, const hippo_pool_options *o) {
+  const char *kind = kind_name(o->kind);
+  bool sliced = o->kind == HIPPO_POOL_SLICED;
+  if (!sliced && o->page_size)
+    return BAD(i, "page_size", "only SLICED pools use it; set it to 0", kind);
+  if (!sliced && o->max_slice_size)
+    return BAD(i, "max_slice_size", "only SLICED pools use it; set it to 0",
+               kind);
+  if (!sliced && o->max_pool_size)
+    return BAD(i, "max_pool_size", "only SLICED pools use it; set it to 0",
+               kind);
+  if (o->kind != HIPPO_POOL_EXCLUSIVE && o->max_alloc_size)
+    return BAD(i, "max_alloc_size", "only EXCLUSIVE pools use it; set it to 0",
+               kind);
+  if (o->kind != HIPPO_POOL_DIRECT && o->reclaim_at)
+    return BAD(i, "reclaim_at", "only DIRECT pools use it; set it to 0", kind);
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
+                                  const hippo__backend *be) {
+  uint64_t a = be->alignment, aligned;
+  const char *kind = kind_name(o->kind);
+  hippo_status st;
+  if (o->kind != HIPPO_POOL_SLICED && o->kind != HIPPO_POOL_EXCLUSIVE &&
+      o->kind != HIPPO_POOL_DIRECT)
+    return BAD(i, "kind",
+               "%u is not a pool kind (HIPPO_POOL_SLICED, _EXCLUSIVE or "
+               "_DIRECT)",
+               kind, o->kind);
+  st = unused_zero(i, o);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  if (o->kind == HIPPO_POOL_SLICED) {
+    uint64_t span, pages;
+    if (o->page_size == 0)
+      return BAD(i, "page_size", "must not be 0", kind);
+    if (o->max_slice_size == 0)
+      return BAD(i, "max_slice_size", "must not be 0", kind);
+    if (!hippo__align_up(o->page_size, a, &aligned))
+      return BAD(i, "page_size", "%llu overflows when aligned to %llu", kind,
+                 (unsigned long long)o->page_size, (unsigned long long)a);
+    if (!hippo__align_up(o->max_slice_size, a, &aligned))
+      return BAD(i, "max_slice_size", "%llu overflows when aligned to %llu",
+                 kind, (unsigned long long)o->max_slice_size,
+                 (unsigned long long)a);
+    if (o->max_slice_size > o->page_size)
+      return BAD(i, "max_slice_size",
+                 "%llu is larger than page_size %llu; a slice must fit in a "
+                 "page",
+                 kind, (unsigned long long)o->max_slice_size,
+                 (unsigned long long)o->page_size);
+    if (o->page_size < a)
+      return BAD(i, "page_size", "%llu is below the alignment %llu", kind,
+                 (unsigned long long)o->page_size, (unsigned long long)a);
+    if (o->max_pool_size && o->max_pool_size < a)
+      return BAD(i, "max_pool_size",
+                 "%llu is below the alignment %llu, so nothing could ever be "
+                 "allocated; use 0 for no cap",
+                 kind, (unsigned long long)o->max_pool_size,
+                 (unsigned long long)a);
+    span = o->max_pool_size && o->max_pool_size < be->total_memory
+               ? o->max_pool_size
+               : be->total_memory;
+    pages = span / hippo__align_down(o->page_size, a);
+    if (pages > HIPPO__MAX_PAGES)
+      return BAD(i, "page_size",
+                 "%llu B pages over %llu B could need %llu pages, more than "
+                 "the limit of %llu; use larger pages or a cap",
+                 kind, (unsigned long long)o->page_size,
+                 (unsigned long long)span, (unsigned long long)pages,
+                 (unsigned long long)HIPPO__MAX_PAGES);
+  } else if (o->kind == HIPPO_POOL_EXCLUSIVE) {
+    if (o->max_alloc_size == 0)
+      return BAD(i, "max_alloc_size", "must not be 0", kind);
+    if (!hippo__align_up(o->max_alloc_size, a, &aligned) ||
+        aligned > UINT64_MAX / 2)
+      return BAD(i, "max_alloc_size", "%llu overflows when aligned to %llu",
+                 kind, (unsigned long long)o->max_alloc_size,
+                 (unsigned long long)a);
+  }
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__layout_resolve(const hippo_layout *in,
+                                   const hippo_pool_options *pools_in,
+                                   const hippo__backend *be,
+                                   hippo__layout *out) {
+  if (!in || in->preset == HIPPO_PRESET_SUB_SLICES ||
+      in->preset == HIPPO_PRESET_EXCLUSIVE_PAGES) {
+    if (in && (in->pool_count || in->pools))
+      return hippo__error_set(HIPPO_POOL_CONFIG,
+                              "layout: a preset takes no pools; set "
+                              "pool_count 0 and pools NULL, or use "
+                              "HIPPO_PRESET_CUSTOM");
+    hippo__layout_preset(in ? in->preset : HIPPO_PRESET_SUB_SLICES,
+                         be->total_memory, be->alignment, out);
+    return HIPPO_SUCCESS;
+  }
+  if (in->preset != HIPPO_PRESET_CUSTOM)
+    return hippo__error_set(HIPPO_POOL_CONFIG,
+                            "layout: preset %u is not a preset "
+                            "(HIPPO_PRESET_SUB_SLICES, _EXCLUSIVE_PAGES or "
+                            "_CUSTOM)",
+                            in->preset);
+  if (in->pool_count == 0)
+    return hippo__error_set(HIPPO_POOL_CONFIG,
+                            "layout: a custom layout needs at least one pool "
+                            "(pool_count is 0)");
+  if (in->pool_count > HIPPO__MAX_POOLS)
+    return hippo__error_set(HIPPO_POOL_CONFIG,
+                            "layout: %u pools, more than the limit of %u",
+                            in->pool_count, HIPPO__MAX_POOLS);
+  memset(out, 0, sizeof *out);
+  out->preset = HIPPO_PRESET_CUSTOM;
+  out->count = in->pool_count;
+  for (uint32_t i = 0; i < in->pool_count; i++) {
+    hippo_status st = validate_pool(i, &pools_in[i], be);
+    if (st != HIPPO_SUCCESS)
+      return st;
+    out->pools[i] = pools_in[i];
+  }
+  return HIPPO_SUCCESS;
+}

@@ -1,0 +1,368 @@
+/* manager.c -- one stream's memory manager: routing, modes, usage,
+ * periodic deallocation.
+ *
+ * Routing: a reservation goes to the persistent pool while the stream is in
+ * Persistent mode (a window is open, or the call asks for it); otherwise to
+ * the first pool in layout order whose max_size accepts the size.  A capped
+ * pool that is full (HIPPO_POOL_CAPACITY_EXCEEDED) spills to the next
+ * accepting pool.  When the backend is out of memory, the manager gives the
+ * stream's empty pages back and tries once more before reporting it.
+ * A zero-size reservation holds no memory: its handle resolves to (NULL, 0).
+ *
+ * The fast path (a free slice fits) makes no backend call and takes only the
+ * stream's lock.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "manager.h"
+
+hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
+                                 void *native) {
+  hippo_status st;
+  memset(s, 0, sizeof *s);
+  s->magic = HIPPO__STREAM_MAGIC;
+  s->device = dev;
+  s->native = native;
+  hippo__lock_init(&s->lock);
+  hippo__handles_init(&s->handles);
+  s->acct.parent = &dev->acct;
+  s->pools = calloc(1, sizeof *s->pools);
+  s->ticking = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->ticking);
+  if (!s->pools || !s->ticking) {
+    free(s->pools);
+    free(s->ticking);
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "host memory for a stream manager");
+  }
+  st = hippo__pool_persistent_create(dev->be, &s->acct, &s->pools[0]);
+  if (st != HIPPO_SUCCESS) {
+    free(s->pools);
+    free(s->ticking);
+    return st;
+  }
+  s->pool_count = 1;
+  return HIPPO_SUCCESS;
+}
+
+void hippo__pools_destroy(hippo__pool **pools, uint32_t from,
+                          uint32_t count) {
+  for (uint32_t i = from; i < count; i++)
+    if (pools[i])
+      pools[i]->ops->destroy(pools[i]);
+}
+
+void hippo__manager_fini(hippo_stream *s) {
+  s->magic = 0;
+  hippo__pools_destroy(s->pools, 0, s->pool_count);
+  free(s->pools);
+  free(s->ticking);
+  hippo__handles_fini(&s->handles);
+}
+
+hippo_status hippo__manager_build(hippo_stream *s, const hippo__layout *layout,
+                                  hippo__pool ***out, uint32_t *count) {
+  uint32_t n = layout->count + 1;
+  hippo__pool **pools = calloc(n, sizeof *pools);
+  if (!pools)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "host memory for %u pools", n);
+  pools[0] = s->pools[0];
+  for (uint32_t i = 1; i < n; i++) {
+    hippo_status st = hippo__pool_create(s->device->be, &s->acct,
+                                         &layout->pools[i - 1], &pools[i]);
+    if (st != HIPPO_SUCCESS) {
+      hippo__pools_destroy(pools, 1, i);
+      free(pools);
+      return hippo__error_wrap(st, "building pool %u", i - 1);
+    }
+  }
+  *out = pools;
+  *count = n;
+  return HIPPO_SUCCESS;
+}
+
+/* Install built pools; the old dynamic pools (which must hold no live
+ * slice) are destroyed.  Cannot fail: the ticking list was allocated at
+ * init for HIPPO__MAX_POOLS + 1 entries. */
+void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
+                         uint32_t count) {
+  hippo__pool **old = s->pools;
+  uint32_t old_count = s->pool_count;
+  s->pools = pools;
+  s->pool_count = count;
+  s->ticking_count = 0;
+  for (uint32_t i = 0; i < count; i++)
+    if (pools[i]->opt.dealloc_period)
+      s->ticking[s->ticking_count++] = pools[i];
+  hippo__pools_destroy(old, 1, old_count);
+  free(old);
+}
+
+/* Route to the first accepting pool, spilling past full capped pools. */
+static hippo_status route(hippo_stream *s, uint64_t size, uint32_t *pool,
+                          hippo__slice_ref *ref) {
+  hippo_status st = HIPPO_BUFFER_TOO_BIG;
+  for (uint32_t i = 1; i < s->pool_count; i++) {
+    hippo__pool *p = s->pools[i];
+    if (size > p->max_size)
+      continue;
+    st = p->ops->reserve(p, size, ref);
+    if (HIPPO__LIKELY(st == HIPPO_SUCCESS)) {
+      *pool = i;
+      return st;
+    }
+    if (st != HIPPO_POOL_CAPACITY_EXCEEDED)
+      return st;
+  }
+  if (st == HIPPO_BUFFER_TOO_BIG) {
+    uint64_t largest = 0;
+    for (uint32_t i = 1; i < s->pool_count; i++)
+      if (s->pools[i]->max_size > largest)
+        largest = s->pools[i]->max_size;
+    return hippo__error_set(HIPPO_BUFFER_TOO_BIG,
+                            "reserve: no pool accepts %llu B; the largest "
+                            "size any pool of this layout accepts is %llu B",
+                            (unsigned long long)size,
+                            (unsigned long long)largest);
+  }
+  return st;
+}
+
+static hippo_status reserve_in(hippo_stream *s, uint64_t size, bool persistent,
+                               uint32_t *pool, hippo__slice_ref *ref) {
+  if (persistent) {
+    *pool = 0;
+    return s->pools[0]->ops->reserve(s->pools[0], size, ref);
+  }
+  return route(s, size, pool, ref);
+}
+
+hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
+                            hippo_handle *out) {
+  hippo__slice_ref ref = {0, 0};
+  uint32_t pool = HIPPO__POOL_NONE;
+  hippo__slot *slot;
+  hippo_status st = HIPPO_SUCCESS;
+  bool persistent;
+
+  hippo__lock_take(&s->lock);
+  s->clock++;
+  for (uint32_t i = 0; i < s->ticking_count; i++)
+    (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
+  persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
+  if (size > 0) {
+    st = reserve_in(s, size, persistent, &pool, &ref);
+    if (HIPPO__UNLIKELY(st == HIPPO_OUT_OF_MEMORY)) {
+      /* Empty pages of this stream may be what the device lacks. */
+      (void)hippo__manager_cleanup_locked(s);
+      st = reserve_in(s, size, persistent, &pool, &ref);
+    }
+    if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
+      hippo__lock_drop(&s->lock);
+      return st;
+    }
+  }
+  st = hippo__handles_alloc(&s->handles, out, &slot);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
+    if (pool != HIPPO__POOL_NONE)
+      s->pools[pool]->ops->release(s->pools[pool], ref.slice, size);
+    hippo__lock_drop(&s->lock);
+    return st;
+  }
+  slot->addr = ref.addr;
+  slot->size = size;
+  slot->slice = ref.slice;
+  slot->pool = (uint16_t)pool;
+  if (size == 0)
+    s->zero_live++;
+  s->in_use += size;
+  if (s->in_use > s->peak_in_use)
+    s->peak_in_use = s->in_use;
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status bad_handle(hippo_handle h, const char *call) {
+  return hippo__error_set(HIPPO_INVALID_HANDLE,
+                          "%s: handle %#llx is not live on this stream (0, "
+                          "released, stale, forged, or of another stream)",
+                          call, (unsigned long long)h);
+}
+
+hippo_status hippo__release(hippo_stream *s, hippo_handle h) {
+  hippo__slot *slot;
+  hippo__lock_take(&s->lock);
+  slot = hippo__handles_get(&s->handles, h);
+  if (HIPPO__UNLIKELY(!slot)) {
+    hippo__lock_drop(&s->lock);
+    return bad_handle(h, "release");
+  }
+  if (slot->pool != HIPPO__POOL_NONE)
+    s->pools[slot->pool]->ops->release(s->pools[slot->pool], slot->slice,
+                                       slot->size);
+  else
+    s->zero_live--;
+  s->in_use -= slot->size;
+  hippo__handles_free(&s->handles, slot);
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
+                            uint64_t *size) {
+  hippo__slot *slot;
+  hippo__lock_take(&s->lock);
+  slot = hippo__handles_get(&s->handles, h);
+  if (HIPPO__UNLIKELY(!slot)) {
+    hippo__lock_drop(&s->lock);
+    return bad_handle(h, "resolve");
+  }
+  *ptr = (void *)(uintptr_t)slot->addr;
+  if (size)
+    *size = slot->size;
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__persistent_begin(hippo_stream *s) {
+  hippo__lock_take(&s->lock);
+  s->persistent_depth++;
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__persistent_end(hippo_stream *s) {
+  hippo_status st = HIPPO_SUCCESS;
+  hippo__lock_take(&s->lock);
+  if (s->persistent_depth == 0)
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "persistent_end: no persistent window is open on "
+                          "this stream (each end needs a begin)");
+  else
+    s->persistent_depth--;
+  hippo__lock_drop(&s->lock);
+  return st;
+}
+
+hippo_status hippo__manager_cleanup_locked(hippo_stream *s) {
+  hippo_status first = HIPPO_SUCCESS;
+  for (uint32_t i = 0; i < s->pool_count; i++) {
+    hippo_status st = s->pools[i]->ops->cleanup(s->pools[i]);
+    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+      first = st;
+  }
+  return first;
+}
+
+uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s) {
+  uint64_t bytes = 0;
+  for (uint32_t i = 1; i < s->pool_count; i++)
+    bytes += s->pools[i]->bytes_in_use;
+  return bytes;
+}
+
+void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out) {
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  out->pool_count = s->pool_count;
+  out->allocations = s->handles.live;
+  out->bytes_in_use = s->in_use;
+  out->peak_bytes_in_use = s->peak_in_use;
+  for (uint32_t i = 0; i < s->pool_count; i++)
+    out->bytes_padding += s->pools[i]->bytes_padding;
+  out->bytes_reserved = atomic_load(&s->acct.bytes_reserved);
+  out->peak_bytes_reserved = atomic_load(&s->acct.peak_bytes_reserved);
+  out->pages = atomic_load(&s->acct.pages);
+}
+
+hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out) {
+  hippo__lock_take(&s->lock);
+  hippo__manager_usage_locked(s, out);
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__pool_report_get(hippo_stream *s, uint32_t index,
+                                    hippo_pool_report *out) {
+  hippo_status st = HIPPO_SUCCESS;
+  hippo__lock_take(&s->lock);
+  if (index >= s->pool_count)
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "pool_report: pool index %u, but the stream has %u "
+                          "pools (0 is the persistent pool)",
+                          index, s->pool_count);
+  else
+    s->pools[index]->ops->report(s->pools[index], out);
+  hippo__lock_drop(&s->lock);
+  return st;
+}
+
+hippo_status hippo__manager_check_locked(const hippo_stream *s) {
+  uint64_t bytes[HIPPO__MAX_POOLS + 1] = {0};
+  uint64_t count[HIPPO__MAX_POOLS + 1] = {0};
+  uint64_t zero = 0, in_use = 0, reserved = 0, pages = 0;
+  hippo_status st = hippo__handles_check(&s->handles);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  for (uint32_t i = 0; i < s->handles.count; i++) {
+    const hippo__slot *slot = &s->handles.slots[i];
+    if (!slot->live)
+      continue;
+    in_use += slot->size;
+    if (slot->pool == HIPPO__POOL_NONE) {
+      zero++;
+      if (slot->size != 0 || slot->addr != 0)
+        return hippo__error_set(HIPPO_INTERNAL,
+                                "manager check: slot %u has no pool but "
+                                "%llu B at %#llx",
+                                i, (unsigned long long)slot->size,
+                                (unsigned long long)slot->addr);
+      continue;
+    }
+    if (slot->pool >= s->pool_count)
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "manager check: slot %u names pool %u of %u", i,
+                              slot->pool, s->pool_count);
+    bytes[slot->pool] += slot->size;
+    count[slot->pool]++;
+  }
+  for (uint32_t i = 0; i < s->pool_count; i++) {
+    const hippo__pool *p = s->pools[i];
+    st = p->ops->check(p);
+    if (st != HIPPO_SUCCESS)
+      return hippo__error_wrap(st, "pool %u", i);
+    if (bytes[i] != p->bytes_in_use || count[i] != p->allocations)
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "manager check: pool %u: handles hold %llu "
+                              "reservations of %llu B, the pool counts %llu "
+                              "of %llu B",
+                              i, (unsigned long long)count[i],
+                              (unsigned long long)bytes[i],
+                              (unsigned long long)p->allocations,
+                              (unsigned long long)p->bytes_in_use);
+    reserved += p->bytes_reserved;
+    pages += p->pages;
+  }
+  if (zero != s->zero_live || in_use != s->in_use ||
+      s->in_use > s->peak_in_use)
+    return hippo__error_set(HIPPO_INTERNAL,
+                            "manager check: %llu zero-size and %llu B live, "
+                            "counters say %llu and %llu B (peak %llu B)",
+                            (unsigned long long)zero,
+                            (unsigned long long)in_use,
+                            (unsigned long long)s->zero_live,
+                            (unsigned long long)s->in_use,
+                            (unsigned long long)s->peak_in_use);
+  if (reserved != atomic_load(&s->acct.bytes_reserved) ||
+      pages != atomic_load(&s->acct.pages))
+    return hippo__error_set(HIPPO_INTERNAL,
+                            "manager check: pools hold %llu pages of %llu B, "
+                            "the stream's figures say %llu of %llu B",
+                            (unsigned long long)pages,
+                            (unsigned long long)reserved,
+                            (unsigned long long)atomic_load(&s->acct.pages),
+                            (unsigned long long)atomic_load(
+                                &s->acct.bytes_reserved));
+  return HIPPO_SUCCESS;
+}

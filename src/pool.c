@@ -1,0 +1,98 @@
+/* pool.c -- what every pool kind shares: the common head, page accounting
+ * against the device's figures, report heads, and creation by kind. */
+#include <string.h>
+
+#include "pool.h"
+
+void hippo__pool_head_init(hippo__pool *pool, const hippo__pool_ops *ops,
+                           hippo__backend *be, hippo__page_acct *acct,
+                           hippo_pool_kind kind,
+                           const hippo_pool_options *opt, uint64_t max_size) {
+  memset(pool, 0, sizeof *pool);
+  pool->ops = ops;
+  pool->be = be;
+  pool->acct = acct;
+  pool->kind = kind;
+  if (opt)
+    pool->opt = *opt;
+  pool->opt.struct_size = sizeof pool->opt;
+  pool->opt.kind = kind;
+  pool->max_size = max_size;
+  pool->alignment = be->alignment;
+  pool->align_shift = hippo__log2_floor(be->alignment);
+}
+
+static void acct_add(hippo__page_acct *acct, uint64_t size) {
+  for (; acct; acct = acct->parent) {
+    uint64_t now, peak;
+    atomic_fetch_add(&acct->pages, 1);
+    now = atomic_fetch_add(&acct->bytes_reserved, size) + size;
+    peak = atomic_load(&acct->peak_bytes_reserved);
+    while (now > peak && !atomic_compare_exchange_weak(
+                             &acct->peak_bytes_reserved, &peak, now))
+      ;
+  }
+}
+
+static void acct_sub(hippo__page_acct *acct, uint64_t size) {
+  for (; acct; acct = acct->parent) {
+    atomic_fetch_sub(&acct->pages, 1);
+    atomic_fetch_sub(&acct->bytes_reserved, size);
+  }
+}
+
+hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
+                                    uint64_t *addr) {
+  hippo_status st = pool->be->ops->page_alloc(pool->be, size, addr);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  pool->pages++;
+  if (pool->pages > pool->peak_pages)
+    pool->peak_pages = pool->pages;
+  pool->bytes_reserved += size;
+  acct_add(pool->acct, size);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__pool_page_free(hippo__pool *pool, uint64_t addr,
+                                   uint64_t size) {
+  hippo_status st = pool->be->ops->page_free(pool->be, addr, size);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  pool->pages--;
+  pool->bytes_reserved -= size;
+  acct_sub(pool->acct, size);
+  return HIPPO_SUCCESS;
+}
+
+void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out) {
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  out->kind = pool->kind;
+  out->options = pool->opt;
+  out->pages = pool->pages;
+  out->peak_pages = pool->peak_pages;
+  out->allocations = pool->allocations;
+  out->bytes_in_use = pool->bytes_in_use;
+  out->bytes_padding = pool->bytes_padding;
+  out->bytes_reserved = pool->bytes_reserved;
+  out->largest_allocation = pool->largest_allocation;
+  out->bytes_free =
+      pool->bytes_reserved - pool->bytes_in_use - pool->bytes_padding;
+}
+
+hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
+                                const hippo_pool_options *opt,
+                                hippo__pool **out) {
+  switch (opt->kind) {
+  case HIPPO_POOL_SLICED:
+    return hippo__pool_sliced_create(be, acct, opt, out);
+  case HIPPO_POOL_EXCLUSIVE:
+    return hippo__pool_exclusive_create(be, acct, opt, out);
+  case HIPPO_POOL_DIRECT:
+    return hippo__pool_direct_create(be, acct, opt, out);
+  default:
+    return hippo__error_set(HIPPO_POOL_CONFIG, "unknown pool kind %u",
+                            opt->kind);
+  }
+}

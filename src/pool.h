@@ -1,0 +1,149 @@
+/* pool.h -- the one internal interface every pool kind implements.
+ *
+ * A pool hands out slices of device memory that it takes from the backend
+ * in pages.  Pools know nothing of handles, streams or locks: the stream
+ * manager (manager.c) owns a pool, routes a size to it, holds the stream
+ * lock around every call, and keeps the handle that names the slice.
+ *
+ * Contract of every pool kind:
+ *  - reserve(size) with 0 < size <= pool->max_size: a slice of at least
+ *    `size` bytes at an address aligned to pool->alignment, named by a
+ *    32-bit slice id the pool chooses.  Fails with
+ *    HIPPO_POOL_CAPACITY_EXCEEDED (a cap is reached; the manager spills to
+ *    the next accepting pool) or the backend's status (HIPPO_OUT_OF_MEMORY,
+ *    ...), having written last_error and changed nothing.
+ *  - release(slice, size): the slice is free for the next reserve at once
+ *    (stream order).  `size` is the size given to reserve (for the figures).
+ *  - cleanup(): every page with no live slice goes back to the backend.  A
+ *    page whose free fails is kept (and stays accounted); the first failure
+ *    is returned after trying every page.
+ *  - tick(now): periodic deallocation.  `now` counts the stream's
+ *    reservations; a page that has been empty since `now - dealloc_period`
+ *    or earlier goes back.  Amortized O(1).
+ *  - report(): the figures of hippo_pool_report.
+ *  - check(): walks every page and slice and verifies the invariants written
+ *    in the pool's file; HIPPO_INTERNAL with last_error naming the first
+ *    broken one.  For tests; O(pages + slices).
+ *  - destroy(): frees every page, live or not, and the pool itself.
+ *
+ * Figures kept in the common head (exact at every moment):
+ *   bytes_reserved = sum of the sizes of the pages held,
+ *   bytes_in_use   = sum of the requested sizes of the live slices,
+ *   bytes_padding  = sum over live slices of (slice size - requested size).
+ */
+#ifndef HIPPO_POOL_H
+#define HIPPO_POOL_H
+
+#include <stdint.h>
+
+#include "backend.h"
+#include "core.h"
+
+typedef struct hippo__pool hippo__pool;
+
+/* What reserve hands back. */
+typedef struct hippo__slice_ref {
+  uint64_t addr;  /* device address of the slice */
+  uint32_t slice; /* the pool's id for it, given back to release */
+} hippo__slice_ref;
+
+typedef struct hippo__pool_ops {
+  hippo_status (*reserve)(hippo__pool *pool, uint64_t size,
+                          hippo__slice_ref *out);
+  void (*release)(hippo__pool *pool, uint32_t slice, uint64_t size);
+  hippo_status (*cleanup)(hippo__pool *pool);
+  hippo_status (*tick)(hippo__pool *pool, uint64_t now);
+  void (*report)(const hippo__pool *pool, hippo_pool_report *out);
+  hippo_status (*check)(const hippo__pool *pool);
+  void (*destroy)(hippo__pool *pool);
+} hippo__pool_ops;
+
+/* Page-level figures: a stream's pools share the stream's, whose parent is
+ * the device's.  Updated only when a page is taken or given back (never on
+ * the reserve/release fast path), atomically, so the device's figures need
+ * no stream lock.  Invariant: bytes_reserved <= peak_bytes_reserved; each
+ * figure equals the sum over the pools that account into it. */
+typedef struct hippo__page_acct {
+  _Atomic uint64_t bytes_reserved;
+  _Atomic uint64_t peak_bytes_reserved;
+  _Atomic uint64_t pages;
+  struct hippo__page_acct *parent; /* the device's, or NULL */
+} hippo__page_acct;
+
+/* The common head of every pool.
+ * Invariant: allocations == number of live slices; the figures above hold;
+ * pages <= peak_pages. */
+struct hippo__pool {
+  const hippo__pool_ops *ops;
+  hippo__backend *be;
+  hippo__page_acct *acct;   /* the device's page figures (may be NULL) */
+  hippo_pool_kind kind;
+  hippo_pool_options opt;   /* options in force (page shrunk to a cap...) */
+  uint64_t max_size;        /* largest request the pool accepts */
+  uint64_t alignment;       /* slice alignment (the backend's) */
+  unsigned align_shift;     /* log2(alignment) */
+  /* figures */
+  uint64_t pages;
+  uint64_t peak_pages;
+  uint64_t allocations;
+  uint64_t bytes_in_use;
+  uint64_t bytes_padding;
+  uint64_t bytes_reserved;
+  uint64_t largest_allocation;
+};
+
+/* Constructors: `opt` has been validated (layout.c).  HIPPO_OUT_OF_MEMORY
+ * (host memory) with last_error on failure. */
+hippo_status hippo__pool_sliced_create(hippo__backend *be,
+                                       hippo__page_acct *acct,
+                                       const hippo_pool_options *opt,
+                                       hippo__pool **out);
+hippo_status hippo__pool_exclusive_create(hippo__backend *be,
+                                          hippo__page_acct *acct,
+                                          const hippo_pool_options *opt,
+                                          hippo__pool **out);
+hippo_status hippo__pool_direct_create(hippo__backend *be,
+                                       hippo__page_acct *acct,
+                                       const hippo_pool_options *opt,
+                                       hippo__pool **out);
+hippo_status hippo__pool_persistent_create(hippo__backend *be,
+                                           hippo__page_acct *acct,
+                                           hippo__pool **out);
+/* Dispatch on opt->kind. */
+hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
+                                const hippo_pool_options *opt,
+                                hippo__pool **out);
+
+/* Helpers for pool files (pool_common in layout.c). */
+/* Initialize the common head. */
+void hippo__pool_head_init(hippo__pool *pool, const hippo__pool_ops *ops,
+                           hippo__backend *be, hippo__page_acct *acct,
+                           hippo_pool_kind kind,
+                           const hippo_pool_options *opt, uint64_t max_size);
+/* Take a page of `size` bytes from the backend and account it (pool and
+ * device figures); on failure nothing changes. */
+hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
+                                    uint64_t *addr);
+/* Give a page back and unaccount it; on failure it stays accounted. */
+hippo_status hippo__pool_page_free(hippo__pool *pool, uint64_t addr,
+                                   uint64_t size);
+/* Account a served request of `size` in a slice of `slice_size` bytes, and
+ * its release. */
+static inline void hippo__pool_note_reserve(hippo__pool *pool, uint64_t size,
+                                            uint64_t slice_size) {
+  pool->allocations++;
+  pool->bytes_in_use += size;
+  pool->bytes_padding += slice_size - size;
+  if (size > pool->largest_allocation)
+    pool->largest_allocation = size;
+}
+static inline void hippo__pool_note_release(hippo__pool *pool, uint64_t size,
+                                            uint64_t slice_size) {
+  pool->allocations--;
+  pool->bytes_in_use -= size;
+  pool->bytes_padding -= slice_size - size;
+}
+/* Fill the common part of a report (kind, options, figures). */
+void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out);
+
+#endif /* HIPPO_POOL_H */
