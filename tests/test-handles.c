@@ -1,0 +1,144 @@
+/* test-handles.c -- the generation-tagged handle table: 0 is never valid,
+ * released and stale handles fail, forged and foreign ones fail, slots are
+ * reused with a new generation, and the table grows without losing any. */
+#include <check.h>
+#include <stdlib.h>
+
+#include "handles.h"
+
+#define INDEX_MASK (HIPPO__HANDLE_MAX_SLOTS - 1)
+#define GEN_SHIFT HIPPO__HANDLE_INDEX_BITS
+#define TAG_SHIFT (HIPPO__HANDLE_INDEX_BITS + HIPPO__HANDLE_GEN_BITS)
+
+static hippo_handle alloc(hippo__handles *h, uint64_t size) {
+  hippo__slot *s;
+  hippo_handle handle;
+  ck_assert_int_eq(hippo__handles_alloc(h, &handle, &s), HIPPO_SUCCESS);
+  s->size = size;
+  s->pool = 1;
+  ck_assert_uint_ne(handle, 0);
+  ck_assert_int_eq(hippo__handles_check(h), HIPPO_SUCCESS);
+  return handle;
+}
+
+START_TEST(zero_is_never_valid) {
+  hippo__handles h;
+  hippo__handles_init(&h);
+  ck_assert_ptr_null(hippo__handles_get(&h, 0));
+  alloc(&h, 1);
+  ck_assert_ptr_null(hippo__handles_get(&h, 0));
+  hippo__handles_fini(&h);
+}
+END_TEST
+
+START_TEST(released_and_stale) {
+  hippo__handles h;
+  hippo_handle a, b;
+  hippo__handles_init(&h);
+  a = alloc(&h, 100);
+  ck_assert_uint_eq(hippo__handles_get(&h, a)->size, 100);
+  hippo__handles_free(&h, hippo__handles_get(&h, a));
+  ck_assert_ptr_null(hippo__handles_get(&h, a)); /* released */
+  b = alloc(&h, 200);                            /* reuses the slot */
+  ck_assert_uint_eq(b & INDEX_MASK, a & INDEX_MASK);
+  ck_assert_uint_ne(b, a);
+  ck_assert_ptr_null(hippo__handles_get(&h, a)); /* stale */
+  ck_assert_uint_eq(hippo__handles_get(&h, b)->size, 200);
+  ck_assert_uint_eq(h.live, 1);
+  hippo__handles_fini(&h);
+}
+END_TEST
+
+START_TEST(generation_wraps_but_never_zero) {
+  hippo__handles h;
+  hippo_handle first, cur = 0;
+  hippo__handles_init(&h);
+  first = alloc(&h, 1);
+  hippo__handles_free(&h, hippo__handles_get(&h, first));
+  for (uint32_t i = 0; i < (UINT32_C(1) << HIPPO__HANDLE_GEN_BITS); i++) {
+    hippo__slot *s;
+    ck_assert_int_eq(hippo__handles_alloc(&h, &cur, &s), HIPPO_SUCCESS);
+    ck_assert_uint_ne((cur >> GEN_SHIFT) & ((1u << HIPPO__HANDLE_GEN_BITS) - 1),
+                      0);
+    hippo__handles_free(&h, s);
+  }
+  ck_assert_int_eq(hippo__handles_check(&h), HIPPO_SUCCESS);
+  hippo__handles_fini(&h);
+}
+END_TEST
+
+START_TEST(forged_and_foreign) {
+  hippo__handles h, other;
+  hippo_handle a;
+  hippo__handles_init(&h);
+  hippo__handles_init(&other);
+  ck_assert_uint_ne(h.tag, other.tag);
+  a = alloc(&h, 1);
+  alloc(&other, 1);
+  ck_assert_ptr_null(hippo__handles_get(&h, a ^ 1));         /* index */
+  ck_assert_ptr_null(hippo__handles_get(&h, a + (1ull << GEN_SHIFT))); /* gen */
+  ck_assert_ptr_null(hippo__handles_get(&h, a ^ (1ull << TAG_SHIFT))); /* tag */
+  ck_assert_ptr_null(hippo__handles_get(&h, a | INDEX_MASK)); /* out of range */
+  ck_assert_ptr_null(hippo__handles_get(&other, a)); /* another table */
+  ck_assert_ptr_null(hippo__handles_get(&h, ~a));
+  ck_assert_ptr_nonnull(hippo__handles_get(&h, a));
+  hippo__handles_fini(&h);
+  hippo__handles_fini(&other);
+}
+END_TEST
+
+START_TEST(grows_and_keeps_every_slot) {
+  enum { N = 5000 };
+  hippo__handles h;
+  hippo_handle *hs = malloc(N * sizeof *hs);
+  hippo__handles_init(&h);
+  for (uint64_t i = 0; i < N; i++) {
+    hippo__slot *s;
+    ck_assert_int_eq(hippo__handles_alloc(&h, &hs[i], &s), HIPPO_SUCCESS);
+    s->size = i;
+  }
+  ck_assert_int_eq(hippo__handles_check(&h), HIPPO_SUCCESS);
+  for (uint64_t i = 0; i < N; i++)
+    ck_assert_uint_eq(hippo__handles_get(&h, hs[i])->size, i);
+  for (uint64_t i = 0; i < N; i += 2)
+    hippo__handles_free(&h, hippo__handles_get(&h, hs[i]));
+  ck_assert_uint_eq(h.live, N / 2);
+  ck_assert_int_eq(hippo__handles_check(&h), HIPPO_SUCCESS);
+  for (uint64_t i = 0; i < N; i++)
+    ck_assert(!hippo__handles_get(&h, hs[i]) == !(i % 2));
+  hippo__handles_fini(&h);
+  free(hs);
+}
+END_TEST
+
+START_TEST(check_finds_broken_counter) {
+  hippo__handles h;
+  hippo__handles_init(&h);
+  alloc(&h, 1);
+  h.live++;
+  ck_assert_int_eq(hippo__handles_check(&h), HIPPO_INTERNAL);
+  h.live--;
+  ck_assert_int_eq(hippo__handles_check(&h), HIPPO_SUCCESS);
+  hippo__handles_fini(&h);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("handles");
+  TCase *t = tcase_create("table");
+  SRunner *sr;
+  int failed;
+  tcase_set_timeout(t, 60);
+  tcase_add_test(t, zero_is_never_valid);
+  tcase_add_test(t, released_and_stale);
+  tcase_add_test(t, generation_wraps_but_never_zero);
+  tcase_add_test(t, forged_and_foreign);
+  tcase_add_test(t, grows_and_keeps_every_slot);
+  tcase_add_test(t, check_finds_broken_counter);
+  suite_add_tcase(s, t);
+  sr = srunner_create(s);
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}

@@ -1,0 +1,425 @@
+/* test-sliced.c -- the SLICED pool on a fake backend: exact offsets,
+ * splitting and coalescing, caps and spill statuses, shrink below page,
+ * cap below alignment, periodic deallocation after exactly a period,
+ * cleanup, failures that change nothing, and a seeded randomized run
+ * against a reference model with the check walk after every operation.
+ */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool.h"
+
+/* ---- a fake backend: bump addresses, counted calls, scripted failures --- */
+typedef struct fake {
+  hippo__backend head;
+  uint64_t next;          /* next page address */
+  uint64_t allocs, frees; /* successful calls */
+  uint64_t held;          /* bytes held */
+  int fail_alloc;         /* fail the next n allocs */
+  int fail_free;          /* fail the next n frees */
+} fake;
+
+static hippo_status fake_alloc(hippo__backend *be, uint64_t size,
+                               uint64_t *addr) {
+  fake *f = (fake *)be;
+  if (f->fail_alloc > 0) {
+    f->fail_alloc--;
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY, "fake page_alloc failed");
+  }
+  *addr = f->next;
+  f->next += (size + 0xFFFFF) & ~(uint64_t)0xFFFFF; /* 1 MiB apart */
+  f->next += 1 << 20;                               /* and a gap */
+  f->allocs++;
+  f->held += size;
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status fake_free(hippo__backend *be, uint64_t addr,
+                              uint64_t size) {
+  fake *f = (fake *)be;
+  (void)addr;
+  if (f->fail_free > 0) {
+    f->fail_free--;
+    return hippo__error_set(HIPPO_BACKEND_ERROR, "fake page_free failed");
+  }
+  f->frees++;
+  f->held -= size;
+  return HIPPO_SUCCESS;
+}
+
+static const hippo__backend_ops fake_ops = {.page_alloc = fake_alloc,
+                                            .page_free = fake_free};
+
+static fake fb;
+static hippo__page_acct acct;
+
+static void setup(void) {
+  memset(&fb, 0, sizeof fb);
+  fb.head.ops = &fake_ops;
+  fb.head.kind = HIPPO_BACKEND_DRY;
+  fb.head.alignment = 256;
+  fb.head.total_memory = UINT64_C(16) << 30;
+  fb.next = UINT64_C(1) << 32;
+  memset(&acct, 0, sizeof acct);
+}
+
+static hippo__pool *make(uint64_t page, uint64_t max_slice, uint64_t cap,
+                         uint64_t period) {
+  hippo_pool_options o = {.struct_size = sizeof o,
+                          .kind = HIPPO_POOL_SLICED,
+                          .page_size = page,
+                          .max_slice_size = max_slice,
+                          .max_pool_size = cap,
+                          .dealloc_period = period};
+  hippo__pool *p = NULL;
+  ck_assert_int_eq(hippo__pool_sliced_create(&fb.head, &acct, &o, &p),
+                   HIPPO_SUCCESS);
+  return p;
+}
+
+#define CHECKED(p)                                                             \
+  ck_assert_msg((p)->ops->check(p) == HIPPO_SUCCESS, "check: %s",              \
+                hippo__error_get())
+
+static hippo__slice_ref take(hippo__pool *p, uint64_t size) {
+  hippo__slice_ref r;
+  hippo_status st = p->ops->reserve(p, size, &r);
+  ck_assert_msg(st == HIPPO_SUCCESS, "reserve %llu: %s",
+                (unsigned long long)size, hippo__error_get());
+  CHECKED(p);
+  return r;
+}
+
+#define KiB UINT64_C(1024)
+#define MiB (UINT64_C(1) << 20)
+
+START_TEST(exact_offsets_and_padding) {
+  hippo__pool *p = make(MiB, 256 * KiB, 0, 0);
+  hippo__slice_ref a = take(p, 1000), b = take(p, 256), c = take(p, 4097);
+  hippo_pool_report r;
+  uint64_t base = a.addr;
+  ck_assert_uint_eq(b.addr - base, 1024);
+  ck_assert_uint_eq(c.addr - base, 1280);
+  ck_assert_uint_eq(p->bytes_in_use, 1000 + 256 + 4097);
+  ck_assert_uint_eq(p->bytes_padding, 24 + 0 + 255);
+  ck_assert_uint_eq(p->bytes_reserved, MiB);
+  ck_assert_uint_eq(p->pages, 1);
+  ck_assert_uint_eq(fb.allocs, 1);
+  p->ops->report(p, &r);
+  ck_assert_uint_eq(r.bytes_free, MiB - 1024 - 256 - 4352);
+  ck_assert_uint_eq(r.largest_free, MiB - 1024 - 256 - 4352);
+  ck_assert_uint_eq(r.largest_allocation, 4097);
+  /* a freed hole between live slices is found again, exactly */
+  p->ops->release(p, b.slice, 256);
+  CHECKED(p);
+  b = take(p, 200);
+  ck_assert_uint_eq(b.addr - base, 1024);
+  ck_assert_uint_eq(p->bytes_padding, 24 + 56 + 255);
+  p->ops->destroy(p);
+  ck_assert_uint_eq(fb.held, 0);
+}
+END_TEST
+
+START_TEST(coalesce_back_to_one_slice) {
+  hippo__pool *p = make(MiB, 256 * KiB, 0, 0);
+  hippo__slice_ref s[8];
+  hippo_pool_report r;
+  for (int i = 0; i < 8; i++)
+    s[i] = take(p, 10 * KiB);
+  /* release in an order that merges with the left, the right and both */
+  int order[8] = {1, 3, 2, 0, 6, 4, 5, 7};
+  for (int i = 0; i < 8; i++) {
+    p->ops->release(p, s[order[i]].slice, 10 * KiB);
+    CHECKED(p);
+  }
+  p->ops->report(p, &r);
+  ck_assert_uint_eq(r.largest_free, MiB); /* one free slice again */
+  ck_assert_uint_eq(r.bytes_free, MiB);
+  ck_assert_uint_eq(p->allocations, 0);
+  /* the whole page is reusable as one slice of max size */
+  s[0] = take(p, 256 * KiB);
+  ck_assert_uint_eq(s[0].addr, (UINT64_C(1) << 32));
+  ck_assert_uint_eq(fb.allocs, 1);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(new_page_when_full) {
+  hippo__pool *p = make(MiB, MiB, 0, 0);
+  hippo__slice_ref a = take(p, MiB), b = take(p, 1);
+  ck_assert_uint_eq(p->pages, 2);
+  ck_assert_uint_eq(p->peak_pages, 2);
+  ck_assert_uint_ne(a.addr, b.addr);
+  p->ops->release(p, a.slice, MiB);
+  CHECKED(p);
+  ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
+  CHECKED(p);
+  ck_assert_uint_eq(p->pages, 1); /* the empty one went back */
+  ck_assert_uint_eq(p->peak_pages, 2);
+  ck_assert_uint_eq(fb.frees, 1);
+  ck_assert_uint_eq(atomic_load(&acct.bytes_reserved), MiB);
+  ck_assert_uint_eq(atomic_load(&acct.peak_bytes_reserved), 2 * MiB);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(cap_in_whole_pages) {
+  hippo__pool *p = make(64 * KiB, 64 * KiB, 200 * KiB, 0); /* 3 pages */
+  hippo__slice_ref r;
+  for (int i = 0; i < 3; i++)
+    take(p, 64 * KiB);
+  ck_assert_int_eq(p->ops->reserve(p, 1, &r), HIPPO_POOL_CAPACITY_EXCEEDED);
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "max_pool_size"));
+  ck_assert_uint_eq(fb.allocs, 3);
+  ck_assert_uint_eq(p->pages, 3);
+  CHECKED(p);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(cap_below_page_shrinks_page) {
+  hippo__pool *p = make(MiB, 256 * KiB, 300 * KiB + 100, 0);
+  hippo_pool_report r;
+  hippo__slice_ref s;
+  p->ops->report(p, &r);
+  ck_assert_uint_eq(r.options.page_size, 300 * KiB); /* rounded down */
+  take(p, 200 * KiB);
+  ck_assert_uint_eq(p->bytes_reserved, 300 * KiB);
+  ck_assert_int_eq(p->ops->reserve(p, 200 * KiB, &s),
+                   HIPPO_POOL_CAPACITY_EXCEEDED);
+  take(p, 100 * KiB); /* exactly the rest */
+  ck_assert_uint_eq(fb.allocs, 1);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(slice_larger_than_shrunk_page) {
+  hippo__pool *p = make(MiB, 512 * KiB, 256 * KiB, 0);
+  hippo__slice_ref s;
+  ck_assert_uint_eq(p->max_size, 512 * KiB);
+  ck_assert_int_eq(p->ops->reserve(p, 300 * KiB, &s),
+                   HIPPO_POOL_CAPACITY_EXCEEDED);
+  ck_assert_uint_eq(fb.allocs, 0);
+  CHECKED(p);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(cap_below_alignment_never_allocates) {
+  hippo__pool *p = make(MiB, 256 * KiB, 100, 0);
+  hippo__slice_ref s;
+  for (uint64_t size = 1; size <= 256 * KiB; size *= 4)
+    ck_assert_int_eq(p->ops->reserve(p, size, &s),
+                     HIPPO_POOL_CAPACITY_EXCEEDED);
+  ck_assert_uint_eq(fb.allocs, 0);
+  ck_assert_uint_eq(p->pages, 0);
+  CHECKED(p);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(dealloc_after_exactly_a_period) {
+  hippo__pool *p = make(MiB, MiB, 0, 5);
+  hippo__slice_ref s;
+  ck_assert_int_eq(p->ops->tick(p, 1), HIPPO_SUCCESS);
+  s = take(p, 1000);
+  ck_assert_int_eq(p->ops->tick(p, 2), HIPPO_SUCCESS);
+  p->ops->release(p, s.slice, 1000); /* empty since clock 2 */
+  for (uint64_t now = 3; now < 7; now++) {
+    ck_assert_int_eq(p->ops->tick(p, now), HIPPO_SUCCESS);
+    ck_assert_uint_eq(p->pages, 1);
+  }
+  ck_assert_int_eq(p->ops->tick(p, 7), HIPPO_SUCCESS); /* 7 - 2 == 5 */
+  ck_assert_uint_eq(p->pages, 0);
+  ck_assert_uint_eq(fb.frees, 1);
+  CHECKED(p);
+  /* a page reused before its period ends is kept */
+  s = take(p, 1000);
+  ck_assert_int_eq(p->ops->tick(p, 8), HIPPO_SUCCESS);
+  p->ops->release(p, s.slice, 1000);
+  ck_assert_int_eq(p->ops->tick(p, 12), HIPPO_SUCCESS);
+  s = take(p, 1000);
+  ck_assert_int_eq(p->ops->tick(p, 100), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 1);
+  CHECKED(p);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(failed_page_alloc_changes_nothing) {
+  hippo__pool *p = make(MiB, MiB, 0, 0);
+  hippo__slice_ref s = take(p, MiB), t;
+  uint64_t used = p->bytes_in_use, res = p->bytes_reserved;
+  fb.fail_alloc = 1;
+  ck_assert_int_eq(p->ops->reserve(p, 4096, &t), HIPPO_OUT_OF_MEMORY);
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "fake page_alloc"));
+  ck_assert_uint_eq(p->bytes_in_use, used);
+  ck_assert_uint_eq(p->bytes_reserved, res);
+  ck_assert_uint_eq(p->allocations, 1);
+  CHECKED(p);
+  t = take(p, 4096); /* and the next try works */
+  ck_assert_uint_ne(t.addr, s.addr);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(failed_page_free_keeps_page) {
+  hippo__pool *p = make(MiB, MiB, 0, 0);
+  hippo__slice_ref s = take(p, 5000), t = take(p, MiB);
+  p->ops->release(p, s.slice, 5000);
+  p->ops->release(p, t.slice, MiB);
+  fb.fail_free = 1;
+  ck_assert_int_eq(p->ops->cleanup(p), HIPPO_BACKEND_ERROR);
+  ck_assert_uint_eq(p->pages, 1); /* one freed, one kept */
+  ck_assert_uint_eq(p->bytes_reserved, MiB);
+  CHECKED(p);
+  s = take(p, 5000); /* the kept page still serves */
+  p->ops->release(p, s.slice, 5000);
+  ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 0);
+  ck_assert_uint_eq(fb.held, 0);
+  CHECKED(p);
+  p->ops->destroy(p);
+}
+END_TEST
+
+START_TEST(classes_cover_large_sizes) {
+  /* sizes across many first levels, up to a 1 GiB page */
+  hippo__pool *p = make(UINT64_C(1) << 30, UINT64_C(1) << 30, 0, 0);
+  hippo__slice_ref s[40];
+  uint64_t sizes[40];
+  int n = 0;
+  for (uint64_t size = 1; size <= (UINT64_C(1) << 28); size = size * 2 + 7) {
+    sizes[n] = size;
+    s[n++] = take(p, size);
+  }
+  ck_assert_uint_eq(p->pages, 1);
+  for (int i = 0; i < n; i += 2) {
+    p->ops->release(p, s[i].slice, sizes[i]);
+    CHECKED(p);
+  }
+  for (int i = 0; i < n; i += 2) { /* each size fits a hole again */
+    hippo__slice_ref t = take(p, sizes[i]);
+    int hole = 0;
+    for (int j = 0; j < n; j += 2)
+      hole |= t.addr == s[j].addr;
+    ck_assert_msg(hole, "size %llu did not go back into a hole",
+                  (unsigned long long)sizes[i]);
+  }
+  ck_assert_uint_eq(p->pages, 1);
+  p->ops->destroy(p);
+}
+END_TEST
+
+/* ---- randomized against a model ---------------------------------------- */
+static uint64_t rng_state;
+static uint64_t rnd(void) { /* splitmix64 */
+  uint64_t z = (rng_state += 0x9E3779B97F4A7C15ull);
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+typedef struct live {
+  uint64_t addr, size, bytes;
+  uint32_t slice;
+} live;
+
+static int by_addr(const void *a, const void *b) {
+  const live *x = a, *y = b;
+  return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+START_TEST(randomized_against_model) {
+  enum { OPS = 150000, MAXLIVE = 600 };
+  hippo__pool *p = make(256 * KiB, 64 * KiB, 2 * MiB, 3000);
+  live *l = calloc(MAXLIVE, sizeof *l), *sorted = calloc(MAXLIVE, sizeof *l);
+  uint64_t n = 0, in_use = 0, bytes = 0, now = 0, fails = 0;
+  rng_state = 42;
+  for (int op = 0; op < OPS; op++) {
+    uint64_t r = rnd();
+    if (n < MAXLIVE && (n == 0 || r % 100 < 52)) {
+      uint64_t size = 1 + rnd() % (rnd() % 4 == 0 ? 64 * KiB : 4 * KiB);
+      hippo__slice_ref ref;
+      hippo_status st;
+      now++;
+      ck_assert_int_eq(p->ops->tick(p, now), HIPPO_SUCCESS);
+      st = p->ops->reserve(p, size, &ref);
+      if (st == HIPPO_POOL_CAPACITY_EXCEEDED) {
+        fails++;
+      } else {
+        ck_assert_int_eq(st, HIPPO_SUCCESS);
+        ck_assert_uint_eq(ref.addr % 256, 0);
+        l[n] = (live){ref.addr, size, (size + 255) & ~(uint64_t)255,
+                      ref.slice};
+        in_use += size;
+        bytes += l[n].bytes;
+        n++;
+      }
+    } else if (n > 0) {
+      uint64_t i = rnd() % n;
+      p->ops->release(p, l[i].slice, l[i].size);
+      in_use -= l[i].size;
+      bytes -= l[i].bytes;
+      l[i] = l[--n];
+    }
+    if (r % 997 == 0)
+      ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
+    CHECKED(p);
+    ck_assert_uint_eq(p->allocations, n);
+    ck_assert_uint_eq(p->bytes_in_use, in_use);
+    ck_assert_uint_eq(p->bytes_in_use + p->bytes_padding, bytes);
+    ck_assert_uint_le(p->bytes_reserved, 2 * MiB);
+    if (op % 500 == 0 && n > 1) { /* live slices never overlap */
+      memcpy(sorted, l, n * sizeof *l);
+      qsort(sorted, n, sizeof *l, by_addr);
+      for (uint64_t i = 1; i < n; i++)
+        ck_assert_uint_le(sorted[i - 1].addr + sorted[i - 1].bytes,
+                          sorted[i].addr);
+    }
+  }
+  ck_assert_uint_gt(fails, 0); /* the cap was reached at times */
+  while (n > 0) {
+    n--;
+    p->ops->release(p, l[n].slice, l[n].size);
+  }
+  CHECKED(p);
+  ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 0);
+  ck_assert_uint_eq(fb.held, 0);
+  p->ops->destroy(p);
+  free(l);
+  free(sorted);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("sliced");
+  TCase *t = tcase_create("pool");
+  tcase_add_checked_fixture(t, setup, NULL);
+  tcase_set_timeout(t, 120);
+  tcase_add_test(t, exact_offsets_and_padding);
+  tcase_add_test(t, coalesce_back_to_one_slice);
+  tcase_add_test(t, new_page_when_full);
+  tcase_add_test(t, cap_in_whole_pages);
+  tcase_add_test(t, cap_below_page_shrinks_page);
+  tcase_add_test(t, slice_larger_than_shrunk_page);
+  tcase_add_test(t, cap_below_alignment_never_allocates);
+  tcase_add_test(t, dealloc_after_exactly_a_period);
+  tcase_add_test(t, failed_page_alloc_changes_nothing);
+  tcase_add_test(t, failed_page_free_keeps_page);
+  tcase_add_test(t, classes_cover_large_sizes);
+  tcase_add_test(t, randomized_against_model);
+  suite_add_tcase(s, t);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(suite());
+  int failed;
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed ? 1 : 0;
+}
