@@ -1,0 +1,303 @@
+#!/bin/sh
+# test-replay.sh -- tests of tools/hippo-replay against the built plugin.
+#
+# Run by `make check` (with $SHELL); the Makefile exports HIPPO_REPLAY (the
+# built tool), HIPPO_PLUGIN (the built plugin) and top_srcdir.  By hand:
+#   HIPPO_REPLAY=tools/hippo-replay HIPPO_PLUGIN=plugin/.libs/hippo.so \
+#     top_srcdir=. sh tests/test-replay.sh
+#
+# The expected figures (events, reservations, releases, peak live bytes) are
+# computed here with awk straight from the CSV, independently of the tool.
+# Every file in tests/bad-traces/ starts with `# expect: LINE: REASON`; the
+# tool must exit 1, print nothing on stdout and print `FILE:LINE: REASON...`
+# on stderr.
+
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+HIPPO_REPLAY=${HIPPO_REPLAY:-$top_srcdir/tools/hippo-replay}
+HIPPO_PLUGIN=${HIPPO_PLUGIN:-$top_srcdir/plugin/.libs/hippo.so}
+export HIPPO_PLUGIN
+train=$top_srcdir/traces/train.csv
+
+if [ ! -x "$HIPPO_REPLAY" ]; then
+  echo "test-replay: $HIPPO_REPLAY is not built; run 'make' first" >&2
+  exit 99
+fi
+if [ ! -f "$HIPPO_PLUGIN" ]; then
+  echo "test-replay: no plugin at $HIPPO_PLUGIN; run 'make' first" >&2
+  exit 99
+fi
+
+tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-replay.XXXXXX") || exit 99
+trap 'rm -rf "$tmp"' EXIT
+out=$tmp/out
+err=$tmp/err
+
+passed=0
+failed=0
+
+pass() {
+  passed=$((passed + 1))
+  echo "PASS: $1"
+}
+
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL: $1"
+  if [ -s "$out" ]; then sed 's/^/  stdout: /' "$out" | head -40; fi
+  if [ -s "$err" ]; then sed 's/^/  stderr: /' "$err" | head -20; fi
+}
+
+# Preflight: a plugin that does not load would fail every check below; say
+# why once and stop (99: a hard error for the automake harness).
+printf 'op,id,size,stream\na,1,4096,0\nf,1,,\n' >"$tmp/preflight.csv"
+if ! "$HIPPO_REPLAY" --backend dry "$tmp/preflight.csv" >"$out" 2>"$err"; then
+  echo "test-replay: hippo-replay cannot replay a 2-event trace with" \
+    "$HIPPO_PLUGIN; fix that first:" >&2
+  cat "$err" >&2
+  exit 99
+fi
+
+# replay ARGS...: runs the tool; $status, $out and $err hold the result.
+replay() {
+  "$HIPPO_REPLAY" "$@" >"$out" 2>"$err"
+  status=$?
+}
+
+# expect_status NAME STATUS
+expect_status() {
+  if [ "$status" -eq "$2" ]; then pass "$1: exit $2"
+  else fail "$1: exit $status, expected $2"; fi
+}
+
+# expect_line NAME 'key: value' -- an exact line of the summary.
+expect_line() {
+  if grep -qxF -- "$2" "$out"; then pass "$1: $2"
+  else fail "$1: no line '$2' in the summary"; fi
+}
+
+# value KEY: the first word after 'KEY: ' in the summary.
+value() {
+  sed -n "s/^$1: \\([^ ]*\\).*/\\1/p" "$out" | head -1
+}
+
+# figures TRACE: "events reservations releases peak_live" from the CSV.
+figures() {
+  awk -F, '
+    { sub(/\r$/, ""); line = $0; gsub(/[ \t]/, "", line) }
+    line == "" || substr(line, 1, 1) == "#" { next }
+    !header { header = 1; next }
+    {
+      n = split(line, f, ",")
+      if (f[1] == "a") {
+        events++; reserves++
+        size[f[2]] = f[3] + 0; live += f[3]
+        if (live > peak) peak = live
+      } else if (f[1] == "f") {
+        events++; releases++
+        live -= size[f[2]]; delete size[f[2]]
+      }
+    }
+    END { printf "%.0f %.0f %.0f %.0f\n", events, reserves, releases, peak }
+  ' "$1"
+}
+
+# expect_figures NAME TRACE: the summary's counts match the CSV's.
+expect_figures() {
+  set -- "$1" $(figures "$2")
+  expect_line "$1" "events: $2"
+  expect_line "$1" "reservations: $3"
+  expect_line "$1" "releases: $4"
+  expect_line "$1" "peak live bytes: $5"
+  expect_line "$1" "failed reservations: 0"
+  expect_line "$1" "failed releases: 0"
+  # hippo holds at least what is live, so the ratio is >= 1.
+  reserved=$(value 'peak reserved bytes')
+  if [ -n "$reserved" ] &&
+     awk -v r="$reserved" -v l="$5" 'BEGIN { exit !(r + 0 >= l + 0) }'; then
+    pass "$1: peak reserved bytes $reserved >= peak live bytes $5"
+  else
+    fail "$1: peak reserved bytes '$reserved' < peak live bytes $5"
+  fi
+}
+
+# ---- the bundled trace, HOST and DRY, both layouts -----------------------
+for backend in host dry; do
+  for layout in sub_slices exclusive_pages; do
+    name="train.csv --backend $backend --layout $layout"
+    replay --backend "$backend" --layout "$layout" "$train"
+    expect_status "$name" 0
+    expect_line "$name" "backend: $backend"
+    expect_line "$name" "layout: $layout"
+    expect_line "$name" "streams: 2 (one manager each)"
+    expect_figures "$name" "$train"
+    allocs=$(value 'driver allocations')
+    case $allocs in
+      '' | *[!0-9]* | 0) fail "$name: driver allocations '$allocs' is not > 0" ;;
+      *) pass "$name: driver allocations $allocs > 0" ;;
+    esac
+    case $(value 'ns per event') in
+      [0-9]*) pass "$name: ns per event is a number" ;;
+      *) fail "$name: ns per event is not a number" ;;
+    esac
+  done
+done
+
+# ---- --check on small traces ---------------------------------------------
+# The first 3000 events of train.csv (frees only refer to earlier lines).
+head -n 3003 "$train" >"$tmp/small.csv"
+for backend in host dry; do
+  replay --backend "$backend" --check "$tmp/small.csv"
+  expect_status "small.csv --check --backend $backend" 0
+  expect_figures "small.csv --check --backend $backend" "$tmp/small.csv"
+done
+
+# Edge cases of the format: comments, blank lines, CRLF, spaces, ids at the
+# ends of uint64, an id reused after its free, sparse stream numbers, frees
+# with and without the ignored fields, reservations still live at the end.
+printf '%s\r\n' '# edge cases' ' op , id , size , stream ' \
+  'a,0,1,0' 'a,18446744073709551615,4096,3' '' '  # comment' \
+  'a,42,100000,1023' 'f,0' 'a,0,256,3' 'f,18446744073709551615,,' \
+  'a, 7 ,65536, 0 ' 'f,42,100000,1023' 'f,7,,5' 'a,42,1048576,1' \
+  >"$tmp/edge.csv"
+for backend in host dry; do
+  name="edge.csv --check --backend $backend"
+  replay --backend "$backend" --check "$tmp/edge.csv"
+  expect_status "$name" 0
+  expect_figures "$name" "$tmp/edge.csv"
+  expect_line "$name" "streams: 4 (one manager each)"
+  expect_line "$name" "live at end: 2"
+done
+
+# The id map: 20000 scattered 64-bit ids live at once, freed in a scrambled
+# order, then every id reserved and freed again.
+awk 'BEGIN {
+  n = 20000; print "op,id,size,stream"
+  for (i = 0; i < n; i++) printf "a,%d%012d,%d,%d\n", i + 1, (i * 7919) % 1000003, 256 + i % 777, i % 3
+  for (k = 0; k < n; k++) { i = (k * 7) % n; printf "f,%d%012d,,\n", i + 1, (i * 7919) % 1000003 }
+  for (i = 0; i < n; i++) printf "a,%d%012d,%d,0\nf,%d%012d,,\n", i + 1, (i * 7919) % 1000003, 64, i + 1, (i * 7919) % 1000003
+}' >"$tmp/ids.csv"
+replay --backend dry "$tmp/ids.csv"
+expect_status "ids.csv --backend dry" 0
+expect_figures "ids.csv --backend dry" "$tmp/ids.csv"
+expect_line "ids.csv --backend dry" "events: 80000"
+expect_line "ids.csv --backend dry" "live at end: 0"
+
+# A trace with a header and no events.
+printf '# nothing\nop,id,size,stream\n' >"$tmp/empty-events.csv"
+replay --backend dry "$tmp/empty-events.csv"
+expect_status "header-only trace" 0
+expect_line "header-only trace" "events: 0"
+expect_line "header-only trace" "reserved/live ratio: n/a"
+
+# The trace from stdin.
+"$HIPPO_REPLAY" --backend dry - <"$tmp/small.csv" >"$out" 2>"$err"
+status=$?
+expect_status "trace on stdin" 0
+expect_figures "trace on stdin" "$tmp/small.csv"
+
+# --quiet prints no summary.
+replay --backend dry --quiet "$tmp/small.csv"
+expect_status "--quiet" 0
+if [ -s "$out" ]; then fail "--quiet: printed a summary"
+else pass "--quiet: no summary"; fi
+
+# ---- failed reservations: a device too small for the trace ---------------
+replay --backend host --capacity 256M "$train"
+expect_status "train.csv --capacity 256M" 0
+failures=$(value 'failed reservations')
+case $failures in
+  '' | *[!0-9]* | 0) fail "--capacity 256M: failed reservations '$failures' is not > 0" ;;
+  *) pass "--capacity 256M: $failures failed reservations" ;;
+esac
+if grep -q '^first failed reservation: .*:[0-9][0-9]*: HIPPO_[A-Z_]*: ' "$out"
+then pass "--capacity 256M: names the first failure"
+else fail "--capacity 256M: no 'first failed reservation' line"; fi
+replay --backend host --capacity 256M --strict --quiet "$train"
+expect_status "train.csv --capacity 256M --strict" 3
+if grep -q 'HIPPO_' "$err"; then pass "--strict: the reason is on stderr"
+else fail "--strict: no reason on stderr"; fi
+
+# ---- HIP: runs on a GPU, fails cleanly without one -----------------------
+replay --backend hip "$tmp/small.csv"
+case $status in
+  0)
+    expect_line "--backend hip" "backend: hip"
+    expect_line "--backend hip" "driver allocations: n/a"
+    expect_figures "--backend hip" "$tmp/small.csv" ;;
+  1)
+    if [ ! -s "$out" ] && [ -s "$err" ]; then
+      pass "--backend hip without a device: exit 1 with a message"
+    else fail "--backend hip without a device: no message or a summary"; fi ;;
+  *) fail "--backend hip: exit $status, expected 0 or 1" ;;
+esac
+
+# ---- malformed traces ----------------------------------------------------
+for trace in "$top_srcdir"/tests/bad-traces/*.csv; do
+  name=$(basename "$trace")
+  expect=$(sed -n '1s/^# expect: //p' "$trace")
+  line=${expect%%:*}
+  reason=${expect#*: }
+  if [ -z "$expect" ] || [ "$line" = "$expect" ]; then
+    fail "$name: first line is not '# expect: LINE: REASON'"
+    continue
+  fi
+  replay --backend dry "$trace"
+  expect_status "$name" 1
+  if grep -qF -- "$trace:$line: $reason" "$err"; then
+    pass "$name: stderr says '$trace:$line: $reason'"
+  else
+    fail "$name: stderr does not say '$trace:$line: $reason'"
+  fi
+  if [ -s "$out" ]; then fail "$name: printed a summary"
+  else pass "$name: no summary"; fi
+done
+
+# A missing trace, an empty one.
+replay --backend dry "$tmp/no-such-trace.csv"
+expect_status "missing trace" 1
+if grep -qF "$tmp/no-such-trace.csv" "$err"; then pass "missing trace: named"
+else fail "missing trace: the message does not name the file"; fi
+: >"$tmp/empty.csv"
+replay --backend dry "$tmp/empty.csv"
+expect_status "empty trace file" 1
+
+# ---- the plugin path -----------------------------------------------------
+replay --plugin "$tmp/no-such-plugin.so" --backend dry "$tmp/small.csv"
+expect_status "--plugin missing" 1
+if grep -qF "no-such-plugin.so" "$err"; then pass "--plugin missing: named"
+else fail "--plugin missing: the message does not name the file"; fi
+HIPPO_PLUGIN=$tmp/env-plugin.so replay --backend dry "$tmp/small.csv"
+expect_status "HIPPO_PLUGIN missing" 1
+if grep -qF "env-plugin.so" "$err"; then pass "HIPPO_PLUGIN is used"
+else fail "HIPPO_PLUGIN is not used"; fi
+HIPPO_PLUGIN=$tmp/env-plugin.so replay --plugin "$HIPPO_PLUGIN" --backend dry \
+  "$tmp/small.csv"
+expect_status "--plugin wins over HIPPO_PLUGIN" 0
+expect_line "--plugin wins over HIPPO_PLUGIN" "plugin: $HIPPO_PLUGIN"
+
+# ---- usage ---------------------------------------------------------------
+replay
+expect_status "no arguments" 2
+if grep -q '^usage: hippo-replay' "$err"; then pass "no arguments: usage line"
+else fail "no arguments: no usage line on stderr"; fi
+replay --backend gpu "$train"
+expect_status "--backend gpu" 2
+replay --layout round_robin "$train"
+expect_status "--layout round_robin" 2
+replay --capacity 12X "$train"
+expect_status "--capacity 12X" 2
+replay --no-such-option "$train"
+expect_status "--no-such-option" 2
+replay "$train" "$train"
+expect_status "two traces" 2
+replay --backend
+expect_status "--backend without a value" 2
+replay --help
+expect_status "--help" 0
+if grep -q '^usage: hippo-replay' "$out"; then pass "--help: usage on stdout"
+else fail "--help: no usage on stdout"; fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
