@@ -1,0 +1,684 @@
+/* backend_emu.c -- emulated streams, events, captures, fault injection,
+ * counters and the page registry, shared by the HOST and DRY backends.
+ *
+ * See backend_emu.h for the ordering model.  Every op here takes the
+ * backend's mutex; helpers documented "locked" expect the caller to hold it.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_emu.h"
+
+#define HIPPO__EMU_STREAM_MAGIC 0x53747265u /* "Stre" */
+#define HIPPO__EMU_EVENT_MAGIC 0x45766e74u  /* "Evnt" */
+
+static const char *call_kind_name(hippo_call_kind kind) {
+  switch (kind) {
+  case HIPPO_CALL_ALLOC:
+    return "HIPPO_CALL_ALLOC";
+  case HIPPO_CALL_FREE:
+    return "HIPPO_CALL_FREE";
+  case HIPPO_CALL_COPY:
+    return "HIPPO_CALL_COPY";
+  case HIPPO_CALL_SYNC:
+    return "HIPPO_CALL_SYNC";
+  case HIPPO_CALL_EVENT:
+    return "HIPPO_CALL_EVENT";
+  case HIPPO_CALL_CAPTURE_QUERY:
+    return "HIPPO_CALL_CAPTURE_QUERY";
+  default:
+    return "an unknown call kind";
+  }
+}
+
+/* ---- setup and teardown ------------------------------------------------ */
+
+hippo_status hippo__emu_init(hippo__emu *emu, const hippo__backend_ops *ops,
+                             hippo_backend kind, const char *name,
+                             bool has_bytes, uint64_t capacity,
+                             uint64_t alignment) {
+  if (alignment == 0)
+    alignment = HIPPO__DEFAULT_ALIGNMENT;
+  if (!hippo__is_pow2(alignment) || alignment > HIPPO__EMU_MAX_ALIGNMENT)
+    return hippo__error_set(
+        HIPPO_INVALID_ARGUMENT,
+        "%s device: alignment %llu is not a power of two in [1, %llu]; pass "
+        "0 for the default (%llu)",
+        name, (unsigned long long)alignment,
+        (unsigned long long)HIPPO__EMU_MAX_ALIGNMENT,
+        (unsigned long long)HIPPO__DEFAULT_ALIGNMENT);
+  if (capacity == 0)
+    capacity = HIPPO__DEFAULT_CAPACITY;
+
+  memset(emu, 0, sizeof *emu);
+  if (pthread_mutex_init(&emu->mutex, NULL) != 0)
+    return hippo__error_set(HIPPO_BACKEND_ERROR,
+                            "%s device: pthread_mutex_init failed", name);
+  emu->base.ops = ops;
+  emu->base.kind = kind;
+  emu->base.alignment = alignment;
+  emu->base.total_memory = capacity;
+  emu->name = name;
+  emu->has_bytes = has_bytes;
+  emu->capacity = capacity;
+  emu->default_stream.magic = HIPPO__EMU_STREAM_MAGIC;
+  emu->next_capture_id = 1;
+  return HIPPO_SUCCESS;
+}
+
+/* Performs one queued copy.  Locked. */
+static void op_run(hippo__emu *emu, const hippo__emu_op *op) {
+  if (emu->has_bytes)
+    memmove((void *)(uintptr_t)op->dst, (const void *)(uintptr_t)op->src,
+            (size_t)op->size);
+  emu->bytes_copied += op->size;
+}
+
+/* Lets the emulated device run `s` until `target` copies have run (all of
+ * them when target is UINT64_MAX).  Locked. */
+static void stream_run(hippo__emu *emu, hippo__emu_stream *s,
+                       uint64_t target) {
+  while (s->done < target && s->head < s->tail) {
+    op_run(emu, &s->ops[s->head]);
+    s->head++;
+    s->done++;
+  }
+  if (s->head == s->tail)
+    s->head = s->tail = 0;
+}
+
+void hippo__emu_drain(hippo__emu *emu) {
+  stream_run(emu, &emu->default_stream, UINT64_MAX);
+  for (hippo__emu_stream *s = emu->streams; s; s = s->next)
+    stream_run(emu, s, UINT64_MAX);
+}
+
+void hippo__emu_fini(hippo__emu *emu) {
+  hippo__emu_stream *s, *snext;
+  hippo__emu_event *e, *enext;
+
+  hippo__emu_drain(emu);
+  free(emu->default_stream.ops);
+  for (s = emu->streams; s; s = snext) {
+    snext = s->next;
+    s->magic = 0;
+    free(s->ops);
+    free(s);
+  }
+  for (e = emu->events; e; e = enext) {
+    enext = e->next;
+    e->magic = 0;
+    free(e);
+  }
+  free(emu->pages);
+  emu->streams = NULL;
+  emu->events = NULL;
+  emu->pages = NULL;
+  emu->page_count = emu->page_cap = 0;
+  pthread_mutex_destroy(&emu->mutex);
+}
+
+/* ---- helpers (locked) -------------------------------------------------- */
+
+hippo_status hippo__emu_call(hippo__emu *emu, hippo_call_kind kind,
+                             const char *call) {
+  hippo__emu_fault *f = &emu->faults[kind];
+  uint64_t n = ++emu->calls[kind];
+  if (f->at != 0 && f->at == n) {
+    hippo_status st = f->status;
+    f->at = 0;
+    return hippo__error_set(st, "injected fault: %s %s call #%llu failed with %s",
+                            emu->name, call, (unsigned long long)n,
+                            hippo__status_name(st));
+  }
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__emu_alloc_check(hippo__emu *emu, uint64_t size) {
+  uint64_t free_bytes = emu->capacity - emu->bytes_held;
+  if (size == 0 || (size & (emu->base.alignment - 1)) != 0)
+    return hippo__error_set(
+        HIPPO_INVALID_ARGUMENT,
+        "%s page_alloc: size %llu is not a positive multiple of the "
+        "alignment %llu; round the page size up",
+        emu->name, (unsigned long long)size,
+        (unsigned long long)emu->base.alignment);
+  if (size > free_bytes)
+    return hippo__error_set(
+        HIPPO_OUT_OF_MEMORY,
+        "%s page_alloc: %llu bytes requested, %llu of %llu bytes free "
+        "(emulated capacity); release or clean up memory, or open the device "
+        "with a larger capacity",
+        emu->name, (unsigned long long)size, (unsigned long long)free_bytes,
+        (unsigned long long)emu->capacity);
+  return HIPPO_SUCCESS;
+}
+
+/* Index of the last page with addr <= a, or -1.  Locked. */
+static ptrdiff_t page_floor(const hippo__emu *emu, uint64_t a) {
+  size_t lo = 0, hi = emu->page_count; /* answer in [lo, hi) + 1 */
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (emu->pages[mid].addr <= a)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return (ptrdiff_t)lo - 1;
+}
+
+hippo_status hippo__emu_page_add(hippo__emu *emu, const hippo__emu_page *page) {
+  size_t at;
+  if (emu->page_count == emu->page_cap) {
+    size_t cap = emu->page_cap ? emu->page_cap * 2 : 64;
+    hippo__emu_page *grown = realloc(emu->pages, cap * sizeof *grown);
+    if (!grown)
+      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "%s page_alloc: out of host memory for the page "
+                              "registry (%zu pages)",
+                              emu->name, emu->page_count);
+    emu->pages = grown;
+    emu->page_cap = cap;
+  }
+  at = (size_t)(page_floor(emu, page->addr) + 1);
+  memmove(&emu->pages[at + 1], &emu->pages[at],
+          (emu->page_count - at) * sizeof *emu->pages);
+  emu->pages[at] = *page;
+  emu->page_count++;
+  emu->bytes_held += page->size;
+  if (emu->bytes_held > emu->peak_bytes_held)
+    emu->peak_bytes_held = emu->bytes_held;
+  emu->host_bytes_mapped += page->mapped;
+  return HIPPO_SUCCESS;
+}
+
+/* Whether a pending copy of any stream touches [addr, addr+size).  Locked. */
+static bool queue_touches(const hippo__emu_stream *s, uint64_t addr,
+                          uint64_t size) {
+  for (size_t i = s->head; i < s->tail; i++) {
+    const hippo__emu_op *op = &s->ops[i];
+    if ((op->dst < addr + size && addr < op->dst + op->size) ||
+        (op->src < addr + size && addr < op->src + op->size))
+      return true;
+  }
+  return false;
+}
+
+static bool any_queue_touches(const hippo__emu *emu, uint64_t addr,
+                              uint64_t size) {
+  if (queue_touches(&emu->default_stream, addr, size))
+    return true;
+  for (const hippo__emu_stream *s = emu->streams; s; s = s->next)
+    if (queue_touches(s, addr, size))
+      return true;
+  return false;
+}
+
+hippo_status hippo__emu_page_take(hippo__emu *emu, uint64_t addr,
+                                  uint64_t size, const char *call,
+                                  size_t *index) {
+  ptrdiff_t i = page_floor(emu, addr);
+  if (i < 0 || emu->pages[i].addr != addr)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: 0x%llx is not the start of a live page "
+                            "(freed twice, or never allocated here)",
+                            emu->name, call, (unsigned long long)addr);
+  if (emu->pages[i].size != size)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: page 0x%llx has %llu bytes, not the %llu "
+                            "given; pass the size it was allocated with",
+                            emu->name, call, (unsigned long long)addr,
+                            (unsigned long long)emu->pages[i].size,
+                            (unsigned long long)size);
+  /* A real driver orders the free after the work using the page. */
+  if (any_queue_touches(emu, addr, size))
+    hippo__emu_drain(emu);
+  *index = (size_t)i;
+  return HIPPO_SUCCESS;
+}
+
+void hippo__emu_page_remove(hippo__emu *emu, size_t index) {
+  const hippo__emu_page *p = &emu->pages[index];
+  emu->bytes_held -= p->size;
+  emu->host_bytes_mapped -= p->mapped;
+  memmove(&emu->pages[index], &emu->pages[index + 1],
+          (emu->page_count - index - 1) * sizeof *emu->pages);
+  emu->page_count--;
+}
+
+hippo_status hippo__emu_range_check(const hippo__emu *emu, uint64_t addr,
+                                    uint64_t size, const char *call,
+                                    const char *what) {
+  ptrdiff_t i;
+  const hippo__emu_page *p;
+  if (addr > UINT64_MAX - size)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: %s 0x%llx + %llu bytes wraps around the "
+                            "address space",
+                            emu->name, call, what, (unsigned long long)addr,
+                            (unsigned long long)size);
+  i = page_floor(emu, addr);
+  if (i < 0 || addr >= emu->pages[i].addr + emu->pages[i].size)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: %s 0x%llx is not inside a live page of "
+                            "this device (freed, or never allocated here)",
+                            emu->name, call, what, (unsigned long long)addr);
+  p = &emu->pages[i];
+  if (addr + size > p->addr + p->size)
+    return hippo__error_set(
+        HIPPO_INVALID_ARGUMENT,
+        "%s %s: %s [0x%llx, +%llu) runs %llu bytes past the end of its page "
+        "[0x%llx, +%llu); a range must lie inside one page",
+        emu->name, call, what, (unsigned long long)addr,
+        (unsigned long long)size,
+        (unsigned long long)(addr + size - (p->addr + p->size)),
+        (unsigned long long)p->addr, (unsigned long long)p->size);
+  return HIPPO_SUCCESS;
+}
+
+/* The emulated stream behind a native stream (NULL: the default stream).
+ * Locked. */
+static hippo_status stream_find(hippo__emu *emu, void *stream,
+                                const char *call, hippo__emu_stream **out) {
+  if (!stream) {
+    *out = &emu->default_stream;
+    return HIPPO_SUCCESS;
+  }
+  for (hippo__emu_stream *s = emu->streams; s; s = s->next)
+    if ((void *)s == stream) {
+      *out = s;
+      return HIPPO_SUCCESS;
+    }
+  return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s %s: stream %p is not an emulated stream of this "
+                          "device (destroyed, or not from emu_stream_create)",
+                          emu->name, call, stream);
+}
+
+/* An event of this backend, or HIPPO_INVALID_ARGUMENT.  Locked. */
+static hippo_status event_check(const hippo__emu *emu, void *event,
+                                const char *call, hippo__emu_event **out) {
+  hippo__emu_event *e = event;
+  if (!e || e->magic != HIPPO__EMU_EVENT_MAGIC || e->owner != emu)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: %p is not a live event of this device "
+                            "(NULL, destroyed, or from another device)",
+                            emu->name, call, event);
+  *out = e;
+  return HIPPO_SUCCESS;
+}
+
+static hippo__emu *emu_of(hippo__backend *be) { return (hippo__emu *)be; }
+
+/* ---- shared ops -------------------------------------------------------- */
+
+hippo_status hippo__emu_copy(hippo__backend *be, void *stream, uint64_t dst,
+                             uint64_t src, uint64_t size) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_COPY, "copy")) ||
+      (st = stream_find(emu, stream, "copy", &s)))
+    goto out;
+  if (s->capturing) {
+    /* In HIP the copy would become a node of the graph being captured and
+     * run only when the graph is launched: hippo must never move memory
+     * while a capture records. */
+    st = hippo__error_set(HIPPO_BACKEND_ERROR,
+                          "%s copy: stream %p is capturing graph %llu; a copy "
+                          "now would be baked into the graph instead of "
+                          "running (end the capture first)",
+                          emu->name, stream,
+                          (unsigned long long)s->capture_id);
+    goto out;
+  }
+  if (size == 0)
+    goto out;
+  if ((st = hippo__emu_range_check(emu, src, size, "copy", "source")) ||
+      (st = hippo__emu_range_check(emu, dst, size, "copy", "destination")))
+    goto out;
+  if (s->tail == s->cap) {
+    if (s->head > 0) {
+      memmove(s->ops, &s->ops[s->head], (s->tail - s->head) * sizeof *s->ops);
+      s->tail -= s->head;
+      s->head = 0;
+    } else {
+      size_t cap = s->cap ? s->cap * 2 : 16;
+      hippo__emu_op *grown = realloc(s->ops, cap * sizeof *grown);
+      if (!grown) {
+        st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "%s copy: out of host memory for the queue of "
+                              "stream %p (%zu copies pending)",
+                              emu->name, stream, s->tail - s->head);
+        goto out;
+      }
+      s->ops = grown;
+      s->cap = cap;
+    }
+  }
+  s->ops[s->tail++] = (hippo__emu_op){dst, src, size};
+  s->queued++;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_stream_sync(hippo__backend *be, void *stream) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_SYNC, "stream_sync")) ||
+      (st = stream_find(emu, stream, "stream_sync", &s)))
+    goto out;
+  if (s->capturing) {
+    /* As HIP: synchronizing a capturing stream is illegal. */
+    st = hippo__error_set(HIPPO_BACKEND_ERROR,
+                          "%s stream_sync: stream %p is capturing graph %llu; "
+                          "HIP refuses this (hipErrorStreamCaptureUnsupported)"
+                          "; end the capture first",
+                          emu->name, stream,
+                          (unsigned long long)s->capture_id);
+    goto out;
+  }
+  stream_run(emu, s, UINT64_MAX);
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_event_record(hippo__backend *be, void *stream,
+                                     void **event) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+  hippo__emu_event *e = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_EVENT, "event_record")) ||
+      (st = stream_find(emu, stream, "event_record", &s)))
+    goto out;
+  if (!event) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s event_record: event must not be NULL",
+                          emu->name);
+    goto out;
+  }
+  e = calloc(1, sizeof *e);
+  if (!e) {
+    st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                          "%s event_record: out of host memory", emu->name);
+    goto out;
+  }
+  e->magic = HIPPO__EMU_EVENT_MAGIC;
+  e->owner = emu;
+  e->stream = s;
+  e->target = s->queued;
+  e->next = emu->events;
+  if (emu->events)
+    emu->events->prev = e;
+  emu->events = e;
+  *event = e;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_event_query(hippo__backend *be, void *event,
+                                    bool *done) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_event *e = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_EVENT, "event_query")) ||
+      (st = event_check(emu, event, "event_query", &e)))
+    goto out;
+  if (!done) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s event_query: done must not be NULL", emu->name);
+    goto out;
+  }
+  /* A query lets the emulated device run the stream up to the event. */
+  if (e->stream)
+    stream_run(emu, e->stream, e->target);
+  *done = true;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_event_destroy(hippo__backend *be, void *event) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_event *e = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = event_check(emu, event, "event_destroy", &e)))
+    goto out;
+  if (e->prev)
+    e->prev->next = e->next;
+  else
+    emu->events = e->next;
+  if (e->next)
+    e->next->prev = e->prev;
+  e->magic = 0;
+  free(e);
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_capture_status(hippo__backend *be, void *stream,
+                                       bool *capturing, uint64_t *capture_id) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_CAPTURE_QUERY,
+                            "capture_status")) ||
+      (st = stream_find(emu, stream, "capture_status", &s)))
+    goto out;
+  if (!capturing) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s capture_status: capturing must not be NULL",
+                          emu->name);
+    goto out;
+  }
+  *capturing = s->capturing;
+  if (capture_id)
+    *capture_id = s->capturing ? s->capture_id : 0;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_mem_info(hippo__backend *be, uint64_t *free_bytes,
+                                 uint64_t *total_bytes) {
+  hippo__emu *emu = emu_of(be);
+  pthread_mutex_lock(&emu->mutex);
+  if (free_bytes)
+    *free_bytes = emu->capacity - emu->bytes_held;
+  if (total_bytes)
+    *total_bytes = emu->capacity;
+  pthread_mutex_unlock(&emu->mutex);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__emu_stream_create(hippo__backend *be, void **stream) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+
+  if (!stream)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s emu_stream_create: stream must not be NULL",
+                            emu->name);
+  s = calloc(1, sizeof *s);
+  if (!s)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s emu_stream_create: out of host memory",
+                            emu->name);
+  s->magic = HIPPO__EMU_STREAM_MAGIC;
+  pthread_mutex_lock(&emu->mutex);
+  s->next = emu->streams;
+  emu->streams = s;
+  pthread_mutex_unlock(&emu->mutex);
+  *stream = s;
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__emu_stream_destroy(hippo__backend *be, void *stream) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream **link, *s = NULL;
+  hippo_status st = HIPPO_SUCCESS;
+
+  pthread_mutex_lock(&emu->mutex);
+  if (!stream) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s emu_stream_destroy: the default stream (NULL) "
+                          "cannot be destroyed",
+                          emu->name);
+    goto out;
+  }
+  for (link = &emu->streams; *link; link = &(*link)->next)
+    if ((void *)*link == stream) {
+      s = *link;
+      break;
+    }
+  if (!s) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s emu_stream_destroy: stream %p is not an "
+                          "emulated stream of this device (destroyed twice?)",
+                          emu->name, stream);
+    goto out;
+  }
+  if (s->capturing) {
+    st = hippo__error_set(HIPPO_BUSY,
+                          "%s emu_stream_destroy: stream %p is capturing "
+                          "graph %llu; end the capture first",
+                          emu->name, stream,
+                          (unsigned long long)s->capture_id);
+    goto out;
+  }
+  stream_run(emu, s, UINT64_MAX);
+  for (hippo__emu_event *e = emu->events; e; e = e->next)
+    if (e->stream == s)
+      e->stream = NULL; /* its work has run: the event stays done */
+  *link = s->next;
+  s->magic = 0;
+  free(s->ops);
+  free(s);
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_capture_begin(hippo__backend *be, void *stream,
+                                      uint64_t *capture_id) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if (!stream) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s emu_capture_begin: the default stream (NULL) "
+                          "cannot capture, as in HIP; capture on a stream "
+                          "from emu_stream_create",
+                          emu->name);
+    goto out;
+  }
+  if ((st = stream_find(emu, stream, "emu_capture_begin", &s)))
+    goto out;
+  if (s->capturing) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s emu_capture_begin: stream %p is already "
+                          "capturing graph %llu; end that capture first",
+                          emu->name, stream,
+                          (unsigned long long)s->capture_id);
+    goto out;
+  }
+  s->capturing = true;
+  s->capture_id = emu->next_capture_id++;
+  if (capture_id)
+    *capture_id = s->capture_id;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_capture_end(hippo__backend *be, void *stream) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = stream_find(emu, stream, "emu_capture_end", &s)))
+    goto out;
+  if (!s->capturing) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s emu_capture_end: stream %p is not capturing",
+                          emu->name, stream);
+    goto out;
+  }
+  s->capturing = false;
+  s->capture_id = 0;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_inject_fault(hippo__backend *be, hippo_call_kind kind,
+                                     uint64_t nth, hippo_status status) {
+  hippo__emu *emu = emu_of(be);
+  hippo_status st = HIPPO_SUCCESS;
+
+  if (kind >= HIPPO_CALL_KINDS)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s emu_inject_fault: call kind %u is unknown; "
+                            "use HIPPO_CALL_ALLOC .. HIPPO_CALL_CAPTURE_QUERY",
+                            emu->name, (unsigned)kind);
+  if (nth != 0 && (status <= HIPPO_SUCCESS || status > HIPPO_INTERNAL))
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s emu_inject_fault: status %d is not a failure "
+                            "status; pick one such as HIPPO_OUT_OF_MEMORY or "
+                            "HIPPO_BACKEND_ERROR",
+                            emu->name, (int)status);
+  pthread_mutex_lock(&emu->mutex);
+  if (nth == 0) {
+    emu->faults[kind].at = 0;
+  } else if (nth > UINT64_MAX - emu->calls[kind]) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s emu_inject_fault: nth %llu of %s is too far "
+                          "away to count",
+                          emu->name, (unsigned long long)nth,
+                          call_kind_name(kind));
+  } else {
+    emu->faults[kind].at = emu->calls[kind] + nth;
+    emu->faults[kind].status = status;
+  }
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_counters(hippo__backend *be, hippo_emu_counters *out) {
+  hippo__emu *emu = emu_of(be);
+  hippo_emu_counters c;
+
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  pthread_mutex_lock(&emu->mutex);
+  memcpy(c.calls, emu->calls, sizeof c.calls);
+  c.pages_held = emu->page_count;
+  c.bytes_held = emu->bytes_held;
+  c.peak_bytes_held = emu->peak_bytes_held;
+  c.host_bytes_mapped = emu->host_bytes_mapped;
+  c.bytes_copied = emu->bytes_copied;
+  pthread_mutex_unlock(&emu->mutex);
+  return hippo__struct_out(out, &c, sizeof c, sizeof c, "hippo_emu_counters");
+}

@@ -1,0 +1,836 @@
+/* test-backend-host.c -- the HOST backend against the contract of
+ * src/backend.h: bytes, deferred copies, capacity, fault injection,
+ * captures, bad addresses, exact counters, and pages going back to the OS.
+ */
+#include <config.h>
+
+#include <check.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "backend.h"
+#include "core.h"
+
+#define KiB UINT64_C(1024)
+#define MiB (UINT64_C(1) << 20)
+
+#define OK(expr) ck_assert_int_eq((expr), HIPPO_SUCCESS)
+/* expr fails with `st` and last_error contains `text`. */
+#define FAILS(expr, st, text)                                                  \
+  do {                                                                         \
+    ck_assert_int_eq((expr), (st));                                            \
+    ck_assert_msg(strstr(hippo__error_get(), (text)) != NULL,                  \
+                  "last_error \"%s\" does not contain \"%s\"",                 \
+                  hippo__error_get(), (text));                                 \
+  } while (0)
+
+static hippo__backend *host_new(uint64_t capacity, uint64_t alignment) {
+  hippo__backend *be = NULL;
+  OK(hippo__backend_host_create(capacity, alignment, &be));
+  ck_assert_ptr_nonnull(be);
+  ck_assert_uint_eq(be->kind, HIPPO_BACKEND_HOST);
+  return be;
+}
+
+static uint64_t page_new(hippo__backend *be, uint64_t size) {
+  uint64_t addr = 0;
+  OK(be->ops->page_alloc(be, size, &addr));
+  ck_assert_uint_ne(addr, 0);
+  return addr;
+}
+
+static hippo_emu_counters counters_of(hippo__backend *be) {
+  hippo_emu_counters c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  OK(be->ops->emu_counters(be, &c));
+  return c;
+}
+
+static void fill(hippo__backend *be, uint64_t addr, uint64_t size,
+                 unsigned char seed) {
+  unsigned char *buf = malloc(size);
+  ck_assert_ptr_nonnull(buf);
+  for (uint64_t i = 0; i < size; i++)
+    buf[i] = (unsigned char)(seed + i * 7);
+  OK(be->ops->emu_write(be, addr, buf, size));
+  free(buf);
+}
+
+/* Whether the bytes at addr are what fill(seed) wrote. */
+static bool holds(hippo__backend *be, uint64_t addr, uint64_t size,
+                  unsigned char seed) {
+  unsigned char *buf = malloc(size);
+  bool same = true;
+  ck_assert_ptr_nonnull(buf);
+  OK(be->ops->emu_read(be, addr, buf, size));
+  for (uint64_t i = 0; i < size && same; i++)
+    same = buf[i] == (unsigned char)(seed + i * 7);
+  free(buf);
+  return same;
+}
+
+static bool all_bytes(hippo__backend *be, uint64_t addr, uint64_t size,
+                      unsigned char value) {
+  unsigned char *buf = malloc(size);
+  bool same = true;
+  ck_assert_ptr_nonnull(buf);
+  OK(be->ops->emu_read(be, addr, buf, size));
+  for (uint64_t i = 0; i < size && same; i++)
+    same = buf[i] == value;
+  free(buf);
+  return same;
+}
+
+static uint64_t os_page(void) { return (uint64_t)sysconf(_SC_PAGESIZE); }
+
+/* Whether any byte of [addr, addr+len) is mapped in this process, from
+ * /proc/self/maps (touches nothing, so valgrind stays quiet). */
+static bool is_mapped(uint64_t addr, uint64_t len) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  char line[512];
+  bool mapped = false;
+  ck_assert_ptr_nonnull(f);
+  while (!mapped && fgets(line, sizeof line, f)) {
+    unsigned long long lo, hi;
+    if (sscanf(line, "%llx-%llx", &lo, &hi) == 2)
+      mapped = lo < addr + len && addr < hi;
+  }
+  fclose(f);
+  return mapped;
+}
+
+/* ---- bytes ------------------------------------------------------------- */
+
+START_TEST(write_read_roundtrip) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a, b;
+  unsigned char part[100];
+
+  ck_assert_uint_eq(be->alignment, 256);
+  ck_assert_uint_eq(be->total_memory, MiB);
+  a = page_new(be, 8 * KiB);
+  b = page_new(be, 256);
+  ck_assert_uint_eq(a % 4096, 0);
+  ck_assert_uint_eq(b % 4096, 0);
+  fill(be, a, 8 * KiB, 3);
+  fill(be, b, 256, 99);
+  ck_assert(holds(be, a, 8 * KiB, 3));
+  ck_assert(holds(be, b, 256, 99));
+  /* Reads inside a page at an offset. */
+  OK(be->ops->emu_read(be, a + 1000, part, sizeof part));
+  for (unsigned i = 0; i < sizeof part; i++)
+    ck_assert_uint_eq(part[i], (unsigned char)(3 + (1000 + i) * 7));
+  /* The device address is the host address. */
+  ck_assert_uint_eq(((unsigned char *)(uintptr_t)a)[5], (unsigned char)(3 + 35));
+  /* Fresh pages read as zeros. */
+  {
+    uint64_t c = page_new(be, 4 * KiB);
+    ck_assert(all_bytes(be, c, 4 * KiB, 0));
+  }
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(large_alignment) {
+  hippo__backend *be = host_new(64 * MiB, 2 * MiB);
+  uint64_t p[3];
+  hippo_emu_counters c;
+
+  ck_assert_uint_eq(be->alignment, 2 * MiB);
+  for (int i = 0; i < 3; i++) {
+    p[i] = page_new(be, 2 * MiB);
+    ck_assert_uint_eq(p[i] % (2 * MiB), 0);
+    fill(be, p[i], 2 * MiB, (unsigned char)i);
+  }
+  c = counters_of(be);
+  ck_assert_uint_eq(c.host_bytes_mapped, 6 * MiB);
+  for (int i = 0; i < 3; i++)
+    ck_assert(holds(be, p[i], 2 * MiB, (unsigned char)i));
+  OK(be->ops->page_free(be, p[1], 2 * MiB));
+  ck_assert_uint_eq(counters_of(be).host_bytes_mapped, 4 * MiB);
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(bad_create) {
+  hippo__backend *be = NULL;
+  FAILS(hippo__backend_host_create(MiB, 3, &be), HIPPO_INVALID_ARGUMENT,
+        "alignment 3");
+  FAILS(hippo__backend_host_create(MiB, UINT64_C(1) << 31, &be),
+        HIPPO_INVALID_ARGUMENT, "power of two");
+  ck_assert_ptr_null(be);
+  FAILS(hippo__backend_host_create(MiB, 0, NULL), HIPPO_INVALID_ARGUMENT,
+        "NULL");
+  /* Zeros take the defaults. */
+  be = host_new(0, 0);
+  ck_assert_uint_eq(be->total_memory, HIPPO__DEFAULT_CAPACITY);
+  ck_assert_uint_eq(be->alignment, HIPPO__DEFAULT_ALIGNMENT);
+  be->ops->destroy(be);
+}
+END_TEST
+
+/* ---- deferred copies --------------------------------------------------- */
+
+START_TEST(copy_waits_for_sync) {
+  hippo__backend *be = host_new(MiB, 0);
+  void *s;
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
+
+  OK(be->ops->emu_stream_create(be, &s));
+  ck_assert_ptr_nonnull(s);
+  fill(be, a, 4 * KiB, 17);
+  OK(be->ops->copy(be, s, b, a, 4 * KiB));
+  /* Not run yet: the destination still holds zeros. */
+  ck_assert(all_bytes(be, b, 4 * KiB, 0));
+  ck_assert_uint_eq(counters_of(be).bytes_copied, 0);
+  /* Syncing another stream does not run it. */
+  OK(be->ops->stream_sync(be, NULL));
+  ck_assert(all_bytes(be, b, 4 * KiB, 0));
+  OK(be->ops->stream_sync(be, s));
+  ck_assert(holds(be, b, 4 * KiB, 17));
+  ck_assert_uint_eq(counters_of(be).bytes_copied, 4 * KiB);
+
+  /* The default stream (NULL) queues too. */
+  fill(be, a, 4 * KiB, 55);
+  OK(be->ops->copy(be, NULL, b + 1024, a, 1024));
+  ck_assert(holds(be, b, 4 * KiB, 17));
+  OK(be->ops->stream_sync(be, NULL));
+  ck_assert(holds(be, b + 1024, 1024, 55));
+  ck_assert(holds(be, b, 1024, 17));
+  ck_assert_uint_eq(counters_of(be).bytes_copied, 5 * KiB);
+  OK(be->ops->emu_stream_destroy(be, s));
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(copy_in_stream_order) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB),
+           c = page_new(be, 4 * KiB);
+
+  fill(be, a, 4 * KiB, 1);
+  OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
+  OK(be->ops->copy(be, NULL, c, b, 4 * KiB));
+  OK(be->ops->stream_sync(be, NULL));
+  ck_assert(holds(be, c, 4 * KiB, 1));
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(copy_overlapping_is_memmove) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 256);
+  unsigned char buf[256];
+
+  for (unsigned i = 0; i < 256; i++)
+    buf[i] = (unsigned char)i;
+  OK(be->ops->emu_write(be, a, buf, 256));
+  OK(be->ops->copy(be, NULL, a + 1, a, 200)); /* forward overlap */
+  OK(be->ops->copy(be, NULL, a + 50, a + 60, 100)); /* backward overlap */
+  OK(be->ops->stream_sync(be, NULL));
+  OK(be->ops->emu_read(be, a, buf, 256));
+  /* After the first: buf[k] = k - 1 for 1 <= k <= 200, buf[0] = 0. */
+  /* After the second: buf[50 + j] = old[60 + j] = 59 + j for j < 100. */
+  ck_assert_uint_eq(buf[0], 0);
+  ck_assert_uint_eq(buf[1], 0);
+  ck_assert_uint_eq(buf[49], 48);
+  for (unsigned j = 0; j < 100; j++)
+    ck_assert_uint_eq(buf[50 + j], 59 + j);
+  ck_assert_uint_eq(buf[150], 149);
+  ck_assert_uint_eq(buf[200], 199);
+  ck_assert_uint_eq(buf[201], 201);
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(event_query_runs_up_to_event) {
+  hippo__backend *be = host_new(MiB, 0);
+  void *s, *ev, *ev2;
+  bool done = false;
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB),
+           c = page_new(be, 4 * KiB);
+
+  OK(be->ops->emu_stream_create(be, &s));
+  fill(be, a, 4 * KiB, 9);
+  OK(be->ops->copy(be, s, b, a, 4 * KiB));
+  OK(be->ops->event_record(be, s, &ev));
+  ck_assert_ptr_nonnull(ev);
+  OK(be->ops->copy(be, s, c, a, 4 * KiB)); /* after the event */
+  ck_assert(all_bytes(be, b, 4 * KiB, 0));
+  OK(be->ops->event_query(be, ev, &done));
+  ck_assert(done);
+  ck_assert(holds(be, b, 4 * KiB, 9));
+  ck_assert(all_bytes(be, c, 4 * KiB, 0)); /* still queued */
+  ck_assert_uint_eq(counters_of(be).bytes_copied, 4 * KiB);
+  /* An event with nothing before it is done at once. */
+  OK(be->ops->event_record(be, NULL, &ev2));
+  done = false;
+  OK(be->ops->event_query(be, ev2, &done));
+  ck_assert(done);
+  OK(be->ops->stream_sync(be, s));
+  ck_assert(holds(be, c, 4 * KiB, 9));
+  OK(be->ops->event_destroy(be, ev));
+  OK(be->ops->event_destroy(be, ev2));
+  /* An event of a destroyed stream: its work ran, the event is done. */
+  OK(be->ops->copy(be, s, c, b, 1024));
+  OK(be->ops->event_record(be, s, &ev));
+  OK(be->ops->emu_stream_destroy(be, s));
+  done = false;
+  OK(be->ops->event_query(be, ev, &done));
+  ck_assert(done);
+  OK(be->ops->event_destroy(be, ev));
+  ck_assert_uint_eq(counters_of(be).bytes_copied, 9 * KiB);
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(free_drains_pending_copies) {
+  hippo__backend *be = host_new(MiB, 0);
+  void *s;
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
+
+  OK(be->ops->emu_stream_create(be, &s));
+  fill(be, a, 4 * KiB, 77);
+  OK(be->ops->copy(be, s, b, a, 4 * KiB));
+  OK(be->ops->page_free(be, a, 4 * KiB)); /* the copy runs first */
+  ck_assert(holds(be, b, 4 * KiB, 77));
+  ck_assert_uint_eq(counters_of(be).bytes_copied, 4 * KiB);
+  /* Destroying the stream and the backend with work queued is fine. */
+  OK(be->ops->copy(be, s, b, b + 2048, 1024));
+  OK(be->ops->emu_stream_destroy(be, s));
+  ck_assert(holds(be, b, 1024, (unsigned char)(77 + 2048 * 7)));
+  OK(be->ops->copy(be, NULL, b, b + 1024, 1024));
+  be->ops->destroy(be);
+}
+END_TEST
+
+/* ---- capacity ---------------------------------------------------------- */
+
+START_TEST(capacity_exhaustion) {
+  hippo__backend *be = host_new(16 * KiB, 0);
+  uint64_t p[3], q, fr = 1, tot = 0, addr = 0;
+  hippo_emu_counters c;
+
+  for (int i = 0; i < 3; i++) {
+    p[i] = page_new(be, 4 * KiB);
+    fill(be, p[i], 4 * KiB, (unsigned char)(10 * i));
+  }
+  FAILS(be->ops->page_alloc(be, 8 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
+        "HOST page_alloc: 8192 bytes requested, 4096 of 16384 bytes free "
+        "(emulated capacity)");
+  ck_assert_uint_eq(addr, 0);
+  c = counters_of(be);
+  ck_assert_uint_eq(c.pages_held, 3);
+  ck_assert_uint_eq(c.bytes_held, 12 * KiB);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 4);
+  for (int i = 0; i < 3; i++)
+    ck_assert(holds(be, p[i], 4 * KiB, (unsigned char)(10 * i)));
+  OK(be->ops->mem_info(be, &fr, &tot));
+  ck_assert_uint_eq(fr, 4 * KiB);
+  ck_assert_uint_eq(tot, 16 * KiB);
+  q = page_new(be, 4 * KiB); /* exactly full */
+  OK(be->ops->mem_info(be, &fr, &tot));
+  ck_assert_uint_eq(fr, 0);
+  FAILS(be->ops->page_alloc(be, 256, &addr), HIPPO_OUT_OF_MEMORY,
+        "256 bytes requested, 0 of 16384 bytes free");
+  OK(be->ops->page_free(be, q, 4 * KiB));
+  OK(be->ops->mem_info(be, &fr, NULL));
+  ck_assert_uint_eq(fr, 4 * KiB);
+  be->ops->destroy(be);
+}
+END_TEST
+
+/* ---- fault injection --------------------------------------------------- */
+
+START_TEST(fault_alloc_nth) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t addr = 0;
+  hippo_emu_counters c;
+
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 3, HIPPO_BACKEND_ERROR));
+  page_new(be, 4 * KiB);
+  page_new(be, 4 * KiB);
+  FAILS(be->ops->page_alloc(be, 4 * KiB, &addr), HIPPO_BACKEND_ERROR,
+        "injected fault: HOST page_alloc call #3 failed with "
+        "HIPPO_BACKEND_ERROR");
+  ck_assert_uint_eq(addr, 0);
+  c = counters_of(be);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 3);
+  ck_assert_uint_eq(c.pages_held, 2);
+  ck_assert_uint_eq(c.bytes_held, 8 * KiB);
+  ck_assert_uint_eq(c.host_bytes_mapped, 8 * KiB);
+  /* The fault fires once: the next call succeeds. */
+  page_new(be, 4 * KiB);
+  c = counters_of(be);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 4);
+  ck_assert_uint_eq(c.pages_held, 3);
+
+  /* nth counts from the injection, 1 = the very next call. */
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
+  FAILS(be->ops->page_alloc(be, 4 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
+        "injected fault: HOST page_alloc call #5 failed with "
+        "HIPPO_OUT_OF_MEMORY");
+  ck_assert_uint_eq(counters_of(be).bytes_held, 12 * KiB);
+
+  /* nth == 0 clears. */
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 0, HIPPO_SUCCESS));
+  page_new(be, 4 * KiB);
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(fault_bad_arguments) {
+  hippo__backend *be = host_new(MiB, 0);
+  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1,
+                                  HIPPO_BACKEND_ERROR),
+        HIPPO_INVALID_ARGUMENT, "call kind 6");
+  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_SUCCESS),
+        HIPPO_INVALID_ARGUMENT, "not a failure status");
+  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, 999),
+        HIPPO_INVALID_ARGUMENT, "not a failure status");
+  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, -1),
+        HIPPO_INVALID_ARGUMENT, "not a failure status");
+  page_new(be, 4 * KiB); /* nothing was armed */
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(fault_free_keeps_page) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 4 * KiB);
+  hippo_emu_counters c;
+
+  fill(be, a, 4 * KiB, 5);
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_FREE, 1, HIPPO_BACKEND_ERROR));
+  FAILS(be->ops->page_free(be, a, 4 * KiB), HIPPO_BACKEND_ERROR,
+        "injected fault: HOST page_free call #1 failed with "
+        "HIPPO_BACKEND_ERROR");
+  c = counters_of(be);
+  ck_assert_uint_eq(c.pages_held, 1);
+  ck_assert_uint_eq(c.bytes_held, 4 * KiB);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 1);
+  ck_assert(holds(be, a, 4 * KiB, 5));
+  OK(be->ops->page_free(be, a, 4 * KiB));
+  c = counters_of(be);
+  ck_assert_uint_eq(c.pages_held, 0);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 2);
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(fault_copy_queues_nothing) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
+
+  fill(be, a, 4 * KiB, 8);
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_COPY, 2, HIPPO_BACKEND_ERROR));
+  OK(be->ops->copy(be, NULL, b, a, 1024));
+  FAILS(be->ops->copy(be, NULL, b + 1024, a + 1024, 1024),
+        HIPPO_BACKEND_ERROR, "HOST copy call #2 failed");
+  OK(be->ops->stream_sync(be, NULL));
+  ck_assert(holds(be, b, 1024, 8));
+  ck_assert(all_bytes(be, b + 1024, 3 * KiB, 0));
+  ck_assert_uint_eq(counters_of(be).bytes_copied, 1024);
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_COPY], 2);
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(fault_sync_runs_nothing) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
+
+  fill(be, a, 4 * KiB, 8);
+  OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_BACKEND_ERROR));
+  FAILS(be->ops->stream_sync(be, NULL), HIPPO_BACKEND_ERROR,
+        "HOST stream_sync call #1 failed with HIPPO_BACKEND_ERROR");
+  ck_assert(all_bytes(be, b, 4 * KiB, 0));
+  OK(be->ops->stream_sync(be, NULL));
+  ck_assert(holds(be, b, 4 * KiB, 8));
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_SYNC], 2);
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(fault_event_and_capture_query) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB), id = 99;
+  void *ev = NULL, *s;
+  bool done = false, capturing = true;
+
+  fill(be, a, 4 * KiB, 8);
+  OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
+  /* event_record and event_query share the HIPPO_CALL_EVENT count. */
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_OUT_OF_MEMORY));
+  FAILS(be->ops->event_record(be, NULL, &ev), HIPPO_OUT_OF_MEMORY,
+        "HOST event_record call #1 failed");
+  ck_assert_ptr_null(ev);
+  OK(be->ops->event_record(be, NULL, &ev));
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
+  FAILS(be->ops->event_query(be, ev, &done), HIPPO_BACKEND_ERROR,
+        "HOST event_query call #3 failed");
+  ck_assert(!done);
+  ck_assert(all_bytes(be, b, 4 * KiB, 0)); /* the failed query ran nothing */
+  OK(be->ops->event_query(be, ev, &done));
+  ck_assert(done);
+  ck_assert(holds(be, b, 4 * KiB, 8));
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 4);
+  OK(be->ops->event_destroy(be, ev));
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 4);
+
+  OK(be->ops->emu_stream_create(be, &s));
+  OK(be->ops->emu_capture_begin(be, s, &id));
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_CAPTURE_QUERY, 1,
+                               HIPPO_BACKEND_ERROR));
+  capturing = false;
+  FAILS(be->ops->capture_status(be, s, &capturing, &id), HIPPO_BACKEND_ERROR,
+        "HOST capture_status call #1 failed");
+  ck_assert(!capturing);
+  OK(be->ops->capture_status(be, s, &capturing, &id));
+  ck_assert(capturing);
+  ck_assert_uint_eq(id, 1);
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_CAPTURE_QUERY], 2);
+  OK(be->ops->emu_capture_end(be, s));
+  OK(be->ops->emu_stream_destroy(be, s));
+  be->ops->destroy(be);
+}
+END_TEST
+
+/* ---- captures ---------------------------------------------------------- */
+
+START_TEST(captures) {
+  hippo__backend *be = host_new(MiB, 0);
+  void *s1, *s2;
+  uint64_t id = 99, a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
+  bool capturing = true;
+
+  OK(be->ops->emu_stream_create(be, &s1));
+  OK(be->ops->emu_stream_create(be, &s2));
+  ck_assert_ptr_ne(s1, s2);
+  OK(be->ops->capture_status(be, s1, &capturing, &id));
+  ck_assert(!capturing);
+  ck_assert_uint_eq(id, 0);
+  OK(be->ops->capture_status(be, NULL, &capturing, &id));
+  ck_assert(!capturing);
+
+  OK(be->ops->emu_capture_begin(be, s1, &id));
+  ck_assert_uint_eq(id, 1);
+  OK(be->ops->emu_capture_begin(be, s2, &id));
+  ck_assert_uint_eq(id, 2);
+  OK(be->ops->capture_status(be, s1, &capturing, &id));
+  ck_assert(capturing);
+  ck_assert_uint_eq(id, 1);
+  OK(be->ops->capture_status(be, s2, &capturing, &id));
+  ck_assert(capturing);
+  ck_assert_uint_eq(id, 2);
+  OK(be->ops->capture_status(be, NULL, &capturing, &id));
+  ck_assert(!capturing);
+  ck_assert_uint_eq(id, 0);
+
+  FAILS(be->ops->emu_capture_begin(be, s1, &id), HIPPO_INVALID_ARGUMENT,
+        "already capturing graph 1");
+  FAILS(be->ops->emu_stream_destroy(be, s1), HIPPO_BUSY, "capturing");
+  /* No copy and no sync on a capturing stream (HIP would bake the copy into
+   * the graph, and refuses the sync). */
+  FAILS(be->ops->copy(be, s1, b, a, 16), HIPPO_BACKEND_ERROR,
+        "capturing graph 1");
+  FAILS(be->ops->stream_sync(be, s1), HIPPO_BACKEND_ERROR,
+        "hipErrorStreamCaptureUnsupported");
+
+  OK(be->ops->emu_capture_end(be, s1));
+  OK(be->ops->capture_status(be, s1, &capturing, &id));
+  ck_assert(!capturing);
+  ck_assert_uint_eq(id, 0);
+  FAILS(be->ops->emu_capture_end(be, s1), HIPPO_INVALID_ARGUMENT,
+        "not capturing");
+  OK(be->ops->emu_capture_begin(be, s1, &id));
+  ck_assert_uint_eq(id, 3); /* ids never repeat */
+  OK(be->ops->emu_capture_end(be, s1));
+  OK(be->ops->emu_capture_end(be, s2));
+
+  FAILS(be->ops->emu_capture_begin(be, NULL, &id), HIPPO_INVALID_ARGUMENT,
+        "default stream");
+  FAILS(be->ops->emu_capture_end(be, NULL), HIPPO_INVALID_ARGUMENT,
+        "not capturing");
+  OK(be->ops->emu_stream_destroy(be, s1));
+  FAILS(be->ops->emu_stream_destroy(be, s1), HIPPO_INVALID_ARGUMENT,
+        "not an emulated stream");
+  FAILS(be->ops->emu_capture_begin(be, s1, &id), HIPPO_INVALID_ARGUMENT,
+        "not an emulated stream");
+  FAILS(be->ops->capture_status(be, s1, &capturing, &id),
+        HIPPO_INVALID_ARGUMENT, "not an emulated stream");
+  FAILS(be->ops->emu_stream_destroy(be, NULL), HIPPO_INVALID_ARGUMENT,
+        "default stream");
+  OK(be->ops->emu_stream_destroy(be, s2));
+  be->ops->destroy(be);
+}
+END_TEST
+
+/* ---- bad addresses ----------------------------------------------------- */
+
+START_TEST(bad_addresses) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB), addr = 0;
+  unsigned char buf[64];
+  int local = 0;
+  void *ev = NULL;
+  bool done;
+
+  FAILS(be->ops->emu_read(be, 0, buf, 1), HIPPO_INVALID_ARGUMENT,
+        "not inside a live page");
+  FAILS(be->ops->emu_read(be, (uint64_t)(uintptr_t)&local, buf, 1),
+        HIPPO_INVALID_ARGUMENT, "not inside a live page");
+  FAILS(be->ops->emu_read(be, a + 4 * KiB - 32, buf, 64),
+        HIPPO_INVALID_ARGUMENT, "runs 32 bytes past the end of its page");
+  FAILS(be->ops->emu_write(be, a + 4 * KiB - 32, buf, 64),
+        HIPPO_INVALID_ARGUMENT, "runs 32 bytes past the end of its page");
+  FAILS(be->ops->emu_read(be, UINT64_MAX - 8, buf, 64),
+        HIPPO_INVALID_ARGUMENT, "wraps around");
+  FAILS(be->ops->copy(be, NULL, b, a + 4000, 200), HIPPO_INVALID_ARGUMENT,
+        "source");
+  FAILS(be->ops->copy(be, NULL, a + 4000, b, 200), HIPPO_INVALID_ARGUMENT,
+        "destination");
+  FAILS(be->ops->copy(be, (void *)&local, b, a, 16), HIPPO_INVALID_ARGUMENT,
+        "not an emulated stream");
+  FAILS(be->ops->stream_sync(be, (void *)&local), HIPPO_INVALID_ARGUMENT,
+        "not an emulated stream");
+  FAILS(be->ops->event_record(be, (void *)&local, &ev),
+        HIPPO_INVALID_ARGUMENT, "not an emulated stream");
+  FAILS(be->ops->event_query(be, NULL, &done), HIPPO_INVALID_ARGUMENT,
+        "not a live event");
+  FAILS(be->ops->event_destroy(be, NULL), HIPPO_INVALID_ARGUMENT,
+        "not a live event");
+
+  FAILS(be->ops->page_alloc(be, 0, &addr), HIPPO_INVALID_ARGUMENT,
+        "not a positive multiple of the alignment 256");
+  FAILS(be->ops->page_alloc(be, 300, &addr), HIPPO_INVALID_ARGUMENT,
+        "size 300");
+  FAILS(be->ops->page_free(be, a + 256, 4 * KiB), HIPPO_INVALID_ARGUMENT,
+        "not the start of a live page");
+  FAILS(be->ops->page_free(be, a, 8 * KiB), HIPPO_INVALID_ARGUMENT,
+        "has 4096 bytes, not the 8192 given");
+  FAILS(be->ops->page_free(be, 0, 4 * KiB), HIPPO_INVALID_ARGUMENT,
+        "not the start of a live page");
+  OK(be->ops->page_free(be, a, 4 * KiB));
+  FAILS(be->ops->page_free(be, a, 4 * KiB), HIPPO_INVALID_ARGUMENT,
+        "not the start of a live page");
+  FAILS(be->ops->emu_read(be, a, buf, 1), HIPPO_INVALID_ARGUMENT,
+        "not inside a live page");
+  FAILS(be->ops->copy(be, NULL, b, a, 16), HIPPO_INVALID_ARGUMENT, "source");
+  /* Nothing above changed the books. */
+  ck_assert_uint_eq(counters_of(be).pages_held, 1);
+  ck_assert_uint_eq(counters_of(be).bytes_held, 4 * KiB);
+  be->ops->destroy(be);
+}
+END_TEST
+
+/* ---- counters ---------------------------------------------------------- */
+
+START_TEST(counters_exact) {
+  hippo__backend *be = host_new(MiB, 0);
+  hippo_emu_counters c;
+  uint64_t a, b, d, addr;
+  void *ev;
+  bool done, capturing;
+
+  c = counters_of(be);
+  for (unsigned k = 0; k < HIPPO_CALL_KINDS; k++)
+    ck_assert_uint_eq(c.calls[k], 0);
+  ck_assert_uint_eq(c.pages_held + c.bytes_held + c.peak_bytes_held +
+                        c.host_bytes_mapped + c.bytes_copied,
+                    0);
+
+  a = page_new(be, 256);       /* maps one OS page */
+  b = page_new(be, 8 * KiB);   /* two */
+  d = page_new(be, 64 * KiB);
+  FAILS(be->ops->page_alloc(be, 2 * MiB, &addr), HIPPO_OUT_OF_MEMORY,
+        "2097152 bytes requested");
+  c = counters_of(be);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 4);
+  ck_assert_uint_eq(c.pages_held, 3);
+  ck_assert_uint_eq(c.bytes_held, 256 + 8 * KiB + 64 * KiB);
+  ck_assert_uint_eq(c.peak_bytes_held, 256 + 8 * KiB + 64 * KiB);
+  ck_assert_uint_eq(c.host_bytes_mapped, os_page() + 8 * KiB + 64 * KiB);
+
+  OK(be->ops->page_free(be, d, 64 * KiB));
+  OK(be->ops->copy(be, NULL, b, a, 256));
+  OK(be->ops->copy(be, NULL, b + 256, a, 100));
+  OK(be->ops->copy(be, NULL, b, a, 0)); /* counted, copies nothing */
+  OK(be->ops->stream_sync(be, NULL));
+  OK(be->ops->stream_sync(be, NULL));
+  OK(be->ops->event_record(be, NULL, &ev));
+  OK(be->ops->event_query(be, ev, &done));
+  OK(be->ops->event_destroy(be, ev));
+  OK(be->ops->capture_status(be, NULL, &capturing, NULL));
+  c = counters_of(be);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 4);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 1);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_COPY], 3);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_SYNC], 2);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_EVENT], 2);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_CAPTURE_QUERY], 1);
+  ck_assert_uint_eq(c.pages_held, 2);
+  ck_assert_uint_eq(c.bytes_held, 256 + 8 * KiB);
+  ck_assert_uint_eq(c.peak_bytes_held, 256 + 8 * KiB + 64 * KiB);
+  ck_assert_uint_eq(c.host_bytes_mapped, os_page() + 8 * KiB);
+  ck_assert_uint_eq(c.bytes_copied, 356);
+
+  /* A peak is a peak: a bigger set later raises it. */
+  d = page_new(be, 128 * KiB);
+  ck_assert_uint_eq(counters_of(be).peak_bytes_held, 256 + 136 * KiB);
+  OK(be->ops->page_free(be, d, 128 * KiB));
+  OK(be->ops->page_free(be, a, 256));
+  OK(be->ops->page_free(be, b, 8 * KiB));
+  c = counters_of(be);
+  ck_assert_uint_eq(c.pages_held, 0);
+  ck_assert_uint_eq(c.bytes_held, 0);
+  ck_assert_uint_eq(c.host_bytes_mapped, 0);
+  ck_assert_uint_eq(c.peak_bytes_held, 256 + 136 * KiB);
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(counters_struct_size) {
+  hippo__backend *be = host_new(MiB, 0);
+  struct {
+    hippo_emu_counters c;
+    uint64_t newer[2];
+  } big;
+  hippo_emu_counters small;
+
+  page_new(be, 4 * KiB);
+  memset(&small, 0, sizeof small);
+  small.struct_size = 8;
+  FAILS(be->ops->emu_counters(be, &small), HIPPO_INVALID_ARGUMENT,
+        "struct_size is 8");
+  FAILS(be->ops->emu_counters(be, NULL), HIPPO_INVALID_ARGUMENT, "NULL");
+  /* A newer caller's larger struct: known fields filled, the rest zeroed,
+   * its size kept. */
+  memset(&big, 0xff, sizeof big);
+  big.c.struct_size = sizeof big;
+  OK(be->ops->emu_counters(be, &big.c));
+  ck_assert_uint_eq(big.c.struct_size, sizeof big);
+  ck_assert_uint_eq(big.c.pages_held, 1);
+  ck_assert_uint_eq(big.c.bytes_held, 4 * KiB);
+  ck_assert_uint_eq(big.newer[0], 0);
+  ck_assert_uint_eq(big.newer[1], 0);
+  be->ops->destroy(be);
+}
+END_TEST
+
+/* ---- pages go back to the OS ------------------------------------------- */
+
+START_TEST(freed_page_is_unmapped) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 16 * KiB);
+  void *p = (void *)(uintptr_t)a;
+
+  fill(be, a, 16 * KiB, 1);
+  ck_assert_int_eq(msync(p, 16 * KiB, MS_ASYNC), 0);
+  ck_assert(is_mapped(a, 16 * KiB));
+  OK(be->ops->page_free(be, a, 16 * KiB));
+  ck_assert(!is_mapped(a, 16 * KiB));
+  be->ops->destroy(be);
+}
+END_TEST
+
+START_TEST(destroy_unmaps_everything) {
+  hippo__backend *be = host_new(MiB, 0);
+  uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
+  OK(be->ops->copy(be, NULL, b, a, 4 * KiB)); /* still queued */
+  ck_assert(is_mapped(a, 4 * KiB) && is_mapped(b, 4 * KiB));
+  be->ops->destroy(be);
+  ck_assert(!is_mapped(a, 4 * KiB));
+  ck_assert(!is_mapped(b, 4 * KiB));
+}
+END_TEST
+
+/* ---- threads ----------------------------------------------------------- */
+
+#define THREADS 4
+#define ROUNDS 500
+
+static void *churn(void *arg) {
+  hippo__backend *be = arg;
+  uint64_t held[8];
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int i = 0; i < 8; i++)
+      if (be->ops->page_alloc(be, 4 * KiB, &held[i]) != HIPPO_SUCCESS)
+        return (void *)1;
+    if (be->ops->copy(be, NULL, held[1], held[0], 64) != HIPPO_SUCCESS)
+      return (void *)1;
+    for (int i = 0; i < 8; i++)
+      if (be->ops->page_free(be, held[i], 4 * KiB) != HIPPO_SUCCESS)
+        return (void *)1;
+  }
+  return NULL;
+}
+
+START_TEST(threads_share_one_backend) {
+  hippo__backend *be = host_new(THREADS * 8 * 4 * KiB, 0);
+  pthread_t t[THREADS];
+  hippo_emu_counters c;
+  void *rv;
+
+  for (int i = 0; i < THREADS; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, churn, be), 0);
+  for (int i = 0; i < THREADS; i++) {
+    ck_assert_int_eq(pthread_join(t[i], &rv), 0);
+    ck_assert_ptr_null(rv);
+  }
+  c = counters_of(be);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], THREADS * ROUNDS * 8);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], THREADS * ROUNDS * 8);
+  ck_assert_uint_eq(c.bytes_copied, THREADS * ROUNDS * 64);
+  ck_assert_uint_eq(c.pages_held, 0);
+  ck_assert_uint_eq(c.bytes_held, 0);
+  ck_assert_uint_le(c.peak_bytes_held, THREADS * 8 * 4 * KiB);
+  be->ops->destroy(be);
+}
+END_TEST
+
+static Suite *host_suite(void) {
+  Suite *s = suite_create("backend-host");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 60);
+  tcase_add_test(tc, write_read_roundtrip);
+  tcase_add_test(tc, large_alignment);
+  tcase_add_test(tc, bad_create);
+  tcase_add_test(tc, copy_waits_for_sync);
+  tcase_add_test(tc, copy_in_stream_order);
+  tcase_add_test(tc, copy_overlapping_is_memmove);
+  tcase_add_test(tc, event_query_runs_up_to_event);
+  tcase_add_test(tc, free_drains_pending_copies);
+  tcase_add_test(tc, capacity_exhaustion);
+  tcase_add_test(tc, fault_alloc_nth);
+  tcase_add_test(tc, fault_bad_arguments);
+  tcase_add_test(tc, fault_free_keeps_page);
+  tcase_add_test(tc, fault_copy_queues_nothing);
+  tcase_add_test(tc, fault_sync_runs_nothing);
+  tcase_add_test(tc, fault_event_and_capture_query);
+  tcase_add_test(tc, captures);
+  tcase_add_test(tc, bad_addresses);
+  tcase_add_test(tc, counters_exact);
+  tcase_add_test(tc, counters_struct_size);
+  tcase_add_test(tc, freed_page_is_unmapped);
+  tcase_add_test(tc, destroy_unmaps_everything);
+  tcase_add_test(tc, threads_share_one_backend);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  SRunner *sr = srunner_create(host_suite());
+  int failed;
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
