@@ -32,6 +32,13 @@ hippo_status hippo__error_set(hippo_status status, const char *fmt, ...)
 /* Prefix the current message with `fmt` (context added on the way up). */
 hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...)
     HIPPO__PRINTF(2, 3);
+/* For failures on the fast path that a caller may meet millions of times
+ * (a full pool): keep `fmt` (a string literal whose only conversions are
+ * %llu) and up to HIPPO__LAZY_ARGS numbers, and format them only when
+ * last_error() is read. */
+#define HIPPO__LAZY_ARGS 6u
+hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
+                               const uint64_t *args, unsigned n);
 void hippo__error_clear(void);
 const char *hippo__error_get(void);
 const char *hippo__status_string(hippo_status status);

@@ -72,6 +72,7 @@ hippo_status hippo__device_open(const hippo_device_desc *desc,
     return st;
   }
   hippo__lock_init(&dev->lock);
+  hippo__lock_init(&dev->natives_lock);
   dev->magic = HIPPO__DEVICE_MAGIC;
   dev->flags = desc->flags;
   dev->hip_device = desc->hip_device;
@@ -93,6 +94,7 @@ hippo_status hippo__device_close(hippo_device *dev) {
   hippo__lock_drop(&dev->lock);
   dev->be->ops->destroy(dev->be);
   free(dev->streams);
+  free(dev->natives);
   free(dev);
   return HIPPO_SUCCESS;
 }
@@ -138,16 +140,40 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
                               "stream)",
                               native);
     }
+  {
+    /* The backend must know the stream: asking for its capture status
+     * validates it (hipStreamIsCapturing on HIP). */
+    bool capturing;
+    uint64_t id;
+    st = dev->be->ops->capture_status(dev->be, native, &capturing, &id);
+    if (st != HIPPO_SUCCESS) {
+      hippo__lock_drop(&dev->lock);
+      free(s);
+      return hippo__error_wrap(HIPPO_INVALID_ARGUMENT,
+                               "stream_attach: native stream %p is not a "
+                               "stream of this device",
+                               native);
+    }
+  }
   if (dev->stream_count == dev->stream_cap) {
     uint32_t cap = dev->stream_cap ? dev->stream_cap * 2 : 8;
     hippo_stream **grown = realloc(dev->streams, cap * sizeof *grown);
-    if (!grown) {
+    void **natives = NULL;
+    if (grown)
+      dev->streams = grown;
+    /* readers of natives hold natives_lock: move it under that lock */
+    hippo__lock_take(&dev->natives_lock);
+    if (grown)
+      natives = realloc(dev->natives, cap * sizeof *natives);
+    if (natives)
+      dev->natives = natives;
+    hippo__lock_drop(&dev->natives_lock);
+    if (!natives) {
       hippo__lock_drop(&dev->lock);
       free(s);
       return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                               "host memory for %u streams", cap);
     }
-    dev->streams = grown;
     dev->stream_cap = cap;
   }
   st = hippo__manager_init(s, dev, native);
@@ -163,7 +189,10 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
     free(s);
     return st;
   }
+  hippo__lock_take(&dev->natives_lock);
+  dev->natives[dev->stream_count] = native;
   dev->streams[dev->stream_count++] = s;
+  hippo__lock_drop(&dev->natives_lock);
   hippo__lock_drop(&dev->lock);
   *out = s;
   return HIPPO_SUCCESS;
@@ -181,9 +210,13 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
                             "stream_detach: the stream is not attached");
   }
   /* Keep the order of the others: it is the lock order. */
+  hippo__lock_take(&dev->natives_lock);
   memmove(&dev->streams[i], &dev->streams[i + 1],
           (dev->stream_count - i - 1) * sizeof *dev->streams);
+  memmove(&dev->natives[i], &dev->natives[i + 1],
+          (dev->stream_count - i - 1) * sizeof *dev->natives);
   dev->stream_count--;
+  hippo__lock_drop(&dev->natives_lock);
   hippo__lock_take(&s->lock);
   hippo__manager_fini(s);
   hippo__lock_drop(&s->lock);
@@ -192,26 +225,36 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   return HIPPO_SUCCESS;
 }
 
-/* HIPPO_GRAPH_RECORDING when any stream of the device is capturing.
- * Expects the device lock held. */
+/* HIPPO_GRAPH_RECORDING when any stream of the device is capturing, or the
+ * status of a failed capture query.  Takes only the natives lock (a leaf),
+ * so it may be called holding the device lock or a stream lock. */
 static hippo_status refuse_while_recording(hippo_device *dev,
                                            const char *call) {
-  for (uint32_t i = 0; i < dev->stream_count; i++) {
+  hippo_status st = HIPPO_SUCCESS;
+  hippo__lock_take(&dev->natives_lock);
+  for (uint32_t i = 0; i < dev->stream_count && st == HIPPO_SUCCESS; i++) {
     bool capturing = false;
     uint64_t id = 0;
-    hippo_status st = dev->be->ops->capture_status(
-        dev->be, dev->streams[i]->native, &capturing, &id);
+    st = dev->be->ops->capture_status(dev->be, dev->natives[i], &capturing,
+                                      &id);
     if (st != HIPPO_SUCCESS)
-      return hippo__error_wrap(st, "%s: asking whether stream %u captures",
-                               call, i);
-    if (capturing)
-      return hippo__error_set(HIPPO_GRAPH_RECORDING,
-                              "%s: stream %u is capturing graph %llu; the "
-                              "pages it touches keep their addresses until "
-                              "the capture ends: retry after it",
-                              call, i, (unsigned long long)id);
+      st = hippo__error_wrap(st, "%s: asking whether stream %u captures",
+                             call, i);
+    else if (capturing)
+      st = hippo__error_set(HIPPO_GRAPH_RECORDING,
+                            "%s: stream %u is capturing graph %llu; the "
+                            "pages it touches keep their addresses until "
+                            "the capture ends: retry after it",
+                            call, i, (unsigned long long)id);
   }
-  return HIPPO_SUCCESS;
+  hippo__lock_drop(&dev->natives_lock);
+  return st;
+}
+
+hippo_status hippo__device_may_free(void *ctx, bool *may_free) {
+  hippo_status st = refuse_while_recording(ctx, "freeing pages");
+  *may_free = st == HIPPO_SUCCESS;
+  return st == HIPPO_GRAPH_RECORDING ? HIPPO_SUCCESS : st;
 }
 
 static void lock_all(hippo_device *dev) {

@@ -13,11 +13,46 @@
 #define HIPPO__ERROR_MAX 512
 
 /* Invariant: always NUL-terminated; "" when the thread has seen no failure
- * since its last hippo__error_clear(). */
+ * since its last hippo__error_clear().  When lazy_fmt is set, the message
+ * of the last failure is lazy_fmt with lazy_args, not yet formatted. */
 static _Thread_local char last_error_buf[HIPPO__ERROR_MAX];
+static _Thread_local const char *lazy_fmt;
+static _Thread_local uint64_t lazy_args[HIPPO__LAZY_ARGS];
+
+/* Format a pending lazy message into last_error_buf. */
+static void materialize(void) {
+  const char *f = lazy_fmt;
+  size_t at = 0;
+  unsigned arg = 0;
+  if (!f)
+    return;
+  lazy_fmt = NULL;
+  while (*f && at + 1 < sizeof last_error_buf) {
+    if (f[0] == '%' && f[1] == 'l' && f[2] == 'l' && f[3] == 'u' &&
+        arg < HIPPO__LAZY_ARGS) {
+      int n = snprintf(last_error_buf + at, sizeof last_error_buf - at, "%llu",
+                       (unsigned long long)lazy_args[arg++]);
+      at += n > 0 ? (size_t)n : 0;
+      f += 4;
+    } else {
+      last_error_buf[at++] = *f++;
+    }
+  }
+  last_error_buf[at < sizeof last_error_buf ? at : sizeof last_error_buf - 1] =
+      '\0';
+}
+
+hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
+                               const uint64_t *args, unsigned n) {
+  lazy_fmt = fmt;
+  for (unsigned i = 0; i < n && i < HIPPO__LAZY_ARGS; i++)
+    lazy_args[i] = args[i];
+  return status;
+}
 
 hippo_status hippo__error_set(hippo_status status, const char *fmt, ...) {
   va_list ap;
+  lazy_fmt = NULL;
   va_start(ap, fmt);
   vsnprintf(last_error_buf, sizeof last_error_buf, fmt, ap);
   va_end(ap);
@@ -28,6 +63,7 @@ hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...) {
   char inner[HIPPO__ERROR_MAX];
   size_t len;
   va_list ap;
+  materialize();
   memcpy(inner, last_error_buf, sizeof inner);
   va_start(ap, fmt);
   vsnprintf(last_error_buf, sizeof last_error_buf, fmt, ap);
@@ -43,9 +79,15 @@ hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...) {
   return status;
 }
 
-void hippo__error_clear(void) { last_error_buf[0] = '\0'; }
+void hippo__error_clear(void) {
+  lazy_fmt = NULL;
+  last_error_buf[0] = '\0';
+}
 
-const char *hippo__error_get(void) { return last_error_buf; }
+const char *hippo__error_get(void) {
+  materialize();
+  return last_error_buf;
+}
 
 const char *hippo__status_string(hippo_status status) {
   switch (status) {

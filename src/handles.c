@@ -7,20 +7,39 @@
 #define TAG_MASK ((UINT32_C(1) << HIPPO__HANDLE_TAG_BITS) - 1)
 #define NO_SLOT UINT32_MAX
 
-/* Tags come from one process-wide counter: distinct for the first 4096
- * tables, so a handle of another stream or device fails the tag check. */
-static atomic_uint next_tag = 1;
+/* Tags in use by live tables, one bit each, process-wide: two live tables
+ * never share a tag, so a handle of another stream or device always fails
+ * the tag check.  Tag 0 is never given out.  A rotating start spreads
+ * reuse of a freed tag. */
+#define TAG_WORDS ((1u << HIPPO__HANDLE_TAG_BITS) / 64u)
+static _Atomic uint64_t tags_in_use[TAG_WORDS];
+static atomic_uint tag_cursor;
 
-void hippo__handles_init(hippo__handles *h) {
+hippo_status hippo__handles_init(hippo__handles *h) {
+  unsigned start = atomic_fetch_add(&tag_cursor, 1);
   h->slots = NULL;
   h->count = 0;
   h->cap = 0;
   h->free_head = NO_SLOT;
   h->live = 0;
-  h->tag = atomic_fetch_add(&next_tag, 1) & TAG_MASK;
+  for (unsigned n = 0; n < (1u << HIPPO__HANDLE_TAG_BITS); n++) {
+    unsigned tag = (start + n) & TAG_MASK;
+    uint64_t bit = UINT64_C(1) << (tag % 64);
+    if (tag == 0) /* never: small forged numbers would look like handles */
+      continue;
+    if (!(atomic_fetch_or(&tags_in_use[tag / 64], bit) & bit)) {
+      h->tag = tag;
+      return HIPPO_SUCCESS;
+    }
+  }
+  return hippo__error_set(HIPPO_BUSY,
+                          "%u streams are attached in this process, the most "
+                          "hippo tells apart; detach some",
+                          (1u << HIPPO__HANDLE_TAG_BITS) - 1);
 }
 
 void hippo__handles_fini(hippo__handles *h) {
+  atomic_fetch_and(&tags_in_use[h->tag / 64], ~(UINT64_C(1) << (h->tag % 64)));
   free(h->slots);
   h->slots = NULL;
   h->count = h->cap = 0;

@@ -5,8 +5,10 @@
  *   generation  the slot's generation when the handle was made; a slot's
  *               generation changes when it is freed, so a handle kept after
  *               its release is stale; never 0, so no handle is 0;
- *   tag         the owning stream's tag (process-wide counter), so a handle
- *               of another stream or device is foreign.
+ *   tag         the owning stream's tag, unique among the live tables of
+ *               the process, so a handle of another stream or device is
+ *               foreign (tags 1..4095: at most 4095 live tables, HIPPO_BUSY
+ *               beyond).
  * Lookup is O(1): split, bound-check the index, compare generation and tag.
  * The table never shrinks while the stream lives; freed slots are reused
  * LIFO through a free list.
@@ -49,7 +51,7 @@ typedef struct hippo__handles {
   uint64_t live;      /* live handles */
 } hippo__handles;
 
-void hippo__handles_init(hippo__handles *h);
+hippo_status hippo__handles_init(hippo__handles *h);
 void hippo__handles_fini(hippo__handles *h);
 /* A fresh slot; *handle gets its handle.  HIPPO_OUT_OF_MEMORY when the
  * table cannot grow. */

@@ -25,13 +25,19 @@ hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
   s->device = dev;
   s->native = native;
   hippo__lock_init(&s->lock);
-  hippo__handles_init(&s->handles);
+  st = hippo__handles_init(&s->handles);
+  if (st != HIPPO_SUCCESS)
+    return st;
   s->acct.parent = &dev->acct;
+  s->gate.ask = hippo__device_may_free;
+  s->gate.ctx = dev;
+  s->gate.answer = -1;
   s->pools = calloc(1, sizeof *s->pools);
   s->ticking = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->ticking);
   if (!s->pools || !s->ticking) {
     free(s->pools);
     free(s->ticking);
+    hippo__handles_fini(&s->handles);
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "host memory for a stream manager");
   }
@@ -39,8 +45,10 @@ hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
   if (st != HIPPO_SUCCESS) {
     free(s->pools);
     free(s->ticking);
+    hippo__handles_fini(&s->handles);
     return st;
   }
+  s->pools[0]->gate = &s->gate;
   s->pool_count = 1;
   return HIPPO_SUCCESS;
 }
@@ -76,6 +84,7 @@ hippo_status hippo__manager_build(hippo_stream *s, const hippo__layout *layout,
       free(pools);
       return hippo__error_wrap(st, "building pool %u", i - 1);
     }
+    pools[i]->gate = &s->gate;
   }
   *out = pools;
   *count = n;
@@ -148,13 +157,17 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
 
   hippo__lock_take(&s->lock);
   s->clock++;
+  s->gate.answer = -1;
   for (uint32_t i = 0; i < s->ticking_count; i++)
     (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
   persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
   if (size > 0) {
     st = reserve_in(s, size, persistent, &pool, &ref);
-    if (HIPPO__UNLIKELY(st == HIPPO_OUT_OF_MEMORY)) {
-      /* Empty pages of this stream may be what the device lacks. */
+    if (HIPPO__UNLIKELY(st == HIPPO_OUT_OF_MEMORY) &&
+        hippo__gate_allows(&s->gate)) {
+      /* Empty pages of this stream may be what the device lacks; not
+       * while a capture records (the gate), since its graph may hold
+       * them. */
       (void)hippo__manager_cleanup_locked(s);
       st = reserve_in(s, size, persistent, &pool, &ref);
     }

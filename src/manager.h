@@ -71,6 +71,7 @@ struct hippo_stream {
   uint64_t peak_in_use;
   uint64_t zero_live;       /* live zero-size reservations */
   hippo__page_acct acct;    /* page figures; parent = the device's */
+  hippo__free_gate gate;    /* asks the device whether pages may go back */
 };
 
 /* A device.
@@ -86,6 +87,11 @@ struct hippo_device {
   hippo_stream **streams;
   uint32_t stream_count, stream_cap;
   hippo__page_acct acct;
+  /* The native streams, under their own leaf lock (taken last, holding
+   * nothing else after it), so a stream holding its lock can ask whether
+   * any stream of the device captures. */
+  hippo__lock natives_lock;
+  void **natives;           /* natives[i] == streams[i]->native */
 };
 
 /* device.c */
@@ -104,6 +110,9 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
 hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *s);
 hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out);
 hippo_status hippo__device_check(hippo_device *dev);
+/* hippo__free_gate's question for a device (ctx): true when no stream of
+ * it captures.  May be called holding a stream lock. */
+hippo_status hippo__device_may_free(void *dev, bool *may_free);
 
 /* manager.c: a stream's manager.  The _locked variants expect the stream
  * lock held by the caller. */

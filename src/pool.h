@@ -70,13 +70,25 @@ typedef struct hippo__page_acct {
   struct hippo__page_acct *parent; /* the device's, or NULL */
 } hippo__page_acct;
 
+/* Whether pages may be given back now: no stream of the device captures a
+ * graph.  A stream's manager resets `answer` before each reservation's
+ * ticks; a pool asks (hippo__pool_may_free) only right before it would
+ * give a page back in tick, so the question -- a driver call on HIP -- is
+ * asked only when a page is due, at most once per reservation. */
+typedef struct hippo__free_gate {
+  hippo_status (*ask)(void *ctx, bool *may_free);
+  void *ctx;
+  int answer; /* -1: not asked since the reset; 0: no; 1: yes */
+} hippo__free_gate;
+
 /* The common head of every pool.
  * Invariant: allocations == number of live slices; the figures above hold;
  * pages <= peak_pages. */
 struct hippo__pool {
   const hippo__pool_ops *ops;
   hippo__backend *be;
-  hippo__page_acct *acct;   /* the device's page figures (may be NULL) */
+  hippo__page_acct *acct;   /* the stream's page figures (may be NULL) */
+  hippo__free_gate *gate;   /* asked before tick frees (NULL: always may) */
   hippo_pool_kind kind;
   hippo_pool_options opt;   /* options in force (page shrunk to a cap...) */
   uint64_t max_size;        /* largest request the pool accepts */
@@ -142,6 +154,19 @@ static inline void hippo__pool_note_release(hippo__pool *pool, uint64_t size,
   pool->allocations--;
   pool->bytes_in_use -= size;
   pool->bytes_padding -= slice_size - size;
+}
+/* Whether pages may be given back now (see hippo__free_gate). */
+static inline bool hippo__gate_allows(hippo__free_gate *g) {
+  if (!g)
+    return true;
+  if (g->answer < 0) {
+    bool ok = false;
+    g->answer = g->ask(g->ctx, &ok) == HIPPO_SUCCESS && ok;
+  }
+  return g->answer != 0;
+}
+static inline bool hippo__pool_may_free(hippo__pool *pool) {
+  return hippo__gate_allows(pool->gate);
 }
 /* Fill the common part of a report (kind, options, figures). */
 void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out);

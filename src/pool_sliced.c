@@ -241,16 +241,17 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint32_t *slice_out) {
   uint64_t addr;
   uint32_t pg, si;
   hippo_status st;
-  if (bytes > p->page_size || (uint64_t)p->head.pages >= p->max_pages)
-    return hippo__error_set(
+  if (bytes > p->page_size || (uint64_t)p->head.pages >= p->max_pages) {
+    uint64_t args[] = {p->page_size, p->head.opt.max_pool_size, bytes,
+                       p->head.pages,
+                       p->max_pages == UINT64_MAX ? 0 : p->max_pages};
+    return hippo__error_lazy(
         HIPPO_POOL_CAPACITY_EXCEEDED,
         "SLICED pool (page %llu B, max_pool_size %llu B): %llu B do not "
         "fit: %llu of %llu pages held and no free slice fits; release, "
         "raise max_pool_size, or let a later pool take it",
-        (unsigned long long)p->page_size,
-        (unsigned long long)p->head.opt.max_pool_size,
-        (unsigned long long)bytes, (unsigned long long)p->head.pages,
-        (unsigned long long)(p->max_pages == UINT64_MAX ? 0 : p->max_pages));
+        args, 5);
+  }
   if (p->page_unused == NIL && p->page_count == p->page_cap) {
     uint32_t cap = p->page_cap ? p->page_cap * 2 : 16;
     page *grown = realloc(p->pages, (size_t)cap * sizeof *grown);
@@ -404,7 +405,10 @@ static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
     return HIPPO_SUCCESS;
   while (p->empty_head != NIL &&
          now - p->pages[p->empty_head].empty_since >= period) {
-    hippo_status st = page_drop(p, p->empty_head);
+    hippo_status st;
+    if (!hippo__pool_may_free(pool))
+      return HIPPO_SUCCESS; /* a capture records: wait */
+    st = page_drop(p, p->empty_head);
     if (st != HIPPO_SUCCESS)
       return st;
   }

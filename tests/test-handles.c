@@ -23,7 +23,7 @@ static hippo_handle alloc(hippo__handles *h, uint64_t size) {
 
 START_TEST(zero_is_never_valid) {
   hippo__handles h;
-  hippo__handles_init(&h);
+  ck_assert_int_eq(hippo__handles_init(&h), HIPPO_SUCCESS);
   ck_assert_ptr_null(hippo__handles_get(&h, 0));
   alloc(&h, 1);
   ck_assert_ptr_null(hippo__handles_get(&h, 0));
@@ -34,7 +34,7 @@ END_TEST
 START_TEST(released_and_stale) {
   hippo__handles h;
   hippo_handle a, b;
-  hippo__handles_init(&h);
+  ck_assert_int_eq(hippo__handles_init(&h), HIPPO_SUCCESS);
   a = alloc(&h, 100);
   ck_assert_uint_eq(hippo__handles_get(&h, a)->size, 100);
   hippo__handles_free(&h, hippo__handles_get(&h, a));
@@ -52,7 +52,7 @@ END_TEST
 START_TEST(generation_wraps_but_never_zero) {
   hippo__handles h;
   hippo_handle first, cur = 0;
-  hippo__handles_init(&h);
+  ck_assert_int_eq(hippo__handles_init(&h), HIPPO_SUCCESS);
   first = alloc(&h, 1);
   hippo__handles_free(&h, hippo__handles_get(&h, first));
   for (uint32_t i = 0; i < (UINT32_C(1) << HIPPO__HANDLE_GEN_BITS); i++) {
@@ -70,8 +70,8 @@ END_TEST
 START_TEST(forged_and_foreign) {
   hippo__handles h, other;
   hippo_handle a;
-  hippo__handles_init(&h);
-  hippo__handles_init(&other);
+  ck_assert_int_eq(hippo__handles_init(&h), HIPPO_SUCCESS);
+  ck_assert_int_eq(hippo__handles_init(&other), HIPPO_SUCCESS);
   ck_assert_uint_ne(h.tag, other.tag);
   a = alloc(&h, 1);
   alloc(&other, 1);
@@ -91,7 +91,7 @@ START_TEST(grows_and_keeps_every_slot) {
   enum { N = 5000 };
   hippo__handles h;
   hippo_handle *hs = malloc(N * sizeof *hs);
-  hippo__handles_init(&h);
+  ck_assert_int_eq(hippo__handles_init(&h), HIPPO_SUCCESS);
   for (uint64_t i = 0; i < N; i++) {
     hippo__slot *s;
     ck_assert_int_eq(hippo__handles_alloc(&h, &hs[i], &s), HIPPO_SUCCESS);
@@ -113,7 +113,7 @@ END_TEST
 
 START_TEST(check_finds_broken_counter) {
   hippo__handles h;
-  hippo__handles_init(&h);
+  ck_assert_int_eq(hippo__handles_init(&h), HIPPO_SUCCESS);
   alloc(&h, 1);
   h.live++;
   ck_assert_int_eq(hippo__handles_check(&h), HIPPO_INTERNAL);
