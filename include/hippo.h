@@ -328,9 +328,15 @@ hippo_status hippo_plugin_entry(uint32_t *abi_version, const hippo_api **api);
 #include <dlfcn.h>
 #include <stdio.h>
 
+#ifdef __cplusplus
+#define HIPPO__THREAD_LOCAL thread_local
+#else
+#define HIPPO__THREAD_LOCAL _Thread_local
+#endif
+
 /* Where hippo_load() writes why it failed (a loader has no plugin to ask). */
 static inline char *hippo_load_error_buffer(void) {
-  static _Thread_local char buf[512];
+  static HIPPO__THREAD_LOCAL char buf[512];
   return buf;
 }
 
@@ -351,7 +357,7 @@ static inline hippo_status hippo_load(const char *path, void **handle,
   union {
     void *obj;
     hippo_plugin_entry_fn fn;
-  } entry;
+  } entry; /* dlsym gives an object pointer; read it as a function's */
   uint32_t version = HIPPO_ABI_VERSION;
   hippo_status st;
 
