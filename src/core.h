@@ -10,6 +10,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "hippo.h"
 
@@ -84,6 +86,21 @@ static inline uint64_t hippo__align_down(uint64_t x, uint64_t align) {
 }
 static inline unsigned hippo__log2_floor(uint64_t x) { /* x != 0 */
   return 63u - (unsigned)__builtin_clzll(x);
+}
+
+/* ---- host arrays ------------------------------------------------------
+ * Grow an array of records to new_bytes, 64-byte aligned so that records
+ * of 32 or 64 bytes never straddle a cache line; the first old_bytes are
+ * kept.  NULL on failure, the old array untouched. */
+static inline void *hippo__grow_aligned(void *old, size_t old_bytes,
+                                        size_t new_bytes) {
+  void *grown = aligned_alloc(64, (new_bytes + 63) & ~(size_t)63);
+  if (!grown)
+    return NULL;
+  if (old_bytes)
+    memcpy(grown, old, old_bytes);
+  free(old);
+  return grown;
 }
 
 /* ---- ABI structs --------------------------------------------------------

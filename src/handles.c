@@ -73,7 +73,8 @@ hippo_status hippo__handles_alloc(hippo__handles *h, hippo_handle *handle,
                                 h->cap);
       if (cap > HIPPO__HANDLE_MAX_SLOTS)
         cap = HIPPO__HANDLE_MAX_SLOTS;
-      grown = realloc(h->slots, (size_t)cap * sizeof *grown);
+      grown = hippo__grow_aligned(h->slots, (size_t)h->cap * sizeof *grown,
+                                  (size_t)cap * sizeof *grown);
       if (!grown)
         return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                                 "host memory: cannot grow the handle table "

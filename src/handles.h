@@ -39,6 +39,7 @@ typedef struct hippo__slot {
   uint32_t gen;       /* generation, 1 .. 2^24-1 */
   uint32_t next_free; /* next free slot index (UINT32_MAX ends the list) */
 } hippo__slot;
+_Static_assert(sizeof(hippo__slot) == 32, "a slot is half a cache line");
 
 /* Invariant: live + length of free list == count <= cap;
  * slots[0 .. count) are initialized. */

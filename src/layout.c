@@ -14,7 +14,8 @@
  * pool index and field): no pools or more than HIPPO__MAX_POOLS; an unknown
  * kind; a zero size field (SLICED page_size or max_slice_size, EXCLUSIVE
  * max_alloc_size); a field the kind does not use set non-zero;
- * max_slice_size > page_size; max_pool_size below the alignment; sizes that
+ * max_slice_size > page_size; a page of more than 2^32 alignment units;
+ * max_pool_size below the alignment; sizes that
  * overflow when aligned; a page so small that the pool could need more than
  * HIPPO__MAX_PAGES pages (page count of min(cap, device memory)).
  */
@@ -142,6 +143,12 @@ static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
     if (o->page_size < a)
       return BAD(i, "page_size", "%llu is below the alignment %llu", kind,
                  (unsigned long long)o->page_size, (unsigned long long)a);
+    if (o->page_size / a > UINT32_MAX)
+      return BAD(i, "page_size",
+                 "%llu is more than 2^32 alignment units of %llu B; use "
+                 "smaller pages",
+                 kind, (unsigned long long)o->page_size,
+                 (unsigned long long)a);
     if (o->max_pool_size && o->max_pool_size < a)
       return BAD(i, "max_pool_size",
                  "%llu is below the alignment %llu, so nothing could ever be "

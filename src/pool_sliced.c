@@ -43,14 +43,16 @@
 
 enum { SLICE_UNUSED = 0, SLICE_FREE = 1, SLICE_LIVE = 2 };
 
-/* A slice: a run of bytes of one page.
+/* A slice: a run of bytes of one page, in alignment units (32 bytes, so a
+ * slice is one cache line's half and never straddles two: the index stays
+ * cache-friendly with 100,000s of slices).
  * Invariant: the slices of a page, followed by next_phys from page.first,
- * tile it exactly: each starts where the previous ends, the first at the
- * page's address, the last ends at the page's end; no two neighbours are
- * both free; a free slice is in exactly the free list of its class. */
+ * tile it exactly: each starts where the previous ends, the first at
+ * offset 0, the last ends at the page's end; no two neighbours are both
+ * free; a free slice is in exactly the free list of its class. */
 typedef struct slice {
-  uint64_t addr;      /* device address */
-  uint64_t size;      /* bytes, a multiple of the alignment */
+  uint32_t off;       /* offset in the page, in alignment units */
+  uint32_t size;      /* size in alignment units, > 0 */
   uint32_t prev_phys; /* neighbour below in the page, NIL at its start */
   uint32_t next_phys; /* neighbour above, NIL at its end */
   uint32_t prev_free; /* free list links (state FREE); next_free also */
@@ -58,6 +60,7 @@ typedef struct slice {
   uint32_t page;      /* the page it belongs to */
   uint32_t state;     /* SLICE_UNUSED, _FREE or _LIVE */
 } slice;
+_Static_assert(sizeof(slice) == 32, "a slice record is half a cache line");
 
 /* A page held from the backend.
  * Invariant: live == number of LIVE slices in it; live == 0 exactly when the
@@ -106,7 +109,7 @@ static inline void mapping(uint64_t u, unsigned *fl, unsigned *sl) {
 static void free_insert(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   unsigned fl, sl;
-  mapping(s->size >> p->head.align_shift, &fl, &sl);
+  mapping(s->size, &fl, &sl);
   s->state = SLICE_FREE;
   s->prev_free = NIL;
   s->next_free = p->heads[fl][sl];
@@ -120,7 +123,7 @@ static void free_insert(sliced *p, uint32_t i) {
 static void free_remove(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   unsigned fl, sl;
-  mapping(s->size >> p->head.align_shift, &fl, &sl);
+  mapping(s->size, &fl, &sl);
   if (s->prev_free != NIL)
     p->slices[s->prev_free].next_free = s->next_free;
   else
@@ -163,7 +166,7 @@ static uint32_t find_free(const sliced *p, uint64_t u) {
   mapping(u, &fl, &sl);
   i = p->heads[fl][sl];
   for (int n = 0; i != NIL && n < EXACT_SCAN; n++, i = p->slices[i].next_free)
-    if ((p->slices[i].size >> p->head.align_shift) >= u)
+    if (p->slices[i].size >= u)
       return i;
   return NIL;
 }
@@ -183,7 +186,8 @@ static hippo_status reserve_nodes(sliced *p, uint32_t n) {
     if (cap < p->slice_cap || cap == NIL)
       return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                               "SLICED pool: too many slices");
-    grown = realloc(p->slices, (size_t)cap * sizeof *grown);
+    grown = hippo__grow_aligned(p->slices, (size_t)p->slice_cap * sizeof *grown,
+                                (size_t)cap * sizeof *grown);
     if (!grown)
       return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                               "SLICED pool: host memory for %u slice records",
@@ -273,8 +277,8 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint32_t *slice_out) {
     pg = p->page_count++;
   }
   si = node_new(p);
-  p->slices[si] = (slice){.addr = addr,
-                          .size = p->page_size,
+  p->slices[si] = (slice){.off = 0,
+                          .size = (uint32_t)(p->page_size >> p->head.align_shift),
                           .prev_phys = NIL,
                           .next_phys = NIL,
                           .page = pg};
@@ -311,27 +315,27 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
   }
   free_remove(p, i);
   s = &p->slices[i];
-  if (s->size > bytes) { /* split: the rest stays free */
+  if (s->size > u) { /* split: the rest stays free */
     uint32_t r = node_new(p);
     slice *rest;
     s = &p->slices[i];
     rest = &p->slices[r];
-    rest->addr = s->addr + bytes;
-    rest->size = s->size - bytes;
+    rest->off = s->off + (uint32_t)u;
+    rest->size = s->size - (uint32_t)u;
     rest->prev_phys = i;
     rest->next_phys = s->next_phys;
     rest->page = s->page;
     if (s->next_phys != NIL)
       p->slices[s->next_phys].prev_phys = r;
     s->next_phys = r;
-    s->size = bytes;
+    s->size = (uint32_t)u;
     free_insert(p, r);
   }
   s->state = SLICE_LIVE;
   if (p->pages[s->page].live++ == 0)
     empty_remove(p, s->page);
   hippo__pool_note_reserve(pool, size, bytes);
-  out->addr = s->addr;
+  out->addr = p->pages[s->page].addr + ((uint64_t)s->off << pool->align_shift);
   out->slice = i;
   return HIPPO_SUCCESS;
 }
@@ -350,7 +354,7 @@ static void sliced_release(hippo__pool *pool, uint32_t i, uint64_t size) {
   sliced *p = (sliced *)pool;
   slice *s = &p->slices[i];
   uint32_t pg = s->page, n;
-  hippo__pool_note_release(pool, size, s->size);
+  hippo__pool_note_release(pool, size, (uint64_t)s->size << pool->align_shift);
   n = s->prev_phys;
   if (n != NIL && p->slices[n].state == SLICE_FREE) {
     free_remove(p, n);
@@ -423,8 +427,9 @@ static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
     unsigned fl = hippo__log2_floor(p->fl_bitmap);
     unsigned sl = hippo__log2_floor(p->sl_bitmap[fl]);
     for (uint32_t i = p->heads[fl][sl]; i != NIL; i = p->slices[i].next_free)
-      if (p->slices[i].size > out->largest_free)
-        out->largest_free = p->slices[i].size;
+      if (((uint64_t)p->slices[i].size << pool->align_shift) >
+          out->largest_free)
+        out->largest_free = (uint64_t)p->slices[i].size << pool->align_shift;
   }
 }
 
@@ -447,16 +452,15 @@ static hippo_status sliced_check(const hippo__pool *pool) {
       continue;
     pages++;
     reserved += g->size;
-    at = g->addr;
+    at = 0; /* in alignment units */
     for (uint32_t i = g->first; i != NIL; i = p->slices[i].next_phys) {
       const slice *s = &p->slices[i];
       CHECK(i < p->slice_count, "page %u: slice index %u out of range", pg, i);
       CHECK(s->page == pg, "slice %u claims page %u, found in page %u", i,
             s->page, pg);
-      CHECK(s->addr == at, "page %u: slice %u starts at %#llx, expected %#llx",
-            pg, i, (unsigned long long)s->addr, (unsigned long long)at);
-      CHECK(s->size > 0 && (s->size & (pool->alignment - 1)) == 0,
-            "slice %u has size %llu", i, (unsigned long long)s->size);
+      CHECK(s->off == at, "page %u: slice %u starts at unit %u, expected %llu",
+            pg, i, s->off, (unsigned long long)at);
+      CHECK(s->size > 0, "slice %u has size 0", i);
       CHECK(s->prev_phys == prev, "slice %u: prev_phys %u, expected %u", i,
             s->prev_phys, prev);
       CHECK(s->state == SLICE_FREE || s->state == SLICE_LIVE,
@@ -467,14 +471,15 @@ static hippo_status sliced_check(const hippo__pool *pool) {
         free_slices++;
       } else {
         live++;
-        live_bytes += s->size;
+        live_bytes += (uint64_t)s->size << pool->align_shift;
       }
       at += s->size;
       prev = i;
     }
-    CHECK(at == g->addr + g->size,
-          "page %u: slices end at %#llx, the page at %#llx (bytes missing)", pg,
-          (unsigned long long)at, (unsigned long long)(g->addr + g->size));
+    CHECK(at << pool->align_shift == g->size,
+          "page %u: slices end at byte %llu of %llu (bytes missing)", pg,
+          (unsigned long long)(at << pool->align_shift),
+          (unsigned long long)g->size);
     CHECK(live == g->live, "page %u: %llu live slices, counter says %u", pg,
           (unsigned long long)live, g->live);
     live_slices += live;
@@ -493,9 +498,9 @@ static hippo_status sliced_check(const hippo__pool *pool) {
               "slice %u in free list %u/%u is not free", i, fl, sl);
         CHECK(p->slices[i].prev_free == prev, "free list %u/%u broken at %u",
               fl, sl, i);
-        mapping(p->slices[i].size >> pool->align_shift, &f, &s);
-        CHECK(f == fl && s == sl, "slice %u of %llu B is in class %u/%u", i,
-              (unsigned long long)p->slices[i].size, fl, sl);
+        mapping(p->slices[i].size, &f, &s);
+        CHECK(f == fl && s == sl, "slice %u of %u units is in class %u/%u", i,
+              p->slices[i].size, fl, sl);
         CHECK(++listed <= free_slices, "free lists hold more than %llu slices",
               (unsigned long long)free_slices);
         prev = i;
@@ -565,6 +570,14 @@ hippo_status hippo__pool_sliced_create(hippo__backend *be,
   if (!p)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "host memory for a SLICED pool");
+  if ((page_size >> hippo__log2_floor(be->alignment)) > UINT32_MAX) {
+    free(p);
+    return hippo__error_set(HIPPO_POOL_CONFIG,
+                            "SLICED pool: page_size %llu is more than 2^32 "
+                            "alignment units of %llu B",
+                            (unsigned long long)page_size,
+                            (unsigned long long)be->alignment);
+  }
   if (opt->max_pool_size) {
     if (opt->max_pool_size < page_size)
       page_size = hippo__align_down(opt->max_pool_size, be->alignment);
