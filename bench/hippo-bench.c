@@ -32,14 +32,14 @@
  *                    [--only A|B|C] [--quick]
  *
  * The plugin is --plugin, else $HIPPO_PLUGIN, else the build tree's plugin
- * (HIPPO_BUILD_PLUGIN) when that file exists, else the installed one
- * (HIPPO_INSTALLED_PLUGIN).  --ops sets the operations of A and the timed
+ * when that file exists, else the installed one (tool_plugin_path() of
+ * tools/toolutil.h, shared with hippo-replay).  The trace of C is read by
+ * tools/trace.c, hippo-replay's parser.  --ops sets the operations of A and the timed
  * pairs of B.  --quick shrinks everything for a smoke test (< 5 s).
  * Any unexpected status prints its name and last_error() and exits 1.
  */
 #include "hippo.h"
 
-#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -50,12 +50,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#ifndef HIPPO_BUILD_PLUGIN
-#define HIPPO_BUILD_PLUGIN "plugin/.libs/hippo.so"
-#endif
-#ifndef HIPPO_INSTALLED_PLUGIN
-#define HIPPO_INSTALLED_PLUGIN "/usr/local/lib/hippo/hippo.so"
-#endif
+#include "toolutil.h"
+#include "trace.h"
 
 #define KiB ((uint64_t)1 << 10)
 #define MiB ((uint64_t)1 << 20)
@@ -219,6 +215,24 @@ typedef struct live_res {
   uint64_t size;
 } live_res;
 
+/* The plugin's reserve and release, read from the table once per loop. */
+typedef hippo_status (*reserve_fn)(hippo_stream *, uint64_t, hippo_mode,
+                                   hippo_handle *);
+typedef hippo_status (*release_fn)(hippo_stream *, hippo_handle);
+
+/* Timed loops: releases live[k] and moves live[last] into its place (the
+ * caller drops last from its count).  Returns the bytes live[k] held. */
+static inline uint64_t release_at(release_fn release, hippo_stream *s,
+                                  live_res *live, uint32_t k, uint64_t last,
+                                  const char *what) {
+  uint64_t size = live[k].size;
+  hippo_status st = release(s, live[k].h);
+  if (st != HIPPO_SUCCESS)
+    die_status(st, what);
+  live[k] = live[last];
+  return size;
+}
+
 /* ------------------------------------------------------------------------ */
 /* Devices. */
 
@@ -249,6 +263,25 @@ static void dev_close(bench_dev *b) {
   memset(b, 0, sizeof *b);
 }
 
+/* A custom layout of one SLICED pool (max_pool_size 0: no cap); `layout`
+ * points at `pool`. */
+static void one_sliced_pool(hippo_pool_options *pool, hippo_layout *layout,
+                            uint64_t page_size, uint64_t max_slice_size,
+                            uint64_t max_pool_size) {
+  memset(pool, 0, sizeof *pool);
+  pool->struct_size = sizeof *pool;
+  pool->kind = HIPPO_POOL_SLICED;
+  pool->page_size = page_size;
+  pool->max_slice_size = max_slice_size;
+  pool->max_pool_size = max_pool_size;
+  memset(layout, 0, sizeof *layout);
+  layout->struct_size = sizeof *layout;
+  layout->preset = HIPPO_PRESET_CUSTOM;
+  layout->pool_count = 1;
+  layout->pool_options_size = sizeof *pool;
+  layout->pools = pool;
+}
+
 /* Verify the device's invariants (a plugin may not implement check yet). */
 static void dev_check(hippo_device *dev, const char *what) {
   hippo_status st = api->check(dev);
@@ -269,6 +302,25 @@ static void expect_usage(hippo_device *dev, hippo_stream *s, uint64_t live,
           what, (unsigned long long)u.allocations,
           (unsigned long long)u.bytes_in_use, (unsigned long long)live,
           (unsigned long long)bytes);
+}
+
+/* The untimed end of a repetition of A or B: the plugin's figures must match
+ * the bench's (nlive reservations in live[], live_bytes bytes), the check
+ * must pass (when `check`), then everything is released and the device
+ * closed.  `workload` ("A", "B") prefixes the messages. */
+static void dev_finish(bench_dev *b, const live_res *live, uint64_t nlive,
+                       uint64_t live_bytes, int check, const char *workload) {
+  char what[32];
+
+  expect_usage(b->dev, b->stream, nlive, live_bytes, workload);
+  if (check) {
+    snprintf(what, sizeof what, "%s: check", workload);
+    dev_check(b->dev, what);
+  }
+  snprintf(what, sizeof what, "%s: release (teardown)", workload);
+  for (uint64_t i = 0; i < nlive; i++)
+    CHECK(api->release(b->stream, live[i].h), what);
+  dev_close(b);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -299,18 +351,15 @@ static void usage_exit(int code) {
           "1000000)\n"
           "  --only A|B|C   run one workload (may repeat)\n"
           "  --quick        small sizes, a smoke test\n",
-          HIPPO_BUILD_PLUGIN, HIPPO_INSTALLED_PLUGIN);
+          tool_build_plugin, tool_installed_plugin);
   exit(code);
 }
 
 static uint64_t parse_count(const char *opt, const char *s) {
-  char *end;
-  unsigned long long v;
-  errno = 0;
-  v = strtoull(s, &end, 10);
-  if (errno || end == s || *end || v == 0 || s[0] == '-')
+  uint64_t v;
+  if (tool_parse_u64(s, &v) != TOOL_NUM_OK || v == 0)
     fatal("%s wants a positive integer, not '%s'", opt, s);
-  return (uint64_t)v;
+  return v;
 }
 
 static void parse_options(int argc, char **argv, options *o) {
@@ -371,15 +420,7 @@ static void parse_options(int argc, char **argv, options *o) {
     if (!o->reps_set)
       o->reps = 3;
   }
-  if (!o->plugin) {
-    const char *env = getenv("HIPPO_PLUGIN");
-    if (env && env[0])
-      o->plugin = env;
-    else if (access(HIPPO_BUILD_PLUGIN, R_OK) == 0)
-      o->plugin = HIPPO_BUILD_PLUGIN;
-    else
-      o->plugin = HIPPO_INSTALLED_PLUGIN;
-  }
+  o->plugin = tool_plugin_path(o->plugin);
 }
 
 /* ------------------------------------------------------------------------ */
@@ -448,22 +489,10 @@ static void a_case(const options *o, int log2_sizes, double p, a_result *res) {
   live_res *live = xmalloc((n + 1) * sizeof *live);
   uint64_t *fail_live = xmalloc((n + 1) * sizeof *fail_live);
   double *ns = xcalloc(o->reps, sizeof *ns);
-  hippo_status (*reserve)(hippo_stream *, uint64_t, hippo_mode,
-                          hippo_handle *) = api->reserve;
-  hippo_status (*release)(hippo_stream *, hippo_handle) = api->release;
+  reserve_fn reserve = api->reserve;
+  release_fn release = api->release;
 
-  memset(&pool, 0, sizeof pool);
-  pool.struct_size = sizeof pool;
-  pool.kind = HIPPO_POOL_SLICED;
-  pool.page_size = A_SPACE;
-  pool.max_pool_size = A_SPACE;
-  pool.max_slice_size = A_MAX_SIZE;
-  memset(&layout, 0, sizeof layout);
-  layout.struct_size = sizeof layout;
-  layout.preset = HIPPO_PRESET_CUSTOM;
-  layout.pool_count = 1;
-  layout.pool_options_size = sizeof pool;
-  layout.pools = &pool;
+  one_sliced_pool(&pool, &layout, A_SPACE, A_MAX_SIZE, A_SPACE);
 
   memset(res, 0, sizeof *res);
   res->failures_min = UINT64_MAX;
@@ -497,20 +526,15 @@ static void a_case(const options *o, int log2_sizes, double p, a_result *res) {
         }
       } else {
         uint32_t k = pick(op->r, (uint32_t)nlive);
-        st = release(b.stream, live[k].h);
-        if (st != HIPPO_SUCCESS)
-          die_status(st, "A: release");
-        live_bytes -= live[k].size;
-        live[k] = live[--nlive];
+        live_bytes -= release_at(release, b.stream, live, k, --nlive,
+                                 "A: release");
       }
     }
     t1 = now_ns();
     ns[rep] = (t1 - t0) / (double)n;
 
-    /* Not timed: agree on the figures, release everything, close. */
-    expect_usage(b.dev, b.stream, nlive, live_bytes, "A");
+    /* Not timed: the failure figures, then dev_finish. */
     if (rep == 0) {
-      dev_check(b.dev, "A: check");
       qsort(fail_live, nfail, sizeof *fail_live, cmp_u64);
       res->failures = nfail;
       res->final_live = nlive;
@@ -528,9 +552,7 @@ static void a_case(const options *o, int log2_sizes, double p, a_result *res) {
       res->failures_min = nfail;
     if (nfail > res->failures_max)
       res->failures_max = nfail;
-    for (uint64_t i = 0; i < nlive; i++)
-      CHECK(release(b.stream, live[i].h), "A: release (teardown)");
-    dev_close(&b);
+    dev_finish(&b, live, nlive, live_bytes, rep == 0, "A");
   }
   res->ns_min = minimum(ns, o->reps);
   res->ns_median = median(ns, o->reps);
@@ -610,9 +632,8 @@ static double b_case(const options *o, const hippo_layout *layout, uint32_t n,
   live_res *live = xmalloc(((size_t)n + 1) * sizeof *live);
   b_step *steps = xmalloc(B_STREAM * sizeof *steps);
   double *ns = xcalloc(o->reps, sizeof *ns);
-  hippo_status (*reserve)(hippo_stream *, uint64_t, hippo_mode,
-                          hippo_handle *) = api->reserve;
-  hippo_status (*release)(hippo_stream *, hippo_handle) = api->release;
+  reserve_fn reserve = api->reserve;
+  release_fn release = api->release;
   double med;
 
   for (unsigned rep = 0; rep < o->reps; rep++) {
@@ -648,21 +669,13 @@ static double b_case(const options *o, const hippo_layout *layout, uint32_t n,
       live[nlive++].size = step->size;
       live_bytes += step->size;
       k = pick(step->pick, nlive);
-      st = release(b.stream, live[k].h);
-      if (st != HIPPO_SUCCESS)
-        die_status(st, "B: release");
-      live_bytes -= live[k].size;
-      live[k] = live[--nlive];
+      live_bytes -= release_at(release, b.stream, live, k, --nlive,
+                               "B: release");
     }
     t1 = now_ns();
     ns[rep] = (t1 - t0) / (double)m;
 
-    expect_usage(b.dev, b.stream, nlive, live_bytes, "B");
-    if (rep == 0)
-      dev_check(b.dev, "B: check");
-    for (uint32_t i = 0; i < nlive; i++)
-      CHECK(release(b.stream, live[i].h), "B: release (teardown)");
-    dev_close(&b);
+    dev_finish(&b, live, nlive, live_bytes, rep == 0, "B");
   }
   *ns_min = minimum(ns, o->reps);
   med = median(ns, o->reps);
@@ -681,17 +694,7 @@ static void workload_b(const options *o) {
     const hippo_layout *layout;
   } layouts[2] = {{"sliced 4 GiB page", &custom}, {"default preset", NULL}};
 
-  memset(&pool, 0, sizeof pool);
-  pool.struct_size = sizeof pool;
-  pool.kind = HIPPO_POOL_SLICED;
-  pool.page_size = B_PAGE;
-  pool.max_slice_size = B_MAX_SIZE;
-  memset(&custom, 0, sizeof custom);
-  custom.struct_size = sizeof custom;
-  custom.preset = HIPPO_PRESET_CUSTOM;
-  custom.pool_count = 1;
-  custom.pool_options_size = sizeof pool;
-  custom.pools = &pool;
+  one_sliced_pool(&pool, &custom, B_PAGE, B_MAX_SIZE, 0);
 
   printf("\n## B: ns per reserve+release pair with N live slices "
          "(256 B..64 KiB log-uniform, %llu pairs, DRY, %u reps)\n\n",
@@ -724,13 +727,16 @@ static void workload_b(const options *o) {
 /* ------------------------------------------------------------------------ */
 /* Workload C: replay a trace with the default preset. */
 
-#define C_MAX_STREAMS 64
+/* The trace is parsed by tools/trace.c, the parser hippo-replay uses: same
+ * format, same checks, same messages.  c_load then packs its events into
+ * 16 bytes each with dense stream indices, so the timed loop reads no more
+ * than it needs; each stream of the trace gets its own emulated stream. */
 
 typedef struct c_event {
-  uint64_t size;   /* reserve: bytes */
+  uint64_t size;   /* bytes (of the reservation, for a release too) */
   uint32_t slot;   /* which reservation (dense index) */
   uint8_t alloc;   /* 1 reserve, 0 release */
-  uint8_t stream;  /* dense stream index */
+  uint16_t stream; /* dense stream index, 0 .. nstreams-1 */
 } c_event;
 
 typedef struct c_trace {
@@ -742,168 +748,49 @@ typedef struct c_trace {
   uint64_t peak_live, final_live;
 } c_trace;
 
-/* Id -> current slot, parse time only: open addressing, string keys. */
-typedef struct id_entry {
-  char *key;
-  uint32_t slot; /* UINT32_MAX: not live */
-  uint8_t stream;
-} id_entry;
-
-static uint64_t hash_str(const char *s) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (; *s; s++)
-    h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-  return h;
-}
-
-static id_entry *id_find(id_entry *tab, size_t mask, const char *key) {
-  size_t i = (size_t)hash_str(key) & mask;
-  while (tab[i].key && strcmp(tab[i].key, key))
-    i = (i + 1) & mask;
-  return &tab[i];
-}
-
-/* Strip blanks and a trailing CR in place. */
-static char *trim(char *s) {
-  char *e;
-  while (*s == ' ' || *s == '\t')
-    s++;
-  e = s + strlen(s);
-  while (e > s && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r' ||
-                   e[-1] == '\n'))
-    *--e = '\0';
-  return s;
-}
-
-static void c_parse(const char *path, c_trace *t) {
-  FILE *f = fopen(path, "r");
-  char *line = NULL, *stream_names[C_MAX_STREAMS];
-  size_t cap = 0, nlines = 0, lineno = 0, mask, tabsize = 16;
-  ssize_t len;
-  id_entry *tab;
-  uint64_t *slot_size;
+static void c_load(const char *path, c_trace *t) {
+  struct trace parsed;
+  uint16_t dense[TRACE_MAX_STREAMS];
   uint64_t live = 0;
 
-  if (!f)
-    fatal("C: cannot open trace '%s': %s", path, strerror(errno));
-  while ((len = getline(&line, &cap, f)) >= 0)
-    nlines++;
-  rewind(f);
-  while (tabsize < 2 * nlines)
-    tabsize *= 2;
-  mask = tabsize - 1;
-  tab = xcalloc(tabsize, sizeof *tab);
+  if (!trace_load("hippo-bench", path, &parsed))
+    fatal("C: cannot use the trace '%s' (see above)", path);
+  if (parsed.count == 0)
+    fatal("C: %s: no events", path);
+  for (uint32_t i = 0; i < parsed.streams; i++)
+    dense[parsed.stream_order[i]] = (uint16_t)i;
   memset(t, 0, sizeof *t);
-  t->ev = xmalloc(nlines * sizeof *t->ev);
-  t->slot_freed = xcalloc(nlines, 1);
-  slot_size = xmalloc(nlines * sizeof *slot_size);
-
-  while ((len = getline(&line, &cap, f)) >= 0) {
-    char *fields[4] = {NULL, NULL, NULL, NULL}, *p = line, *s;
-    int nf = 0;
-    id_entry *e;
-    c_event *ev;
-    lineno++;
-    s = trim(line);
-    if (!*s || *s == '#')
-      continue;
-    p = s;
-    while (nf < 4) {
-      char *comma = strchr(p, ',');
-      fields[nf++] = p;
-      if (!comma)
-        break;
-      *comma = '\0';
-      p = comma + 1;
-    }
-    for (int i = 0; i < nf; i++)
-      fields[i] = trim(fields[i]);
-    if (t->nev == 0 && !strcmp(fields[0], "op"))
-      continue; /* the header line */
-    if (nf < 2 || !fields[1][0])
-      fatal("C: %s:%zu: expected op,id,size,stream", path, lineno);
-    e = id_find(tab, mask, fields[1]);
-    ev = &t->ev[t->nev];
-    if (!strcmp(fields[0], "a")) {
-      char *end;
-      unsigned long long size;
-      const char *sname = nf >= 4 ? fields[3] : "";
-      unsigned si;
-      if (nf < 3 || !fields[2][0])
-        fatal("C: %s:%zu: a reservation needs a size", path, lineno);
-      errno = 0;
-      size = strtoull(fields[2], &end, 10);
-      if (errno || *end || fields[2][0] == '-')
-        fatal("C: %s:%zu: bad size '%s'", path, lineno, fields[2]);
-      for (si = 0; si < t->nstreams; si++)
-        if (!strcmp(stream_names[si], sname))
-          break;
-      if (si == t->nstreams) {
-        if (t->nstreams == C_MAX_STREAMS)
-          fatal("C: %s:%zu: more than %d streams", path, lineno,
-                C_MAX_STREAMS);
-        stream_names[t->nstreams] = strdup(sname);
-        if (!stream_names[t->nstreams])
-          fatal("out of host memory");
-        t->nstreams++;
-      }
-      if (!e->key) {
-        e->key = strdup(fields[1]);
-        if (!e->key)
-          fatal("out of host memory");
-      } else if (e->slot != UINT32_MAX) {
-        fatal("C: %s:%zu: id '%s' reserved again while live", path, lineno,
-              fields[1]);
-      }
-      e->slot = t->nslots++;
-      e->stream = (uint8_t)si;
-      slot_size[e->slot] = size;
-      ev->alloc = 1;
-      ev->size = size;
-      ev->slot = e->slot;
-      ev->stream = (uint8_t)si;
-      live += size;
+  t->ev = xmalloc(parsed.count * sizeof *t->ev);
+  t->slot_freed = xcalloc(parsed.slots, 1);
+  t->nev = parsed.count;
+  t->nalloc = (size_t)parsed.reserves;
+  t->nfree = (size_t)parsed.releases;
+  t->nslots = parsed.slots;
+  t->nstreams = parsed.streams;
+  for (size_t i = 0; i < parsed.count; i++) {
+    const struct trace_event *e = &parsed.events[i];
+    c_event *ev = &t->ev[i];
+    ev->size = e->size;
+    ev->slot = e->slot;
+    ev->alloc = e->op == TRACE_RESERVE;
+    ev->stream = dense[e->stream];
+    if (ev->alloc) {
+      live += e->size;
       if (live > t->peak_live)
         t->peak_live = live;
-      t->nalloc++;
-    } else if (!strcmp(fields[0], "f")) {
-      if (!e->key || e->slot == UINT32_MAX)
-        fatal("C: %s:%zu: free of id '%s' that is not live", path, lineno,
-              fields[1]);
-      ev->alloc = 0;
-      ev->size = 0;
-      ev->slot = e->slot;
-      ev->stream = e->stream;
-      t->slot_freed[e->slot] = 1;
-      live -= slot_size[e->slot];
-      e->slot = UINT32_MAX;
-      t->nfree++;
     } else {
-      fatal("C: %s:%zu: unknown op '%s' (want a or f)", path, lineno,
-            fields[0]);
+      live -= e->size;
+      t->slot_freed[e->slot] = 1;
     }
-    t->nev++;
   }
   t->final_live = live;
-  free(line);
-  fclose(f);
-  for (size_t i = 0; i < tabsize; i++)
-    free(tab[i].key);
-  free(tab);
-  free(slot_size);
-  for (unsigned i = 0; i < t->nstreams; i++)
-    free(stream_names[i]);
-  if (t->nev == 0)
-    fatal("C: %s: no events", path);
+  trace_free(&parsed);
 }
 
 /* Apply one trace event. */
 static inline void c_apply(const c_event *e, hippo_stream *const *streams,
-                           hippo_handle *handles,
-                           hippo_status (*reserve)(hippo_stream *, uint64_t,
-                                                   hippo_mode, hippo_handle *),
-                           hippo_status (*release)(hippo_stream *,
-                                                   hippo_handle)) {
+                           hippo_handle *handles, reserve_fn reserve,
+                           release_fn release) {
   hippo_status st;
   if (e->alloc) {
     st = reserve(streams[e->stream], e->size, HIPPO_MODE_AUTO,
@@ -923,9 +810,8 @@ static void workload_c(const options *o) {
   double *ns;
   uint64_t peak_reserved = 0, peak_in_use = 0, pages = 0;
   uint64_t sampled_reserved = 0, sampled_in_use = 0;
-  hippo_status (*reserve)(hippo_stream *, uint64_t, hippo_mode,
-                          hippo_handle *) = api->reserve;
-  hippo_status (*release)(hippo_stream *, hippo_handle) = api->release;
+  reserve_fn reserve = api->reserve;
+  release_fn release = api->release;
   unsigned reps = o->reps;
   double med, mn, ratio;
   char fig[64], what[64];
@@ -935,7 +821,7 @@ static void workload_c(const options *o) {
     printf("skipped: no --trace given\n");
     return;
   }
-  c_parse(o->trace, &t);
+  c_load(o->trace, &t);
   handles = xcalloc(t.nslots, sizeof *handles);
   ns = xcalloc(reps, sizeof *ns);
   /* reps timed replays, then one untimed replay that reads the device's
@@ -943,8 +829,8 @@ static void workload_c(const options *o) {
   for (unsigned rep = 0; rep <= reps; rep++) {
     hippo_device_desc desc;
     hippo_device *dev;
-    void *native[C_MAX_STREAMS];
-    hippo_stream *streams[C_MAX_STREAMS];
+    void *native[TRACE_MAX_STREAMS];
+    hippo_stream *streams[TRACE_MAX_STREAMS];
     hippo_usage u;
     double t0, t1;
 
@@ -1065,7 +951,7 @@ static void cpu_model(char *buf, size_t n) {
       continue;
     if (!strncmp(line, "model name", 10) || !strncmp(line, "Model", 5) ||
         !strncmp(line, "cpu model", 9) || !strncmp(line, "Hardware", 8)) {
-      snprintf(buf, n, "%s", trim(colon + 1));
+      snprintf(buf, n, "%s", tool_trim(colon + 1));
       break;
     }
   }
@@ -1093,13 +979,11 @@ static void print_summary(const options *o) {
 int main(int argc, char **argv) {
   options o;
   void *lib;
-  hippo_status st;
 
   setvbuf(stdout, NULL, _IOLBF, 0);
   parse_options(argc, argv, &o);
-  st = hippo_load(o.plugin, &lib, &api);
-  if (st != HIPPO_SUCCESS)
-    fatal("%s", hippo_load_error());
+  if (tool_load("hippo-bench", o.plugin, &lib, &api) != HIPPO_SUCCESS)
+    exit(1);
   if (api->struct_size < offsetof(hippo_api, emu_counters) + sizeof(void *))
     fatal("plugin '%s' has a table of %u bytes; the bench needs a v1 table",
           o.plugin, api->struct_size);

@@ -1,0 +1,217 @@
+/* hippo-info.c -- show what hippo builds for a device.
+ *
+ *   hippo-info [--plugin PATH] [--backend auto|host|dry|hip]
+ *              [--capacity BYTES] [--layout sub_slices|exclusive_pages]
+ *
+ * Loads the plugin, opens a device (default AUTO: HIP when a device is
+ * present, else HOST; --capacity sizes a HOST or DRY device), attaches one
+ * stream (an emulated stream on HOST and DRY, the default NULL stream on
+ * HIP) and prints, as `key: value` lines, the plugin path, the negotiated
+ * ABI version, the backend in use, total and free device memory, the slice
+ * alignment and the layout preset; then a table of the stream's pools from
+ * pool_report (index 0 is the persistent pool, then the layout's pools in
+ * routing order): kind, page_size, max size (max_slice_size of a SLICED
+ * pool, max_alloc_size of an EXCLUSIVE one), max_pool_size and
+ * dealloc_period.  Sizes are shown in the largest binary unit that divides
+ * them exactly; "-" is a field the kind does not use, "none" a zero cap,
+ * "never" a zero dealloc_period.  Everything is closed again before it
+ * exits.
+ *
+ * Exit status: 0 printed; 1 the plugin or device could not be used (the
+ * status name and last_error on stderr); 2 bad usage.
+ */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "hippo.h"
+#include "toolutil.h"
+
+enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
+
+static const char *const prog = "hippo-info";
+static const char *const usage_line =
+    "usage: hippo-info [--plugin PATH] [--backend auto|host|dry|hip] "
+    "[--capacity BYTES] [--layout sub_slices|exclusive_pages]";
+
+static void print_help(void) {
+  printf("%s\n\n", usage_line);
+  printf("Opens a device through the hippo plugin, attaches one stream and\n"
+         "prints the device and the pools hippo built for the stream.\n\n");
+  tool_device_options_help();
+  printf("\nExit status: 0 printed, 1 plugin or device failed, 2 usage.\n");
+}
+
+/* Returns -1 to go on, else an exit status. */
+static int parse_options(int argc, char **argv,
+                         struct tool_device_options *o) {
+  static const struct option longopts[] = {
+      {"plugin", required_argument, NULL, 'd'},
+      {"backend", required_argument, NULL, 'd'},
+      {"capacity", required_argument, NULL, 'd'},
+      {"layout", required_argument, NULL, 'd'},
+      {"help", no_argument, NULL, 'h'},
+      {NULL, 0, NULL, 0}};
+  int c, index = 0;
+  const char *bad;
+
+  tool_device_options_init(o);
+  opterr = 0;
+  while ((c = getopt_long(argc, argv, "+:h", longopts, &index)) != -1) {
+    switch (c) {
+    case 'd':
+      bad = tool_device_option(o, longopts[index].name, optarg);
+      if (bad) {
+        tool_usage_error(prog, usage_line, bad, optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case 'h':
+      print_help();
+      return EXIT_OK;
+    default:
+      tool_bad_option(prog, usage_line, c, argv[optind - 1]);
+      return EXIT_USAGE;
+    }
+  }
+  if (optind < argc) {
+    tool_usage_error(prog, usage_line, "takes no arguments, but got",
+                     argv[optind]);
+    return EXIT_USAGE;
+  }
+  return -1;
+}
+
+/* "16 GiB", "4 MiB", "256 B": the largest binary unit dividing n exactly. */
+static const char *size_text(uint64_t n, char *buf, size_t cap) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB",
+                                      "PiB", "EiB"};
+  unsigned u = 0;
+
+  while (n && n % 1024 == 0 && u + 1 < sizeof units / sizeof *units) {
+    n /= 1024;
+    u++;
+  }
+  snprintf(buf, cap, "%" PRIu64 " %s", n, units[u]);
+  return buf;
+}
+
+/* A size field of a pool: "-" when the kind does not use it, `zero` for 0. */
+static const char *field_text(bool used, uint64_t n, const char *zero,
+                              char *buf, size_t cap) {
+  if (!used)
+    return "-";
+  if (n == 0)
+    return zero;
+  return size_text(n, buf, cap);
+}
+
+static bool failed(const hippo_api *api, hippo_status st, const char *what) {
+  if (st == HIPPO_SUCCESS)
+    return false;
+  fprintf(stderr, "%s: %s failed: %s: %s\n", prog, what,
+          tool_status_name(api, st), api->last_error());
+  return true;
+}
+
+/* Prints the table of the stream's pools.  false: a message was printed. */
+static bool print_pools(const hippo_api *api, hippo_device *dev,
+                        hippo_stream *stream) {
+  hippo_usage u;
+  uint32_t i;
+
+  memset(&u, 0, sizeof u);
+  u.struct_size = sizeof u;
+  if (failed(api, api->usage(dev, stream, &u), "usage"))
+    return false;
+  printf("pools: %" PRIu32 " (index 0 is the persistent pool)\n\n",
+         u.pool_count);
+  printf("%-5s  %-10s  %-9s  %-9s  %-13s  %s\n", "index", "kind",
+         "page_size", "max_size", "max_pool_size", "dealloc_period");
+  for (i = 0; i < u.pool_count; i++) {
+    hippo_pool_report r;
+    const hippo_pool_options *po = &r.options;
+    char page[32], max[32], cap[32], period[32];
+    bool sliced, exclusive;
+
+    memset(&r, 0, sizeof r);
+    r.struct_size = sizeof r;
+    if (failed(api, api->pool_report(stream, i, &r), "pool_report"))
+      return false;
+    sliced = r.kind == HIPPO_POOL_SLICED;
+    exclusive = r.kind == HIPPO_POOL_EXCLUSIVE;
+    if (po->dealloc_period)
+      snprintf(period, sizeof period, "%" PRIu64, po->dealloc_period);
+    else
+      snprintf(period, sizeof period, "never");
+    printf("%-5" PRIu32 "  %-10s  %-9s  %-9s  %-13s  %s\n", i,
+           tool_pool_kind_name(r.kind),
+           field_text(sliced, po->page_size, "0", page, sizeof page),
+           sliced ? field_text(true, po->max_slice_size, "0", max, sizeof max)
+                  : field_text(exclusive, po->max_alloc_size, "0", max,
+                               sizeof max),
+           field_text(sliced, po->max_pool_size, "none", cap, sizeof cap),
+           period);
+  }
+  return true;
+}
+
+int main(int argc, char **argv) {
+  struct tool_device_options o;
+  const char *plugin;
+  const hippo_api *api;
+  hippo_device *dev = NULL;
+  hippo_stream *stream = NULL;
+  hippo_device_info info;
+  void *lib, *native = NULL;
+  bool emulated = false, ok = false;
+  char total[32], free_mem[32];
+  int rc;
+
+  rc = parse_options(argc, argv, &o);
+  if (rc >= 0)
+    return rc;
+  plugin = tool_plugin_path(o.plugin);
+  if (tool_load(prog, plugin, &lib, &api) != HIPPO_SUCCESS)
+    return EXIT_FAIL;
+
+  if (tool_device_open(prog, api, &o, &dev) != HIPPO_SUCCESS)
+    goto out;
+  memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  if (failed(api, api->device_info(dev, &info), "device_info"))
+    goto out;
+  if (info.backend != HIPPO_BACKEND_HIP) {
+    if (failed(api, api->emu_stream_create(dev, &native), "emu_stream_create"))
+      goto out;
+    emulated = true;
+  }
+  if (failed(api, api->stream_attach(dev, native, &stream), "stream_attach"))
+    goto out;
+
+  printf("plugin: %s\n", plugin);
+  printf("abi version: %" PRIu32 "\n", api->abi_version);
+  printf("backend: %s\n", tool_backend_name(info.backend));
+  printf("total memory: %" PRIu64 " (%s)\n", info.total_memory,
+         size_text(info.total_memory, total, sizeof total));
+  printf("free memory: %" PRIu64 " (%s)\n", info.free_memory,
+         size_text(info.free_memory, free_mem, sizeof free_mem));
+  printf("alignment: %" PRIu64 "\n", info.alignment);
+  printf("preset: %s\n", tool_preset_name(info.preset));
+  ok = print_pools(api, dev, stream);
+
+out:
+  /* Teardown in reverse; a failure here is reported and fails the run. */
+  if (stream && failed(api, api->stream_detach(stream), "stream_detach"))
+    ok = false;
+  if (emulated &&
+      failed(api, api->emu_stream_destroy(dev, native), "emu_stream_destroy"))
+    ok = false;
+  if (dev && failed(api, api->device_close(dev), "device_close"))
+    ok = false;
+  dlclose(lib);
+  return ok ? EXIT_OK : EXIT_FAIL;
+}

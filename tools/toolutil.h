@@ -1,0 +1,115 @@
+/* toolutil.h -- what the hippo command-line programs share.
+ *
+ * Used by tools/hippo-replay, tools/hippo-info and bench/hippo-bench (built
+ * into the convenience library tools/libhippo-tools.la):
+ *  - where the plugin is (--plugin, $HIPPO_PLUGIN, the build tree's, the
+ *    installed one) and loading it with a hint on failure;
+ *  - strict number and byte-size parsing;
+ *  - the names of backends, layout presets, pool kinds and statuses, both
+ *    ways, so every tool spells them alike.
+ * Nothing here exits or keeps state beyond what the comments say.
+ */
+#ifndef HIPPO_TOOLUTIL_H
+#define HIPPO_TOOLUTIL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "hippo.h"
+
+/* The plugin in the build tree and the installed one (the Makefile sets
+ * HIPPO_BUILD_PLUGIN and HIPPO_INSTALLED_PLUGIN when it compiles
+ * toolutil.c; a stand-alone compile falls back to relative defaults). */
+extern const char tool_build_plugin[];
+extern const char tool_installed_plugin[];
+
+/* The plugin to load: `given` (--plugin) when not NULL, else $HIPPO_PLUGIN
+ * when set and not empty, else tool_build_plugin when that file exists,
+ * else tool_installed_plugin.  Never NULL. */
+const char *tool_plugin_path(const char *given);
+
+/* hippo_load(path); on failure prints "PROG: REASON" and a hint on how to
+ * name the plugin to stderr.  Returns hippo_load's status. */
+hippo_status tool_load(const char *prog, const char *path, void **lib,
+                       const hippo_api **api);
+
+/* Results of tool_parse_u64. */
+enum tool_num {
+  TOOL_NUM_OK,
+  TOOL_NUM_NOT_NUMBER, /* empty, or anything but decimal digits */
+  TOOL_NUM_NEGATIVE,   /* '-' followed by digits */
+  TOOL_NUM_OVERFLOW    /* more than UINT64_MAX */
+};
+
+/* A plain decimal number: digits only, no sign, no spaces.  *out is set
+ * only on TOOL_NUM_OK. */
+enum tool_num tool_parse_u64(const char *s, uint64_t *out);
+
+/* BYTES: digits with an optional binary suffix K, M, G or T (either case),
+ * which may be followed by B or iB ("16G", "16GB", "16GiB").  false: not
+ * such a size, or it overflows 64 bits. */
+bool tool_parse_bytes(const char *s, uint64_t *out);
+
+/* Strips spaces and tabs at both ends and CR/LF at the end, in place;
+ * returns the first character kept. */
+char *tool_trim(char *s);
+
+/* "auto", "host", "dry", "hip" <-> HIPPO_BACKEND_*.  name: "unknown" for a
+ * value it does not know; parse: false for a name it does not know. */
+const char *tool_backend_name(hippo_backend b);
+bool tool_parse_backend(const char *name, hippo_backend *out);
+
+/* "sub_slices", "exclusive_pages" (and "custom" for names) <->
+ * HIPPO_PRESET_*; parse accepts only the two presets. */
+const char *tool_preset_name(hippo_preset p);
+bool tool_parse_preset(const char *name, hippo_preset *out);
+
+/* "SLICED", "EXCLUSIVE", "DIRECT", "PERSISTENT", else "unknown". */
+const char *tool_pool_kind_name(hippo_pool_kind k);
+
+/* api->status_name(st), or "HIPPO_?" when the plugin has none. */
+const char *tool_status_name(const hippo_api *api, hippo_status st);
+
+/* Usage errors (the caller then exits 2).  tool_usage_error prints
+ * "PROG: WHAT 'ARG'" when what is not NULL, then USAGE and "Try 'PROG
+ * --help' for more." to stderr.  tool_bad_option does it for what
+ * getopt_long returned as c: ':' (an option lacks its argument) or anything
+ * else (an unknown option); arg is argv[optind - 1]. */
+void tool_usage_error(const char *prog, const char *usage, const char *what,
+                      const char *arg);
+void tool_bad_option(const char *prog, const char *usage, int c,
+                     const char *arg);
+
+/* The device options hippo-replay and hippo-info share:
+ *   --plugin PATH --backend auto|host|dry|hip --capacity BYTES
+ *   --layout sub_slices|exclusive_pages
+ * tool_device_options_init sets the defaults (no plugin given, AUTO, the
+ * backend's capacity, SUB_SLICES). */
+struct tool_device_options {
+  const char *plugin;  /* NULL: tool_plugin_path's defaults */
+  hippo_backend backend;
+  uint64_t capacity;   /* 0: the backend's default */
+  bool capacity_given;
+  hippo_preset preset;
+};
+
+void tool_device_options_init(struct tool_device_options *o);
+
+/* Prints the --help lines of those four options to stdout. */
+void tool_device_options_help(void);
+
+/* Takes the value of option `name` ("plugin", "backend", "capacity" or
+ * "layout").  NULL: taken; else the start of a usage message that the
+ * caller completes with the value, e.g. "--backend takes auto, host, dry or
+ * hip, not". */
+const char *tool_device_option(struct tool_device_options *o,
+                               const char *name, const char *value);
+
+/* Opens a device as `o` says (the layout is o->preset).  On failure prints
+ * "PROG: cannot open a BACKEND device: STATUS: LAST_ERROR" and a hint to
+ * stderr, sets *dev to NULL and returns the status. */
+hippo_status tool_device_open(const char *prog, const hippo_api *api,
+                              const struct tool_device_options *o,
+                              hippo_device **dev);
+
+#endif /* HIPPO_TOOLUTIL_H */
