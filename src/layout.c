@@ -2,7 +2,8 @@
  *
  * SUB_SLICES (default), for a device of T bytes and alignment A:
  *   sliced pools whose page sizes form a ladder 4 MiB, 16 MiB, 64 MiB, ...
- *   (x4 each step) up to T/4, each accepting slices up to a quarter of its
+ *   (x4 each step) up to T/4 (and at most 2^32 alignment units), each
+ *   accepting slices up to a quarter of its
  *   page (so a page holds at least four of its largest slices), then an
  *   EXCLUSIVE tail pool for anything larger, up to T.  On a device smaller
  *   than 16 MiB the first page is T/4 rounded down to A (at least A).
@@ -69,7 +70,9 @@ void hippo__layout_preset(hippo_preset preset, uint64_t total,
       o->page_size = page;
       o->max_slice_size = page / 4 >= alignment ? page / 4 : page;
       o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
-      if (page * 4 > quarter)
+      /* up to a quarter of the device, and at most 2^32 alignment units
+       * a page (a slice record counts in 32-bit units) */
+      if (page * 4 > quarter || (page * 4) / alignment > UINT32_MAX)
         break;
     }
   }

@@ -335,6 +335,13 @@ static const want_pool sub_slices_1g[] = {S(4 * TU_MiB), S(16 * TU_MiB),
                                           S(64 * TU_MiB), S(256 * TU_MiB),
                                           E(1 * TU_GiB)};
 static const want_pool sub_slices_8m[] = {S(2 * TU_MiB), E(8 * TU_MiB)};
+/* 4 PiB: the ladder stops at 256 GiB pages (1 TiB would be 2^32 units of
+ * 256 B, one more than a slice record counts) */
+static const want_pool sub_slices_4p[] = {
+    S(4 * TU_MiB),        S(16 * TU_MiB),        S(64 * TU_MiB),
+    S(256 * TU_MiB),      S(1 * TU_GiB),         S(4 * TU_GiB),
+    S(16 * TU_GiB),       S(64 * TU_GiB),        S(256 * TU_GiB),
+    E(4096 * 1024 * TU_GiB)};
 #define N(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
 
 START_TEST(test_preset_default) {
@@ -394,6 +401,18 @@ START_TEST(test_preset_small_devices) {
 }
 END_TEST
 
+START_TEST(test_preset_huge_device) {
+  /* a stream attaches on any device size: no preset page is more than
+   * 2^32 alignment units */
+  const hippo_api *api = tu_api();
+  hippo_device *dev =
+      tu_open(api, HIPPO_BACKEND_DRY, 4096 * 1024 * TU_GiB, NULL);
+  expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_4p,
+               N(sub_slices_4p));
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 START_TEST(test_custom_reported) {
   /* a custom pool reports its options as given; a cap below the page
    * shrinks the page to the cap */
@@ -445,6 +464,7 @@ static Suite *layout_suite(void) {
   tcase_add_loop_test(tc, test_preset_default, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_preset_exclusive, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_preset_install, 0, N_BACKENDS);
+  tcase_add_test(tc, test_preset_huge_device);
   tcase_add_loop_test(tc, test_preset_small_devices, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_custom_reported, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
