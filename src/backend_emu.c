@@ -2,7 +2,8 @@
  * counters and the page registry, shared by the HOST and DRY backends.
  *
  * See backend_emu.h for the ordering model.  Every op here takes the
- * backend's mutex; helpers documented "locked" expect the caller to hold it.
+ * backend's mutex; helpers documented "locked" expect the caller to hold it,
+ * and so do the class hooks (page_map, page_unmap).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,44 +33,9 @@ static const char *call_kind_name(hippo_call_kind kind) {
   }
 }
 
-/* ---- setup and teardown ------------------------------------------------ */
-
-hippo_status hippo__emu_init(hippo__emu *emu, const hippo__backend_ops *ops,
-                             hippo_backend kind, const char *name,
-                             bool has_bytes, uint64_t capacity,
-                             uint64_t alignment) {
-  if (alignment == 0)
-    alignment = HIPPO__DEFAULT_ALIGNMENT;
-  if (!hippo__is_pow2(alignment) || alignment > HIPPO__EMU_MAX_ALIGNMENT)
-    return hippo__error_set(
-        HIPPO_INVALID_ARGUMENT,
-        "%s device: alignment %llu is not a power of two in [1, %llu]; pass "
-        "0 for the default (%llu)",
-        name, (unsigned long long)alignment,
-        (unsigned long long)HIPPO__EMU_MAX_ALIGNMENT,
-        (unsigned long long)HIPPO__DEFAULT_ALIGNMENT);
-  if (capacity == 0)
-    capacity = HIPPO__DEFAULT_CAPACITY;
-
-  memset(emu, 0, sizeof *emu);
-  if (pthread_mutex_init(&emu->mutex, NULL) != 0)
-    return hippo__error_set(HIPPO_BACKEND_ERROR,
-                            "%s device: pthread_mutex_init failed", name);
-  emu->base.ops = ops;
-  emu->base.kind = kind;
-  emu->base.alignment = alignment;
-  emu->base.total_memory = capacity;
-  emu->name = name;
-  emu->has_bytes = has_bytes;
-  emu->capacity = capacity;
-  emu->default_stream.magic = HIPPO__EMU_STREAM_MAGIC;
-  emu->next_capture_id = 1;
-  return HIPPO_SUCCESS;
-}
-
 /* Performs one queued copy.  Locked. */
 static void op_run(hippo__emu *emu, const hippo__emu_op *op) {
-  if (emu->has_bytes)
+  if (emu->cls->has_bytes)
     memmove((void *)(uintptr_t)op->dst, (const void *)(uintptr_t)op->src,
             (size_t)op->size);
   emu->bytes_copied += op->size;
@@ -88,40 +54,19 @@ static void stream_run(hippo__emu *emu, hippo__emu_stream *s,
     s->head = s->tail = 0;
 }
 
-void hippo__emu_drain(hippo__emu *emu) {
+/* Runs every stream's queue (the device finishes all its work).  Locked. */
+static void emu_drain(hippo__emu *emu) {
   stream_run(emu, &emu->default_stream, UINT64_MAX);
   for (hippo__emu_stream *s = emu->streams; s; s = s->next)
     stream_run(emu, s, UINT64_MAX);
 }
 
-void hippo__emu_fini(hippo__emu *emu) {
-  hippo__emu_stream *s, *snext;
-  hippo__emu_event *e, *enext;
-
-  hippo__emu_drain(emu);
-  free(emu->default_stream.ops);
-  for (s = emu->streams; s; s = snext) {
-    snext = s->next;
-    s->magic = 0;
-    free(s->ops);
-    free(s);
-  }
-  for (e = emu->events; e; e = enext) {
-    enext = e->next;
-    e->magic = 0;
-    free(e);
-  }
-  free(emu->pages);
-  emu->streams = NULL;
-  emu->events = NULL;
-  emu->pages = NULL;
-  emu->page_count = emu->page_cap = 0;
-  pthread_mutex_destroy(&emu->mutex);
-}
-
 /* ---- helpers (locked) -------------------------------------------------- */
 
-hippo_status hippo__emu_call(hippo__emu *emu, hippo_call_kind kind,
+/* Counts a call of `kind`; if an injected fault fires on it, returns its
+ * status with last_error "injected fault: <NAME> <call> call #N failed with
+ * HIPPO_X".  Locked. */
+static hippo_status emu_call(hippo__emu *emu, hippo_call_kind kind,
                              const char *call) {
   hippo__emu_fault *f = &emu->faults[kind];
   uint64_t n = ++emu->calls[kind];
@@ -135,7 +80,9 @@ hippo_status hippo__emu_call(hippo__emu *emu, hippo_call_kind kind,
   return HIPPO_SUCCESS;
 }
 
-hippo_status hippo__emu_alloc_check(hippo__emu *emu, uint64_t size) {
+/* The checks page_alloc makes before taking memory: size > 0, a multiple of
+ * the alignment, room under the capacity.  Locked. */
+static hippo_status alloc_check(hippo__emu *emu, uint64_t size) {
   uint64_t free_bytes = emu->capacity - emu->bytes_held;
   if (size == 0 || (size & (emu->base.alignment - 1)) != 0)
     return hippo__error_set(
@@ -168,7 +115,9 @@ static ptrdiff_t page_floor(const hippo__emu *emu, uint64_t a) {
   return (ptrdiff_t)lo - 1;
 }
 
-hippo_status hippo__emu_page_add(hippo__emu *emu, const hippo__emu_page *page) {
+/* Adds a page to the registry and the counters (HIPPO_OUT_OF_MEMORY when
+ * the registry cannot grow).  Locked. */
+static hippo_status page_add(hippo__emu *emu, const hippo__emu_page *page) {
   size_t at;
   if (emu->page_count == emu->page_cap) {
     size_t cap = emu->page_cap ? emu->page_cap * 2 : 64;
@@ -190,6 +139,8 @@ hippo_status hippo__emu_page_add(hippo__emu *emu, const hippo__emu_page *page) {
   if (emu->bytes_held > emu->peak_bytes_held)
     emu->peak_bytes_held = emu->bytes_held;
   emu->host_bytes_mapped += page->mapped;
+  if (page->addr + page->size > emu->addr_end)
+    emu->addr_end = page->addr + page->size;
   return HIPPO_SUCCESS;
 }
 
@@ -215,9 +166,11 @@ static bool any_queue_touches(const hippo__emu *emu, uint64_t addr,
   return false;
 }
 
-hippo_status hippo__emu_page_take(hippo__emu *emu, uint64_t addr,
-                                  uint64_t size, const char *call,
-                                  size_t *index) {
+/* The page starting exactly at addr with exactly size bytes, after running
+ * every queue if one touches it; HIPPO_INVALID_ARGUMENT otherwise.  The
+ * caller then frees its memory and calls page_remove.  Locked. */
+static hippo_status page_take(hippo__emu *emu, uint64_t addr, uint64_t size,
+                              const char *call, size_t *index) {
   ptrdiff_t i = page_floor(emu, addr);
   if (i < 0 || emu->pages[i].addr != addr)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -233,12 +186,12 @@ hippo_status hippo__emu_page_take(hippo__emu *emu, uint64_t addr,
                             (unsigned long long)size);
   /* A real driver orders the free after the work using the page. */
   if (any_queue_touches(emu, addr, size))
-    hippo__emu_drain(emu);
+    emu_drain(emu);
   *index = (size_t)i;
   return HIPPO_SUCCESS;
 }
 
-void hippo__emu_page_remove(hippo__emu *emu, size_t index) {
+static void page_remove(hippo__emu *emu, size_t index) {
   const hippo__emu_page *p = &emu->pages[index];
   emu->bytes_held -= p->size;
   emu->host_bytes_mapped -= p->mapped;
@@ -247,9 +200,11 @@ void hippo__emu_page_remove(hippo__emu *emu, size_t index) {
   emu->page_count--;
 }
 
-hippo_status hippo__emu_range_check(const hippo__emu *emu, uint64_t addr,
-                                    uint64_t size, const char *call,
-                                    const char *what) {
+/* HIPPO_INVALID_ARGUMENT unless [addr, addr+size) lies inside one live
+ * page.  `what` names the argument in last_error.  Locked. */
+static hippo_status range_check(const hippo__emu *emu, uint64_t addr,
+                                uint64_t size, const char *call,
+                                const char *what) {
   ptrdiff_t i;
   const hippo__emu_page *p;
   if (addr > UINT64_MAX - size)
@@ -309,36 +264,60 @@ static hippo_status event_check(const hippo__emu *emu, void *event,
   return HIPPO_SUCCESS;
 }
 
+/* Counts a `call` of `kind` on `stream` (see emu_call) and finds the
+ * stream's emulated stream.  Locked. */
+static hippo_status stream_call(hippo__emu *emu, hippo_call_kind kind,
+                                const char *call, void *stream,
+                                hippo__emu_stream **out) {
+  hippo_status st = emu_call(emu, kind, call);
+  return st ? st : stream_find(emu, stream, call, out);
+}
+
+/* `call` refused because `stream` (s) is capturing: "<NAME> <call>: stream
+ * P is capturing graph N; <advice>".  Locked. */
+static hippo_status capturing_refused(hippo_status st, const hippo__emu *emu,
+                                      const char *call, void *stream,
+                                      const hippo__emu_stream *s,
+                                      const char *advice) {
+  return hippo__error_set(st, "%s %s: stream %p is capturing graph %llu; %s",
+                          emu->name, call, stream,
+                          (unsigned long long)s->capture_id, advice);
+}
+
+/* stream_call for work a capturing stream refuses with HIPPO_BACKEND_ERROR
+ * (copy, stream_sync), `advice` ending the message.  Locked. */
+static hippo_status work_call(hippo__emu *emu, hippo_call_kind kind,
+                              const char *call, void *stream,
+                              const char *advice, hippo__emu_stream **out) {
+  hippo_status st = stream_call(emu, kind, call, stream, out);
+  if (st == HIPPO_SUCCESS && (*out)->capturing)
+    st = capturing_refused(HIPPO_BACKEND_ERROR, emu, call, stream, *out,
+                           advice);
+  return st;
+}
+
 static hippo__emu *emu_of(hippo__backend *be) { return (hippo__emu *)be; }
 
 /* ---- shared ops -------------------------------------------------------- */
 
-hippo_status hippo__emu_copy(hippo__backend *be, void *stream, uint64_t dst,
+static hippo_status emu_copy(hippo__backend *be, void *stream, uint64_t dst,
                              uint64_t src, uint64_t size) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_stream *s = NULL;
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = hippo__emu_call(emu, HIPPO_CALL_COPY, "copy")) ||
-      (st = stream_find(emu, stream, "copy", &s)))
+  /* In HIP the copy would become a node of the graph being captured and run
+   * only when the graph is launched: hippo must never move memory while a
+   * capture records. */
+  if ((st = work_call(emu, HIPPO_CALL_COPY, "copy", stream,
+                      "a copy now would be baked into the graph instead of "
+                      "running (end the capture first)",
+                      &s)) ||
+      size == 0)
     goto out;
-  if (s->capturing) {
-    /* In HIP the copy would become a node of the graph being captured and
-     * run only when the graph is launched: hippo must never move memory
-     * while a capture records. */
-    st = hippo__error_set(HIPPO_BACKEND_ERROR,
-                          "%s copy: stream %p is capturing graph %llu; a copy "
-                          "now would be baked into the graph instead of "
-                          "running (end the capture first)",
-                          emu->name, stream,
-                          (unsigned long long)s->capture_id);
-    goto out;
-  }
-  if (size == 0)
-    goto out;
-  if ((st = hippo__emu_range_check(emu, src, size, "copy", "source")) ||
-      (st = hippo__emu_range_check(emu, dst, size, "copy", "destination")))
+  if ((st = range_check(emu, src, size, "copy", "source")) ||
+      (st = range_check(emu, dst, size, "copy", "destination")))
     goto out;
   if (s->tail == s->cap) {
     if (s->head > 0) {
@@ -366,32 +345,25 @@ out:
   return st;
 }
 
-hippo_status hippo__emu_stream_sync(hippo__backend *be, void *stream) {
+static hippo_status emu_stream_sync(hippo__backend *be, void *stream) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_stream *s = NULL;
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = hippo__emu_call(emu, HIPPO_CALL_SYNC, "stream_sync")) ||
-      (st = stream_find(emu, stream, "stream_sync", &s)))
+  /* As HIP: synchronizing a capturing stream is illegal. */
+  if ((st = work_call(emu, HIPPO_CALL_SYNC, "stream_sync", stream,
+                      "HIP refuses this (hipErrorStreamCaptureUnsupported); "
+                      "end the capture first",
+                      &s)))
     goto out;
-  if (s->capturing) {
-    /* As HIP: synchronizing a capturing stream is illegal. */
-    st = hippo__error_set(HIPPO_BACKEND_ERROR,
-                          "%s stream_sync: stream %p is capturing graph %llu; "
-                          "HIP refuses this (hipErrorStreamCaptureUnsupported)"
-                          "; end the capture first",
-                          emu->name, stream,
-                          (unsigned long long)s->capture_id);
-    goto out;
-  }
   stream_run(emu, s, UINT64_MAX);
 out:
   pthread_mutex_unlock(&emu->mutex);
   return st;
 }
 
-hippo_status hippo__emu_event_record(hippo__backend *be, void *stream,
+static hippo_status emu_event_record(hippo__backend *be, void *stream,
                                      void **event) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_stream *s = NULL;
@@ -399,8 +371,7 @@ hippo_status hippo__emu_event_record(hippo__backend *be, void *stream,
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = hippo__emu_call(emu, HIPPO_CALL_EVENT, "event_record")) ||
-      (st = stream_find(emu, stream, "event_record", &s)))
+  if ((st = stream_call(emu, HIPPO_CALL_EVENT, "event_record", stream, &s)))
     goto out;
   if (!event) {
     st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -428,14 +399,14 @@ out:
   return st;
 }
 
-hippo_status hippo__emu_event_query(hippo__backend *be, void *event,
+static hippo_status emu_event_query(hippo__backend *be, void *event,
                                     bool *done) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_event *e = NULL;
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = hippo__emu_call(emu, HIPPO_CALL_EVENT, "event_query")) ||
+  if ((st = emu_call(emu, HIPPO_CALL_EVENT, "event_query")) ||
       (st = event_check(emu, event, "event_query", &e)))
     goto out;
   if (!done) {
@@ -452,7 +423,7 @@ out:
   return st;
 }
 
-hippo_status hippo__emu_event_destroy(hippo__backend *be, void *event) {
+static hippo_status emu_event_destroy(hippo__backend *be, void *event) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_event *e = NULL;
   hippo_status st;
@@ -473,16 +444,15 @@ out:
   return st;
 }
 
-hippo_status hippo__emu_capture_status(hippo__backend *be, void *stream,
+static hippo_status emu_capture_status(hippo__backend *be, void *stream,
                                        bool *capturing, uint64_t *capture_id) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_stream *s = NULL;
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = hippo__emu_call(emu, HIPPO_CALL_CAPTURE_QUERY,
-                            "capture_status")) ||
-      (st = stream_find(emu, stream, "capture_status", &s)))
+  if ((st = stream_call(emu, HIPPO_CALL_CAPTURE_QUERY, "capture_status",
+                        stream, &s)))
     goto out;
   if (!capturing) {
     st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -498,7 +468,7 @@ out:
   return st;
 }
 
-hippo_status hippo__emu_mem_info(hippo__backend *be, uint64_t *free_bytes,
+static hippo_status emu_mem_info(hippo__backend *be, uint64_t *free_bytes,
                                  uint64_t *total_bytes) {
   hippo__emu *emu = emu_of(be);
   pthread_mutex_lock(&emu->mutex);
@@ -510,7 +480,7 @@ hippo_status hippo__emu_mem_info(hippo__backend *be, uint64_t *free_bytes,
   return HIPPO_SUCCESS;
 }
 
-hippo_status hippo__emu_stream_create(hippo__backend *be, void **stream) {
+static hippo_status emu_stream_create(hippo__backend *be, void **stream) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_stream *s = NULL;
 
@@ -532,7 +502,7 @@ hippo_status hippo__emu_stream_create(hippo__backend *be, void **stream) {
   return HIPPO_SUCCESS;
 }
 
-hippo_status hippo__emu_stream_destroy(hippo__backend *be, void *stream) {
+static hippo_status emu_stream_destroy(hippo__backend *be, void *stream) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_stream **link, *s = NULL;
   hippo_status st = HIPPO_SUCCESS;
@@ -558,11 +528,8 @@ hippo_status hippo__emu_stream_destroy(hippo__backend *be, void *stream) {
     goto out;
   }
   if (s->capturing) {
-    st = hippo__error_set(HIPPO_BUSY,
-                          "%s emu_stream_destroy: stream %p is capturing "
-                          "graph %llu; end the capture first",
-                          emu->name, stream,
-                          (unsigned long long)s->capture_id);
+    st = capturing_refused(HIPPO_BUSY, emu, "emu_stream_destroy", stream, s,
+                           "end the capture first");
     goto out;
   }
   stream_run(emu, s, UINT64_MAX);
@@ -578,7 +545,7 @@ out:
   return st;
 }
 
-hippo_status hippo__emu_capture_begin(hippo__backend *be, void *stream,
+static hippo_status emu_capture_begin(hippo__backend *be, void *stream,
                                       uint64_t *capture_id) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_stream *s = NULL;
@@ -612,7 +579,7 @@ out:
   return st;
 }
 
-hippo_status hippo__emu_capture_end(hippo__backend *be, void *stream) {
+static hippo_status emu_capture_end(hippo__backend *be, void *stream) {
   hippo__emu *emu = emu_of(be);
   hippo__emu_stream *s = NULL;
   hippo_status st;
@@ -633,8 +600,9 @@ out:
   return st;
 }
 
-hippo_status hippo__emu_inject_fault(hippo__backend *be, hippo_call_kind kind,
-                                     uint64_t nth, hippo_status status) {
+static hippo_status emu_inject_fault(hippo__backend *be,
+                                     hippo_call_kind kind, uint64_t nth,
+                                     hippo_status status) {
   hippo__emu *emu = emu_of(be);
   hippo_status st = HIPPO_SUCCESS;
 
@@ -666,7 +634,8 @@ hippo_status hippo__emu_inject_fault(hippo__backend *be, hippo_call_kind kind,
   return st;
 }
 
-hippo_status hippo__emu_counters(hippo__backend *be, hippo_emu_counters *out) {
+static hippo_status emu_counters(hippo__backend *be,
+                                 hippo_emu_counters *out) {
   hippo__emu *emu = emu_of(be);
   hippo_emu_counters c;
 
@@ -681,4 +650,208 @@ hippo_status hippo__emu_counters(hippo__backend *be, hippo_emu_counters *out) {
   c.bytes_copied = emu->bytes_copied;
   pthread_mutex_unlock(&emu->mutex);
   return hippo__struct_out(out, &c, sizeof c, sizeof c, "hippo_emu_counters");
+}
+
+/* ---- pages ------------------------------------------------------------- */
+
+static hippo_status emu_page_alloc(hippo__backend *be, uint64_t size,
+                                   uint64_t *addr) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_page page;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = emu_call(emu, HIPPO_CALL_ALLOC, "page_alloc")))
+    goto out;
+  if (!addr) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s page_alloc: addr must not be NULL", emu->name);
+    goto out;
+  }
+  if ((st = alloc_check(emu, size)) ||
+      (st = emu->cls->page_map(emu, size, &page)))
+    goto out;
+  if ((st = page_add(emu, &page))) {
+    if (emu->cls->page_unmap)
+      (void)emu->cls->page_unmap(&page);
+    goto out;
+  }
+  *addr = page.addr;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+static hippo_status emu_page_free(hippo__backend *be, uint64_t addr,
+                                  uint64_t size) {
+  hippo__emu *emu = emu_of(be);
+  hippo_status st;
+  size_t i = 0;
+  int err;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = emu_call(emu, HIPPO_CALL_FREE, "page_free")) ||
+      (st = page_take(emu, addr, size, "page_free", &i)))
+    goto out;
+  if (emu->cls->page_unmap &&
+      (err = emu->cls->page_unmap(&emu->pages[i])) != 0) {
+    st = hippo__error_set(HIPPO_BACKEND_ERROR,
+                          "%s page_free: munmap of page 0x%llx failed: %s",
+                          emu->name, (unsigned long long)addr, strerror(err));
+    goto out;
+  }
+  page_remove(emu, i);
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+/* emu_read (into != NULL) and emu_write (from != NULL) peek at device bytes
+ * the way a debugger would: at once, NOT ordered with any stream's queue.  A
+ * copy still queued has not happened yet; synchronize the stream first to
+ * see its result.  A device without bytes (DRY) refuses. */
+static hippo_status emu_peek(hippo__backend *be, const char *call,
+                             uint64_t addr, void *into, const void *from,
+                             uint64_t size) {
+  hippo__emu *emu = emu_of(be);
+  hippo_status st = HIPPO_SUCCESS;
+
+  if (!emu->cls->has_bytes)
+    return hippo__error_set(HIPPO_UNSUPPORTED,
+                            "%s %s of %llu bytes at 0x%llx: a %s device has "
+                            "no bytes; use a HOST device to see data",
+                            emu->name, call, (unsigned long long)size,
+                            (unsigned long long)addr, emu->name);
+  if (!into && !from && size > 0)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: host buffer must not be NULL", emu->name,
+                            call);
+  pthread_mutex_lock(&emu->mutex);
+  if (size > 0 && !(st = range_check(emu, addr, size, call, "address"))) {
+    if (into)
+      memcpy(into, (const void *)(uintptr_t)addr, (size_t)size);
+    else
+      memcpy((void *)(uintptr_t)addr, from, (size_t)size);
+  }
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+static hippo_status emu_read(hippo__backend *be, uint64_t addr, void *host,
+                             uint64_t size) {
+  return emu_peek(be, "emu_read", addr, host, NULL, size);
+}
+
+static hippo_status emu_write(hippo__backend *be, uint64_t addr,
+                              const void *host, uint64_t size) {
+  return emu_peek(be, "emu_write", addr, NULL, host, size);
+}
+
+/* ---- setup and teardown ------------------------------------------------ */
+
+/* Runs every queue, gives every page's memory back and frees the backend
+ * object with everything it holds. */
+static void emu_destroy(hippo__backend *be) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s, *snext;
+  hippo__emu_event *e, *enext;
+
+  pthread_mutex_lock(&emu->mutex);
+  emu_drain(emu);
+  if (emu->cls->page_unmap)
+    for (size_t i = 0; i < emu->page_count; i++)
+      (void)emu->cls->page_unmap(&emu->pages[i]);
+  emu->page_count = 0;
+  pthread_mutex_unlock(&emu->mutex);
+
+  free(emu->default_stream.ops);
+  for (s = emu->streams; s; s = snext) {
+    snext = s->next;
+    s->magic = 0;
+    free(s->ops);
+    free(s);
+  }
+  for (e = emu->events; e; e = enext) {
+    enext = e->next;
+    e->magic = 0;
+    free(e);
+  }
+  free(emu->pages);
+  pthread_mutex_destroy(&emu->mutex);
+  free(emu);
+}
+
+/* The one function table of HOST and DRY. */
+static const hippo__backend_ops emu_ops = {
+    .page_alloc = emu_page_alloc,
+    .page_free = emu_page_free,
+    .copy = emu_copy,
+    .stream_sync = emu_stream_sync,
+    .event_record = emu_event_record,
+    .event_query = emu_event_query,
+    .event_destroy = emu_event_destroy,
+    .capture_status = emu_capture_status,
+    .mem_info = emu_mem_info,
+    .destroy = emu_destroy,
+    .emu_stream_create = emu_stream_create,
+    .emu_stream_destroy = emu_stream_destroy,
+    .emu_capture_begin = emu_capture_begin,
+    .emu_capture_end = emu_capture_end,
+    .emu_inject_fault = emu_inject_fault,
+    .emu_read = emu_read,
+    .emu_write = emu_write,
+    .emu_counters = emu_counters,
+};
+
+static hippo_status emu_init(hippo__emu *emu, const hippo__emu_class *cls,
+                             uint64_t capacity, uint64_t alignment) {
+  const char *name = cls->name;
+  if (alignment == 0)
+    alignment = HIPPO__DEFAULT_ALIGNMENT;
+  if (!hippo__is_pow2(alignment) || alignment > HIPPO__EMU_MAX_ALIGNMENT)
+    return hippo__error_set(
+        HIPPO_INVALID_ARGUMENT,
+        "%s device: alignment %llu is not a power of two in [1, %llu]; pass "
+        "0 for the default (%llu)",
+        name, (unsigned long long)alignment,
+        (unsigned long long)HIPPO__EMU_MAX_ALIGNMENT,
+        (unsigned long long)HIPPO__DEFAULT_ALIGNMENT);
+  if (capacity == 0)
+    capacity = HIPPO__DEFAULT_CAPACITY;
+
+  memset(emu, 0, sizeof *emu);
+  if (pthread_mutex_init(&emu->mutex, NULL) != 0)
+    return hippo__error_set(HIPPO_BACKEND_ERROR,
+                            "%s device: pthread_mutex_init failed", name);
+  emu->base.ops = &emu_ops;
+  emu->base.kind = cls->kind;
+  emu->base.alignment = alignment;
+  emu->base.total_memory = capacity;
+  emu->cls = cls;
+  emu->name = name;
+  emu->capacity = capacity;
+  emu->default_stream.magic = HIPPO__EMU_STREAM_MAGIC;
+  emu->next_capture_id = 1;
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__emu_create(const hippo__emu_class *cls, uint64_t capacity,
+                               uint64_t alignment, hippo__backend **out) {
+  hippo__emu *emu;
+  hippo_status st;
+
+  if (!out)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s device: out must not be NULL", cls->name);
+  emu = calloc(1, cls->object_size);
+  if (!emu)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s device: out of host memory", cls->name);
+  st = emu_init(emu, cls, capacity, alignment);
+  if (st != HIPPO_SUCCESS) {
+    free(emu);
+    return st;
+  }
+  *out = &emu->base;
+  return HIPPO_SUCCESS;
 }

@@ -1,16 +1,18 @@
-/* backend_emu.h -- the emulation state HOST and DRY share.
+/* backend_emu.h -- the emulation HOST and DRY share.
  *
  * HOST (backend_host.c) and DRY (backend_dry.c) differ only in where a page
  * lives: HOST maps host memory for it, DRY hands out a synthetic address and
- * holds nothing.  Everything else -- the page registry that validates
- * addresses, emulated streams with their queues of deferred copies, events,
- * captures, fault injection, counters, the capacity rule -- is here, in one
- * object both embed (hippo__emu, whose first member is the hippo__backend
- * head, so a hippo__backend * of either is a hippo__emu *).
+ * holds nothing.  Everything else -- the function table, the page registry
+ * that validates addresses, emulated streams with their queues of deferred
+ * copies, events, captures, fault injection, counters, the capacity rule,
+ * emu_read/emu_write -- is backend_emu.c, in one object both use (hippo__emu,
+ * whose first member is the hippo__backend head, so a hippo__backend * of
+ * either is a hippo__emu *).  A backend describes itself with a
+ * hippo__emu_class (its name, whether it holds bytes, and how a page gets
+ * and gives back its memory) and is created by hippo__emu_create.
  *
  * Locking: one pthread mutex per backend protects all its state.  The shared
- * ops below take it themselves; the hippo__emu_* helpers marked "locked"
- * expect the caller (a HOST or DRY op) to hold it.
+ * ops take it themselves; the class hooks are called with it held.
  *
  * Ordering model: a copy is queued on its stream and runs only when the
  * stream is synchronized, when an event recorded after it is queried (a
@@ -90,17 +92,19 @@ typedef struct hippo__emu_fault {
 /* The shared emulation object.
  * Invariant: pages[0 .. page_count) sorted by addr, non-overlapping;
  * bytes_held == sum of their sizes <= capacity; pages_held == page_count;
+ * every page ever added ended at or below addr_end;
  * host_bytes_mapped == sum of their mapped; peak_bytes_held >= bytes_held;
  * every created stream is on `streams`; every live event is on `events`. */
 typedef struct hippo__emu {
   hippo__backend base;             /* must stay first */
   pthread_mutex_t mutex;           /* protects everything below */
-  const char *name;                /* "HOST" or "DRY", for messages */
-  bool has_bytes;                  /* HOST: copies move bytes */
+  const struct hippo__emu_class *cls; /* the backend's class */
+  const char *name;                /* cls->name, for messages */
   uint64_t capacity;               /* emulated device bytes */
 
   hippo__emu_page *pages;          /* the registry, sorted by addr */
   size_t page_count, page_cap;
+  uint64_t addr_end;               /* end of the highest page ever added */
 
   hippo__emu_stream default_stream; /* NULL; always exists, never captures */
   hippo__emu_stream *streams;       /* created streams */
@@ -115,66 +119,31 @@ typedef struct hippo__emu {
   uint64_t bytes_copied;
 } hippo__emu;
 
-/* Sets up the shared state.  capacity 0 takes HIPPO__DEFAULT_CAPACITY,
- * alignment 0 HIPPO__DEFAULT_ALIGNMENT; an alignment that is not a power of
- * two or above HIPPO__EMU_MAX_ALIGNMENT is HIPPO_INVALID_ARGUMENT. */
-hippo_status hippo__emu_init(hippo__emu *emu, const hippo__backend_ops *ops,
-                             hippo_backend kind, const char *name,
-                             bool has_bytes, uint64_t capacity,
-                             uint64_t alignment);
-/* Runs every queue, frees streams, events and the registry (the caller has
- * given the pages' memory back first, or does it from the registry before
- * calling this).  Does not free emu itself. */
-void hippo__emu_fini(hippo__emu *emu);
+/* What sets one emulated backend apart.  The hooks run with the mutex
+ * held. */
+typedef struct hippo__emu_class {
+  hippo_backend kind;  /* HIPPO_BACKEND_HOST or _DRY */
+  const char *name;    /* "HOST" or "DRY", for messages */
+  bool has_bytes;      /* a page's address is host memory holding its bytes:
+                          copies move them, emu_read/emu_write see them */
+  size_t object_size;  /* the backend object, a hippo__emu first */
+  /* Memory for a new page of `size` bytes (already checked: a positive
+   * multiple of the alignment, room under the capacity): fills *page, or
+   * writes last_error and returns the failure. */
+  hippo_status (*page_map)(hippo__emu *emu, uint64_t size,
+                           hippo__emu_page *page);
+  /* Gives a page's memory back, as munmap does: 0, or an errno (the page
+   * is then kept).  NULL when pages hold no memory. */
+  int (*page_unmap)(const hippo__emu_page *page);
+} hippo__emu_class;
 
-/* ---- helpers for HOST and DRY (locked: caller holds emu->mutex) -------- */
-
-/* Counts a call of `kind`; if an injected fault fires on it, returns its
- * status with last_error "injected fault: <NAME> <call> call #N failed with
- * HIPPO_X".  Locked. */
-hippo_status hippo__emu_call(hippo__emu *emu, hippo_call_kind kind,
-                             const char *call);
-/* Runs every stream's queue (the device finishes all its work).  Locked. */
-void hippo__emu_drain(hippo__emu *emu);
-/* The checks page_alloc makes before taking memory: size > 0, a multiple of
- * the alignment, room under the capacity.  Locked. */
-hippo_status hippo__emu_alloc_check(hippo__emu *emu, uint64_t size);
-/* Adds a page to the registry and the counters (HIPPO_OUT_OF_MEMORY when
- * the registry cannot grow).  Locked. */
-hippo_status hippo__emu_page_add(hippo__emu *emu, const hippo__emu_page *page);
-/* The page starting exactly at addr with exactly size bytes, after running
- * every queue if one touches it; HIPPO_INVALID_ARGUMENT otherwise.  The
- * caller then frees its memory and calls hippo__emu_page_remove.  Locked. */
-hippo_status hippo__emu_page_take(hippo__emu *emu, uint64_t addr,
-                                  uint64_t size, const char *call,
-                                  size_t *index);
-void hippo__emu_page_remove(hippo__emu *emu, size_t index);
-/* HIPPO_INVALID_ARGUMENT unless [addr, addr+size) lies inside one live
- * page.  `what` names the argument in last_error.  Locked. */
-hippo_status hippo__emu_range_check(const hippo__emu *emu, uint64_t addr,
-                                    uint64_t size, const char *call,
-                                    const char *what);
-
-/* ---- ops shared by HOST and DRY (take the mutex themselves) ------------ */
-hippo_status hippo__emu_copy(hippo__backend *be, void *stream, uint64_t dst,
-                             uint64_t src, uint64_t size);
-hippo_status hippo__emu_stream_sync(hippo__backend *be, void *stream);
-hippo_status hippo__emu_event_record(hippo__backend *be, void *stream,
-                                     void **event);
-hippo_status hippo__emu_event_query(hippo__backend *be, void *event,
-                                    bool *done);
-hippo_status hippo__emu_event_destroy(hippo__backend *be, void *event);
-hippo_status hippo__emu_capture_status(hippo__backend *be, void *stream,
-                                       bool *capturing, uint64_t *capture_id);
-hippo_status hippo__emu_mem_info(hippo__backend *be, uint64_t *free_bytes,
-                                 uint64_t *total_bytes);
-hippo_status hippo__emu_stream_create(hippo__backend *be, void **stream);
-hippo_status hippo__emu_stream_destroy(hippo__backend *be, void *stream);
-hippo_status hippo__emu_capture_begin(hippo__backend *be, void *stream,
-                                      uint64_t *capture_id);
-hippo_status hippo__emu_capture_end(hippo__backend *be, void *stream);
-hippo_status hippo__emu_inject_fault(hippo__backend *be, hippo_call_kind kind,
-                                     uint64_t nth, hippo_status status);
-hippo_status hippo__emu_counters(hippo__backend *be, hippo_emu_counters *out);
+/* Creates a backend of `cls` (a zeroed object of cls->object_size bytes
+ * whose hippo__emu is set up, its ops the shared table).  capacity 0 takes
+ * HIPPO__DEFAULT_CAPACITY, alignment 0 HIPPO__DEFAULT_ALIGNMENT; an
+ * alignment that is not a power of two or above HIPPO__EMU_MAX_ALIGNMENT is
+ * HIPPO_INVALID_ARGUMENT.  As the constructors in backend.h: on failure
+ * *out is untouched. */
+hippo_status hippo__emu_create(const hippo__emu_class *cls, uint64_t capacity,
+                               uint64_t alignment, hippo__backend **out);
 
 #endif /* HIPPO_BACKEND_EMU_H */

@@ -10,45 +10,11 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "core.h"
-
-#define KiB UINT64_C(1024)
-#define MiB (UINT64_C(1) << 20)
-#define GiB (UINT64_C(1) << 30)
-#define TiB (UINT64_C(1) << 40)
-
-#define OK(expr) ck_assert_int_eq((expr), HIPPO_SUCCESS)
-/* expr fails with `st` and last_error contains `text`. */
-#define FAILS(expr, st, text)                                                  \
-  do {                                                                         \
-    ck_assert_int_eq((expr), (st));                                            \
-    ck_assert_msg(strstr(hippo__error_get(), (text)) != NULL,                  \
-                  "last_error \"%s\" does not contain \"%s\"",                 \
-                  hippo__error_get(), (text));                                 \
-  } while (0)
+#include "emutest.h"
 
 static hippo__backend *dry_new(uint64_t capacity, uint64_t alignment) {
-  hippo__backend *be = NULL;
-  OK(hippo__backend_dry_create(capacity, alignment, &be));
-  ck_assert_ptr_nonnull(be);
-  ck_assert_uint_eq(be->kind, HIPPO_BACKEND_DRY);
-  return be;
-}
-
-static uint64_t page_new(hippo__backend *be, uint64_t size) {
-  uint64_t addr = 0;
-  OK(be->ops->page_alloc(be, size, &addr));
-  ck_assert_uint_ne(addr, 0);
-  return addr;
-}
-
-static hippo_emu_counters counters_of(hippo__backend *be) {
-  hippo_emu_counters c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  OK(be->ops->emu_counters(be, &c));
-  return c;
+  return emutest_new(hippo__backend_dry_create, HIPPO_BACKEND_DRY, capacity,
+                     alignment);
 }
 
 /* Resident set size in bytes, from /proc/self/statm. */
@@ -296,11 +262,4 @@ static Suite *dry_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(dry_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return emutest_run(dry_suite()); }

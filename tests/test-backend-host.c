@@ -12,43 +12,11 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "backend.h"
-#include "core.h"
-
-#define KiB UINT64_C(1024)
-#define MiB (UINT64_C(1) << 20)
-
-#define OK(expr) ck_assert_int_eq((expr), HIPPO_SUCCESS)
-/* expr fails with `st` and last_error contains `text`. */
-#define FAILS(expr, st, text)                                                  \
-  do {                                                                         \
-    ck_assert_int_eq((expr), (st));                                            \
-    ck_assert_msg(strstr(hippo__error_get(), (text)) != NULL,                  \
-                  "last_error \"%s\" does not contain \"%s\"",                 \
-                  hippo__error_get(), (text));                                 \
-  } while (0)
+#include "emutest.h"
 
 static hippo__backend *host_new(uint64_t capacity, uint64_t alignment) {
-  hippo__backend *be = NULL;
-  OK(hippo__backend_host_create(capacity, alignment, &be));
-  ck_assert_ptr_nonnull(be);
-  ck_assert_uint_eq(be->kind, HIPPO_BACKEND_HOST);
-  return be;
-}
-
-static uint64_t page_new(hippo__backend *be, uint64_t size) {
-  uint64_t addr = 0;
-  OK(be->ops->page_alloc(be, size, &addr));
-  ck_assert_uint_ne(addr, 0);
-  return addr;
-}
-
-static hippo_emu_counters counters_of(hippo__backend *be) {
-  hippo_emu_counters c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  OK(be->ops->emu_counters(be, &c));
-  return c;
+  return emutest_new(hippo__backend_host_create, HIPPO_BACKEND_HOST, capacity,
+                     alignment);
 }
 
 static void fill(hippo__backend *be, uint64_t addr, uint64_t size,
@@ -61,29 +29,28 @@ static void fill(hippo__backend *be, uint64_t addr, uint64_t size,
   free(buf);
 }
 
-/* Whether the bytes at addr are what fill(seed) wrote. */
-static bool holds(hippo__backend *be, uint64_t addr, uint64_t size,
-                  unsigned char seed) {
+/* Whether byte i at addr reads (unsigned char)(seed + i * step). */
+static bool reads_as(hippo__backend *be, uint64_t addr, uint64_t size,
+                     unsigned char seed, uint64_t step) {
   unsigned char *buf = malloc(size);
   bool same = true;
   ck_assert_ptr_nonnull(buf);
   OK(be->ops->emu_read(be, addr, buf, size));
   for (uint64_t i = 0; i < size && same; i++)
-    same = buf[i] == (unsigned char)(seed + i * 7);
+    same = buf[i] == (unsigned char)(seed + i * step);
   free(buf);
   return same;
 }
 
+/* Whether the bytes at addr are what fill(seed) wrote. */
+static bool holds(hippo__backend *be, uint64_t addr, uint64_t size,
+                  unsigned char seed) {
+  return reads_as(be, addr, size, seed, 7);
+}
+
 static bool all_bytes(hippo__backend *be, uint64_t addr, uint64_t size,
                       unsigned char value) {
-  unsigned char *buf = malloc(size);
-  bool same = true;
-  ck_assert_ptr_nonnull(buf);
-  OK(be->ops->emu_read(be, addr, buf, size));
-  for (uint64_t i = 0; i < size && same; i++)
-    same = buf[i] == value;
-  free(buf);
-  return same;
+  return reads_as(be, addr, size, value, 0);
 }
 
 static uint64_t os_page(void) { return (uint64_t)sysconf(_SC_PAGESIZE); }
@@ -826,11 +793,4 @@ static Suite *host_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(host_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
-}
+int main(void) { return emutest_run(host_suite()); }
