@@ -1030,7 +1030,7 @@ START_TEST(test_busy) {
 }
 END_TEST
 
-/* ---- known gaps (these tests fail until the lead fixes them) ---------------- */
+/* ---- stream identity and the capture guard on freeing --------------------- */
 
 /* Zeroed memory posing as a native stream no backend created. */
 static union {
@@ -1137,8 +1137,8 @@ START_TEST(test_capture_guard_tick) {
 END_TEST
 
 /* Two live streams never accept each other's handles, however many streams
- * were attached in between (the handle tag has 12 bits: the 4097th table
- * gets the tag of the 1st). */
+ * were attached in between (the handle tag has 12 bits: a counter would
+ * give the 4097th table the tag of the 1st; tags in use are never reused). */
 START_TEST(test_foreign_handle_after_many_streams) {
   const hippo_api *api = tu_api();
   tu_layout l;
@@ -1202,7 +1202,7 @@ static Suite *device_suite(void) {
   tcase_add_loop_test(tc, test_cleanup_during_capture, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_busy, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
-  tc = tcase_create("gaps");
+  tc = tcase_create("guards");
   tcase_set_timeout(tc, 60);
   tcase_add_loop_test(tc, test_attach_unknown_native, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_guard_oom_retry, 0, N_BACKENDS);
