@@ -159,7 +159,8 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
   s->clock++;
   s->gate.answer = -1;
   for (uint32_t i = 0; i < s->ticking_count; i++)
-    (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
+    if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due))
+      (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
   persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
   if (size > 0) {
     st = reserve_in(s, size, persistent, &pool, &ref);
@@ -211,10 +212,11 @@ hippo_status hippo__release(hippo_stream *s, hippo_handle h) {
     hippo__lock_drop(&s->lock);
     return bad_handle(h, "release");
   }
-  if (slot->pool != HIPPO__POOL_NONE)
-    s->pools[slot->pool]->ops->release(s->pools[slot->pool], slot->slice,
-                                       slot->size);
-  else
+  if (slot->pool != HIPPO__POOL_NONE) {
+    hippo__pool *p = s->pools[slot->pool];
+    p->now = s->clock; /* stamps the page if it empties */
+    p->ops->release(p, slot->slice, slot->size);
+  } else
     s->zero_live--;
   s->in_use -= slot->size;
   hippo__handles_free(&s->handles, slot);

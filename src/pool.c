@@ -18,6 +18,7 @@ void hippo__pool_head_init(hippo__pool *pool, const hippo__pool_ops *ops,
   pool->opt.struct_size = sizeof pool->opt;
   pool->opt.kind = kind;
   pool->max_size = max_size;
+  pool->due = UINT64_MAX;
   pool->alignment = be->alignment;
   pool->align_shift = hippo__log2_floor(be->alignment);
 }

@@ -19,7 +19,9 @@
  *    is returned after trying every page.
  *  - tick(now): periodic deallocation.  `now` counts the stream's
  *    reservations; a page that has been empty since `now - dealloc_period`
- *    or earlier goes back.  Amortized O(1).
+ *    or earlier goes back.  Amortized O(1).  A pool stamps a page that
+ *    becomes empty with pool->now and keeps pool->due (the clock at which
+ *    tick next has work), so the manager calls tick only when it is due.
  *  - report(): the figures of hippo_pool_report.
  *  - check(): walks every page and slice and verifies the invariants written
  *    in the pool's file; HIPPO_INTERNAL with last_error naming the first
@@ -94,6 +96,12 @@ struct hippo__pool {
   uint64_t max_size;        /* largest request the pool accepts */
   uint64_t alignment;       /* slice alignment (the backend's) */
   unsigned align_shift;     /* log2(alignment) */
+  /* periodic deallocation */
+  uint64_t now;             /* the stream's reservation clock: set by tick,
+                               and by the manager before each release */
+  uint64_t due;             /* clock at which the oldest empty page's period
+                               ends (UINT64_MAX: none, or no period): the
+                               manager calls tick only once now >= due */
   /* figures */
   uint64_t pages;
   uint64_t peak_pages;
@@ -154,6 +162,15 @@ static inline void hippo__pool_note_release(hippo__pool *pool, uint64_t size,
   pool->allocations--;
   pool->bytes_in_use -= size;
   pool->bytes_padding -= slice_size - size;
+}
+/* Keep pool->due: `any` says whether an empty page waits, `since` is when
+ * the oldest became empty. */
+static inline void hippo__pool_set_due(hippo__pool *pool, bool any,
+                                       uint64_t since) {
+  uint64_t period = pool->opt.dealloc_period;
+  pool->due = any && period ? (since > UINT64_MAX - period ? UINT64_MAX
+                                                           : since + period)
+                            : UINT64_MAX;
 }
 /* Whether pages may be given back now (see hippo__free_gate). */
 static inline bool hippo__gate_allows(hippo__free_gate *g) {

@@ -27,8 +27,8 @@
  * device captures a graph -- reclaim frees nothing and the request is
  * served above the watermark.
  *
- * Periodic deallocation as in every pool: the clock is the largest `now`
- * given to tick; an allocation free since clock t goes back at the first
+ * Periodic deallocation as in every pool: the clock is pool->now (the
+ * stream's reservation clock, pool.h); an allocation free since clock t goes back at the first
  * tick with now >= t + dealloc_period (0 = never).  All free allocations
  * wait on one FIFO in the order they became free (their free times never
  * decrease along it), which serves both tick (look at the front only:
@@ -246,7 +246,7 @@ static hippo_status direct_reserve(hippo__pool *pool, uint64_t size,
   if (e != NIL) {
     i = p->map[e].head;
     size_unlink(p, i);
-    hippo__page_slots_reuse(&p->pages, i);
+    hippo__page_slots_reuse(&p->pages, pool, i);
   } else {
     st = hippo__page_slots_make_room(&p->pages);
     if (st == HIPPO_SUCCESS)

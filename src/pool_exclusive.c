@@ -38,8 +38,8 @@
  *    next(class(a)) = class(a) + 2^(k-3), or + 2^(k-2) when j = 8.)
  *  bytes_padding of a live page is p - size.
  *
- * Periodic deallocation.  The pool's clock is the largest `now` given to
- * tick.  A page that becomes free at clock t goes back to the backend at the
+ * Periodic deallocation.  The pool's clock is pool->now (the stream's
+ * reservation clock, pool.h).  A page that becomes free at clock t goes back to the backend at the
  * first tick with now >= t + dealloc_period (0 = never).  Free pages also
  * wait on a FIFO in the order they became free, so their free times never
  * decrease along it, and tick only looks at its front: amortized O(1).
@@ -161,7 +161,7 @@ static hippo_status exclusive_reserve(hippo__pool *pool, uint64_t size,
     i = p->class_head[class_index(class_next(c, pool->align_shift))];
   if (i != NIL) {
     class_unlink(p, i);
-    hippo__page_slots_reuse(&p->pages, i);
+    hippo__page_slots_reuse(&p->pages, pool, i);
   } else {
     st = hippo__page_slots_make_room(&p->pages);
     if (st != HIPPO_SUCCESS)

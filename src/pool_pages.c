@@ -49,7 +49,7 @@ hippo_status hippo__page_slots_drop(hippo__page_slots *s, hippo__pool *pool,
     return hippo__error_wrap(st, "%s pool: giving back a free %s of %llu bytes",
                              s->name, s->one, (unsigned long long)sl->size);
   s->unlink(pool, i);
-  hippo__page_slots_fifo_unlink(s, i);
+  hippo__page_slots_fifo_unlink(s, pool, i);
   s->free_count--;
   s->bytes_free -= sl->size;
   memset(sl, 0, sizeof *sl);
@@ -86,12 +86,12 @@ hippo_status hippo__page_slots_cleanup(hippo__page_slots *s,
 hippo_status hippo__page_slots_tick(hippo__page_slots *s, hippo__pool *pool,
                                     uint64_t now) {
   uint64_t period = pool->opt.dealloc_period;
-  if (now > s->clock)
-    s->clock = now;
+  if (now > pool->now)
+    pool->now = now;
   if (period == 0)
     return HIPPO_SUCCESS;
   while (s->fifo_front != NIL &&
-         s->clock - s->slot[s->fifo_front].freed_at >= period) {
+         pool->now - s->slot[s->fifo_front].freed_at >= period) {
     hippo_status st;
     if (!hippo__pool_may_free(pool))
       return HIPPO_SUCCESS; /* a capture records: wait */
@@ -156,9 +156,9 @@ static hippo_status check_slots(
       padding += sl->size - sl->requested;
     } else {
       CHECK(sl->requested == 0, "free %s %u still has a request", one, i);
-      CHECK(sl->freed_at <= s->clock,
+      CHECK(sl->freed_at <= pool->now,
             "free %s %u freed at %llu, after the clock %llu", one, i,
-            (unsigned long long)sl->freed_at, (unsigned long long)s->clock);
+            (unsigned long long)sl->freed_at, (unsigned long long)pool->now);
       nfree++;
       free_bytes += sl->size;
       if (sl->size > largest_free)
@@ -246,6 +246,14 @@ hippo_status hippo__page_slots_check(
         s->fifo_back);
   CHECK(n == nfree, "FIFO holds %llu of %llu free %s", (unsigned long long)n,
         (unsigned long long)nfree, s->many);
+  {
+    hippo__pool due = *pool;
+    hippo__pool_set_due(&due, s->fifo_front != NIL,
+                        s->fifo_front != NIL ? s->slot[s->fifo_front].freed_at
+                                             : 0);
+    CHECK(due.due == pool->due, "due at clock %llu, the FIFO's front says %llu",
+          (unsigned long long)pool->due, (unsigned long long)due.due);
+  }
 
   /* The report. */
   pool->ops->report(pool, &r);

@@ -7,9 +7,9 @@
  * free page again:
  *  - the slots and the empty-slot list (slots are reused, the array never
  *    shrinks before destroy);
- *  - the FIFO of FREE pages in the order they became free, by the pool
- *    clock (the largest `now` given to tick), which tick and DIRECT's
- *    reclaim read from the front;
+ *  - the FIFO of FREE pages in the order they became free, by the pool's
+ *    clock pool->now (pool.h), which tick and DIRECT's reclaim read from
+ *    the front; pool->due follows its front;
  *  - reserve/release bookkeeping (state, request, free time, free figures);
  *  - tick (periodic deallocation, asking the pool's free gate before giving
  *    a page back), cleanup, destroy, and the common half of check().
@@ -68,7 +68,6 @@ typedef struct hippo__page_slots {
   uint32_t pad;
   uint64_t free_count;    /* FREE pages */
   uint64_t bytes_free;    /* their bytes */
-  uint64_t clock;         /* largest `now` seen by tick */
   uint64_t bad_releases;  /* releases of a slice that was not live, or with
                              a size other than the reserved one */
   const char *name;       /* the pool kind, for messages: "EXCLUSIVE"... */
@@ -111,25 +110,34 @@ static inline uint32_t hippo__page_slots_take(hippo__page_slots *s,
   return i;
 }
 
+/* The FIFO's front changes only here: pool->due follows it. */
 static inline void hippo__page_slots_fifo_push(hippo__page_slots *s,
-                                               uint32_t i) {
+                                               hippo__pool *pool, uint32_t i) {
   hippo__page_slot *sl = &s->slot[i];
   sl->newer = HIPPO__SLOT_NIL;
   sl->older = s->fifo_back;
-  if (s->fifo_back != HIPPO__SLOT_NIL)
+  if (s->fifo_back != HIPPO__SLOT_NIL) {
     s->slot[s->fifo_back].newer = i;
-  else
+  } else {
     s->fifo_front = i;
+    hippo__pool_set_due(pool, true, sl->freed_at);
+  }
   s->fifo_back = i;
 }
 
 static inline void hippo__page_slots_fifo_unlink(hippo__page_slots *s,
+                                                 hippo__pool *pool,
                                                  uint32_t i) {
   hippo__page_slot *sl = &s->slot[i];
-  if (sl->older != HIPPO__SLOT_NIL)
+  if (sl->older != HIPPO__SLOT_NIL) {
     s->slot[sl->older].newer = sl->newer;
-  else
+  } else {
     s->fifo_front = sl->newer;
+    hippo__pool_set_due(pool, sl->newer != HIPPO__SLOT_NIL,
+                        sl->newer != HIPPO__SLOT_NIL
+                            ? s->slot[sl->newer].freed_at
+                            : 0);
+  }
   if (sl->newer != HIPPO__SLOT_NIL)
     s->slot[sl->newer].older = sl->older;
   else
@@ -139,8 +147,9 @@ static inline void hippo__page_slots_fifo_unlink(hippo__page_slots *s,
 
 /* FREE slot i, already off the pool's own index, is about to be served
  * again: off the FIFO and out of the free figures. */
-static inline void hippo__page_slots_reuse(hippo__page_slots *s, uint32_t i) {
-  hippo__page_slots_fifo_unlink(s, i);
+static inline void hippo__page_slots_reuse(hippo__page_slots *s,
+                                           hippo__pool *pool, uint32_t i) {
+  hippo__page_slots_fifo_unlink(s, pool, i);
   s->free_count--;
   s->bytes_free -= s->slot[i].size;
 }
@@ -177,8 +186,8 @@ static inline bool hippo__page_slots_release(hippo__page_slots *s,
   hippo__pool_note_release(pool, sl->requested, sl->size);
   sl->state = HIPPO__SLOT_FREE;
   sl->requested = 0;
-  sl->freed_at = s->clock;
-  hippo__page_slots_fifo_push(s, slice);
+  sl->freed_at = pool->now;
+  hippo__page_slots_fifo_push(s, pool, slice);
   s->free_count++;
   s->bytes_free += sl->size;
   return true;

@@ -84,7 +84,6 @@ typedef struct sliced {
   hippo__pool head;
   uint64_t page_size;  /* effective page size (0: cap below alignment) */
   uint64_t max_pages;  /* effective cap in pages (UINT64_MAX: none) */
-  uint64_t now;        /* last clock seen by tick */
   slice *slices;
   uint32_t slice_count, slice_cap, slice_unused; /* unused: node free list */
   page *pages;
@@ -217,22 +216,29 @@ static void node_drop(sliced *p, uint32_t i) {
 
 static void empty_push(sliced *p, uint32_t pg) {
   page *g = &p->pages[pg];
-  g->empty_since = p->now;
+  g->empty_since = p->head.now;
   g->next_empty = NIL;
   g->prev_empty = p->empty_tail;
-  if (p->empty_tail != NIL)
+  if (p->empty_tail != NIL) {
     p->pages[p->empty_tail].next_empty = pg;
-  else
+  } else {
     p->empty_head = pg;
+    hippo__pool_set_due(&p->head, true, g->empty_since);
+  }
   p->empty_tail = pg;
 }
 
 static void empty_remove(sliced *p, uint32_t pg) {
   page *g = &p->pages[pg];
-  if (g->prev_empty != NIL)
+  if (g->prev_empty != NIL) {
     p->pages[g->prev_empty].next_empty = g->next_empty;
-  else
+  } else {
     p->empty_head = g->next_empty;
+    hippo__pool_set_due(&p->head, g->next_empty != NIL,
+                        g->next_empty != NIL
+                            ? p->pages[g->next_empty].empty_since
+                            : 0);
+  }
   if (g->next_empty != NIL)
     p->pages[g->next_empty].prev_empty = g->prev_empty;
   else
@@ -404,11 +410,12 @@ static hippo_status sliced_cleanup(hippo__pool *pool) {
 static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
   sliced *p = (sliced *)pool;
   uint64_t period = pool->opt.dealloc_period;
-  p->now = now;
+  if (now > pool->now)
+    pool->now = now;
   if (period == 0)
     return HIPPO_SUCCESS;
   while (p->empty_head != NIL &&
-         now - p->pages[p->empty_head].empty_since >= period) {
+         pool->now - p->pages[p->empty_head].empty_since >= period) {
     hippo_status st;
     if (!hippo__pool_may_free(pool))
       return HIPPO_SUCCESS; /* a capture records: wait */
@@ -521,6 +528,16 @@ static hippo_status sliced_check(const hippo__pool *pool) {
     if (p->pages[pg].held && p->pages[pg].live == 0)
       empty--;
   CHECK(empty == 0, "empty FIFO and empty pages disagree");
+  {
+    hippo__pool due = *pool;
+    hippo__pool_set_due(&due, p->empty_head != NIL,
+                        p->empty_head != NIL
+                            ? p->pages[p->empty_head].empty_since
+                            : 0);
+    CHECK(due.due == pool->due, "due at clock %llu, the oldest empty page "
+          "says %llu", (unsigned long long)pool->due,
+          (unsigned long long)due.due);
+  }
   CHECK(pages == pool->pages && reserved == pool->bytes_reserved,
         "%llu pages of %llu B held, figures say %llu pages of %llu B",
         (unsigned long long)pages, (unsigned long long)reserved,
