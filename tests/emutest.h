@@ -1,6 +1,6 @@
 /* emutest.h -- helpers shared by the tests of the emulated backends
- * (test-backend-host.c, test-backend-dry.c), which drive a hippo__backend
- * directly through its function table.
+ * and pools (test-backend-host.c, test-backend-dry.c, test-pools.c), which
+ * drive a hippo__backend directly through its function table.
  *
  *  OK(expr)                 expr returns HIPPO_SUCCESS
  *  FAILS(expr, st, text)    expr fails with `st` and last_error contains
@@ -9,7 +9,7 @@
  *                           checked to be of the expected kind
  *  page_new()               a page from page_alloc (never address 0)
  *  counters_of()            the backend's hippo_emu_counters
- *  emutest_run()            runs a suite; main's exit status
+ *  tu_run() (testutil.h)    runs a suite; main's exit status
  *
  * Everything is `static inline`: a test pays only for what it uses.
  */
@@ -22,6 +22,7 @@
 
 #include "backend.h"
 #include "core.h"
+#include "testutil.h"
 
 #define KiB UINT64_C(1024)
 #define MiB (UINT64_C(1) << 20)
@@ -62,20 +63,9 @@ static inline uint64_t page_new(hippo__backend *be, uint64_t size) {
 
 static inline hippo_emu_counters counters_of(hippo__backend *be) {
   hippo_emu_counters c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  TU_SIZED(c);
   OK(be->ops->emu_counters(be, &c));
   return c;
-}
-
-/* Runs `suite`: EXIT_SUCCESS when no test failed. */
-static inline int emutest_run(Suite *suite) {
-  SRunner *sr = srunner_create(suite);
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
 }
 
 #endif /* HIPPO_EMUTEST_H */

@@ -677,11 +677,4 @@ static Suite *abi_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(abi_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+int main(void) { return tu_run(abi_suite()); }

@@ -262,4 +262,4 @@ static Suite *dry_suite(void) {
   return s;
 }
 
-int main(void) { return emutest_run(dry_suite()); }
+int main(void) { return tu_run(dry_suite()); }

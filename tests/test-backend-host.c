@@ -793,4 +793,4 @@ static Suite *host_suite(void) {
   return s;
 }
 
-int main(void) { return emutest_run(host_suite()); }
+int main(void) { return tu_run(host_suite()); }

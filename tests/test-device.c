@@ -28,14 +28,33 @@ static stream_pair attach(const hippo_api *api, hippo_device *dev) {
   return p;
 }
 
-static void detach(const hippo_api *api, hippo_device *dev, stream_pair p) {
-  tu_detach(api, dev, p.s, p.native);
-}
+/* Failures name the caller's line. */
+#define detach(api, dev, p) tu_detach((api), (dev), (p).s, (p).native)
 
 /* One custom SLICED pool: page 1 MiB, slices up to 256 KiB. */
 static hippo_layout *layout_1m(tu_layout *l) {
   return tu_layout_sliced(l, TU_MiB, 256 * TU_KiB);
 }
+
+/* A 64 MiB device of `backend` with layout_1m (the device keeps a copy). */
+static hippo_device *open_1m(const hippo_api *api, hippo_backend backend) {
+  tu_layout l;
+  return tu_open(api, backend, 64 * TU_MiB, layout_1m(&l));
+}
+
+/* Detaches the streams `p[0..n)` in order, then closes `dev`; failures name
+ * the caller's line. */
+static void close_at(const hippo_api *api, hippo_device *dev,
+                     const stream_pair *p, size_t n, int line) {
+  for (size_t i = 0; i < n; i++)
+    tu_detach_at(api, dev, p[i].s, p[i].native, __FILE__, line);
+  CK_OK_AT(api, api->device_close(dev), __FILE__, line);
+}
+/* CLOSE(api, dev, a[, b...]): detach(a), detach(b)..., device_close(dev). */
+#define CLOSE(api, dev, ...)                                                   \
+  close_at((api), (dev), (const stream_pair[]){__VA_ARGS__},                  \
+           sizeof((const stream_pair[]){__VA_ARGS__}) / sizeof(stream_pair),   \
+           __LINE__)
 
 /* ---- handles --------------------------------------------------------------- */
 
@@ -64,9 +83,8 @@ static void expect_invalid_at(const hippo_api *api, hippo_stream *s,
 
 START_TEST(test_handles_invalid) {
   const hippo_api *api = tu_api();
-  tu_layout l;
-  hippo_device *dev = tu_open(api, backends[_i], 64 * TU_MiB, layout_1m(&l));
-  hippo_device *dev2 = tu_open(api, backends[_i], 64 * TU_MiB, layout_1m(&l));
+  hippo_device *dev = open_1m(api, backends[_i]);
+  hippo_device *dev2 = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev), b = attach(api, dev);
   stream_pair o = attach(api, dev2);
   hippo_handle ha, hb, ho, hz, h1, h2;
@@ -141,11 +159,8 @@ START_TEST(test_handles_invalid) {
   CK_OK(api, api->release(o.s, ho));
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).allocations, 0);
-  detach(api, dev, a);
-  detach(api, dev, b);
-  detach(api, dev2, o);
-  CK_OK(api, api->device_close(dev));
-  CK_OK(api, api->device_close(dev2));
+  CLOSE(api, dev, a, b);
+  CLOSE(api, dev2, o);
 }
 END_TEST
 
@@ -215,8 +230,7 @@ START_TEST(test_host_data) {
     ck_assert_uint_eq(u.bytes_in_use, 0);
     ck_assert_uint_eq(u.bytes_padding, 0);
   }
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -224,9 +238,9 @@ END_TEST
 
 START_TEST(test_capacity_exhaustion) {
   const hippo_api *api = tu_api();
+  tu_layout l;
   const uint64_t cap = 64 * TU_MiB, page = 4 * TU_MiB, size = TU_MiB;
   enum { N = 64 };
-  tu_layout l;
   hippo_device *dev = tu_open(api, HIPPO_BACKEND_HOST, cap,
                               tu_layout_sliced(&l, page, TU_MiB));
   stream_pair a = attach(api, dev);
@@ -274,8 +288,7 @@ START_TEST(test_capacity_exhaustion) {
   CK_OK(api, api->cleanup(dev, NULL));
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -285,8 +298,7 @@ END_TEST
  * (nothing is empty) and retries once (the 3rd call), which succeeds. */
 START_TEST(test_fault_alloc_oom_retried) {
   const hippo_api *api = tu_api();
-  tu_layout l;
-  hippo_device *dev = tu_open(api, backends[_i], 64 * TU_MiB, layout_1m(&l));
+  hippo_device *dev = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev);
   hippo_handle h[5];
   hippo_emu_counters c;
@@ -306,8 +318,7 @@ START_TEST(test_fault_alloc_oom_retried) {
   for (int i = 0; i < 5; i++)
     CK_OK(api, api->release(a.s, h[i]));
   CK_CHECK(api, dev);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -365,16 +376,13 @@ START_TEST(test_oom_retry_after_cleanup) {
   }
   CK_OK(api, api->release(a.s, keep));
   CK_CHECK(api, dev);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
 START_TEST(test_fault_alloc_backend_error) {
   const hippo_api *api = tu_api();
-  tu_layout l;
-  hippo_device *dev = tu_open(api, HIPPO_BACKEND_HOST, 64 * TU_MiB,
-                              layout_1m(&l));
+  hippo_device *dev = open_1m(api, HIPPO_BACKEND_HOST);
   stream_pair a = attach(api, dev);
   hippo_handle h[4], failed = 0, late;
   void *p[4];
@@ -408,15 +416,13 @@ START_TEST(test_fault_alloc_backend_error) {
   CK_OK(api, api->release(a.s, late));
   for (int i = 0; i < 4; i++)
     CK_OK(api, api->release(a.s, h[i]));
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
 START_TEST(test_fault_free) {
   const hippo_api *api = tu_api();
-  tu_layout l;
-  hippo_device *dev = tu_open(api, backends[_i], 64 * TU_MiB, layout_1m(&l));
+  hippo_device *dev = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev), b = attach(api, dev);
   hippo_handle ha = tu_reserve(api, a.s, 1000);
   hippo_handle hb = tu_reserve(api, b.s, 1000);
@@ -453,9 +459,7 @@ START_TEST(test_fault_free) {
   ck_assert_uint_eq(u.bytes_reserved, 0);
   ck_assert_uint_eq(u.pages, 0);
   ck_assert_uint_eq(u.peak_bytes_reserved, 2 * TU_MiB);
-  detach(api, dev, a);
-  detach(api, dev, b);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a, b);
 }
 END_TEST
 
@@ -479,9 +483,9 @@ static int cmp_u64(const void *a, const void *b) {
 
 START_TEST(test_dry_terabyte) {
   const hippo_api *api = tu_api();
+  tu_layout l;
   enum { N = 4096 };
   const uint64_t size = 256 * TU_MiB;
-  tu_layout l;
   hippo_device *dev = tu_open(api, HIPPO_BACKEND_DRY, 2 * TU_TiB,
                               tu_layout_sliced(&l, TU_GiB, size));
   stream_pair a = attach(api, dev);
@@ -531,8 +535,7 @@ START_TEST(test_dry_terabyte) {
   ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 1024);
   free(h);
   free(addr);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -540,8 +543,7 @@ END_TEST
 
 START_TEST(test_usage_exact) {
   const hippo_api *api = tu_api();
-  tu_layout l;
-  hippo_device *dev = tu_open(api, backends[_i], 64 * TU_MiB, layout_1m(&l));
+  hippo_device *dev = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev), b = attach(api, dev);
   hippo_handle h1000, h256, h0, h4097, h200, hb;
   uint64_t base;
@@ -674,9 +676,7 @@ START_TEST(test_usage_exact) {
   /* a cleanup with nothing to do frees nothing */
   CK_OK(api, api->cleanup(dev, NULL));
   ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 2);
-  detach(api, dev, a);
-  detach(api, dev, b);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a, b);
 }
 END_TEST
 
@@ -709,8 +709,7 @@ START_TEST(test_exact_fit_before_new_page) {
   CK_CHECK(api, dev);
   CK_OK(api, api->release(a.s, h1));
   CK_OK(api, api->release(a.s, h2));
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -718,8 +717,7 @@ END_TEST
 
 START_TEST(test_persistent_windows) {
   const hippo_api *api = tu_api();
-  tu_layout l;
-  hippo_device *dev = tu_open(api, backends[_i], 64 * TU_MiB, layout_1m(&l));
+  hippo_device *dev = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev);
   hippo_handle h[6], p1, p2, p3;
   uint64_t addr;
@@ -778,8 +776,7 @@ START_TEST(test_persistent_windows) {
   for (int i = 0; i < 5; i++)
     CK_OK(api, api->release(a.s, h[i]));
   CK_CHECK(api, dev);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -841,9 +838,7 @@ START_TEST(test_install) {
   CK_OK(api, api->release(a.s, p));
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).allocations, 0);
-  detach(api, dev, a);
-  detach(api, dev, b);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a, b);
 }
 END_TEST
 
@@ -871,8 +866,7 @@ END_TEST
 
 START_TEST(test_route_too_big) {
   const hippo_api *api = tu_api();
-  tu_layout l;
-  hippo_device *dev = tu_open(api, backends[_i], 64 * TU_MiB, layout_1m(&l));
+  hippo_device *dev = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev);
   hippo_handle h = 0;
   hippo_usage before = tu_usage(api, dev, a.s);
@@ -891,8 +885,7 @@ START_TEST(test_route_too_big) {
   h = tu_reserve(api, a.s, 256 * TU_KiB); /* the largest accepted size */
   CK_OK(api, api->release(a.s, h));
   CK_CHECK(api, dev);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -930,8 +923,7 @@ START_TEST(test_route_spill) {
   for (int i = 0; i < 3; i++)
     CK_OK(api, api->release(a.s, h[i]));
   CK_CHECK(api, dev);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -963,8 +955,7 @@ START_TEST(test_route_capacity_exceeded) {
   CK_OK(api, api->release(a.s, h[0]));
   CK_OK(api, api->release(a.s, h[1]));
   CK_CHECK(api, dev);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -972,8 +963,8 @@ END_TEST
 
 START_TEST(test_cleanup_during_capture) {
   const hippo_api *api = tu_api();
-  tu_layout l, l2;
-  hippo_device *dev = tu_open(api, backends[_i], 64 * TU_MiB, layout_1m(&l));
+  tu_layout l2;
+  hippo_device *dev = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev), b = attach(api, dev);
   hippo_handle h = tu_reserve(api, b.s, 1000);
   uint64_t id = 0;
@@ -995,9 +986,7 @@ START_TEST(test_cleanup_during_capture) {
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 0);
-  detach(api, dev, a);
-  detach(api, dev, b);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a, b);
 }
 END_TEST
 
@@ -1096,8 +1085,7 @@ START_TEST(test_capture_guard_oom_retry) {
   big = tu_reserve(api, a.s, 512 * TU_KiB); /* now the retry may free */
   CK_OK(api, api->release(a.s, big));
   CK_CHECK(api, dev);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -1131,8 +1119,7 @@ START_TEST(test_capture_guard_tick) {
   }
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
-  detach(api, dev, a);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a);
 }
 END_TEST
 
@@ -1141,9 +1128,7 @@ END_TEST
  * give the 4097th table the tag of the 1st; tags in use are never reused). */
 START_TEST(test_foreign_handle_after_many_streams) {
   const hippo_api *api = tu_api();
-  tu_layout l;
-  hippo_device *dev = tu_open(api, HIPPO_BACKEND_DRY, 64 * TU_MiB,
-                              layout_1m(&l));
+  hippo_device *dev = open_1m(api, HIPPO_BACKEND_DRY);
   stream_pair a = attach(api, dev), b;
   hippo_handle ha = tu_reserve(api, a.s, 1000), hb;
   void *n = NULL;
@@ -1163,9 +1148,7 @@ START_TEST(test_foreign_handle_after_many_streams) {
   CK_CHECK(api, dev);
   CK_OK(api, api->release(a.s, ha));
   CK_OK(api, api->release(b.s, hb));
-  detach(api, dev, a);
-  detach(api, dev, b);
-  CK_OK(api, api->device_close(dev));
+  CLOSE(api, dev, a, b);
 }
 END_TEST
 
@@ -1212,11 +1195,4 @@ static Suite *device_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(device_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+int main(void) { return tu_run(device_suite()); }

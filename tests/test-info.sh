@@ -19,43 +19,13 @@ HIPPO_INFO=${HIPPO_INFO:-$top_srcdir/tools/hippo-info}
 HIPPO_PLUGIN=${HIPPO_PLUGIN:-$top_srcdir/plugin/.libs/hippo.so}
 export HIPPO_PLUGIN
 
-if [ ! -x "$HIPPO_INFO" ]; then
-  echo "test-info: $HIPPO_INFO is not built; run 'make' first" >&2
-  exit 99
-fi
+. "$top_srcdir/tests/lib.sh"
+lib_init test-info "$HIPPO_INFO"
 
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-info.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
-passed=0
-failed=0
-
-pass() {
-  passed=$((passed + 1))
-  echo "PASS: $1"
-}
-
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL: $1"
-  if [ -s "$out" ]; then sed 's/^/  stdout: /' "$out" | head -40; fi
-  if [ -s "$err" ]; then sed 's/^/  stderr: /' "$err" | head -20; fi
-}
-
+# info ARGS...: runs the tool; $status, $out and $err hold the result.
 info() {
   "$HIPPO_INFO" "$@" >"$out" 2>"$err"
   status=$?
-}
-
-expect_status() {
-  if [ "$status" -eq "$2" ]; then pass "$1: exit $2"
-  else fail "$1: exit $status, expected $2"; fi
-}
-
-expect_line() {
-  if grep -qxF -- "$2" "$out"; then pass "$1: $2"
-  else fail "$1: no line '$2'"; fi
 }
 
 # pools: the table rows as "index kind page max cap period", one per line.
@@ -153,5 +123,4 @@ expect_status "--help" 0
 if grep -q '^usage: hippo-info' "$out"; then pass "--help: usage on stdout"
 else fail "--help: no usage on stdout"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+lib_finish

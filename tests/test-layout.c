@@ -471,11 +471,4 @@ static Suite *layout_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(layout_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+int main(void) { return tu_run(layout_suite()); }

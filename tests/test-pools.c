@@ -18,17 +18,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend.h"
-#include "core.h"
+#include "emutest.h"
 #include "pool.h"
 
-#define KiB UINT64_C(1024)
-#define MiB (UINT64_C(1) << 20)
-#define GiB (UINT64_C(1) << 30)
 #define ALIGN UINT64_C(256)
 #define FAKE_BASE UINT64_C(0x100000)
 
-#define OK(expr) ck_assert_int_eq((expr), HIPPO_SUCCESS)
 /* Like ck_assert, but silent on success: Check's asserts report every
  * passing point to the parent process, too slow for the hot loops here. */
 #define REQUIRE(cond)                                                          \
@@ -49,13 +44,6 @@
       ck_abort_msg(__VA_ARGS__);                                               \
   } while (0)
 #define REQUIRE_OK(expr) REQUIRE_EQ((uint64_t)(expr), HIPPO_SUCCESS)
-#define FAILS(expr, st, text)                                                  \
-  do {                                                                         \
-    ck_assert_int_eq((expr), (st));                                            \
-    ck_assert_msg(strstr(hippo__error_get(), (text)) != NULL,                  \
-                  "last_error \"%s\" does not contain \"%s\"",                 \
-                  hippo__error_get(), (text));                                 \
-  } while (0)
 
 /* ---- a fake backend -------------------------------------------------------
  * Addresses come from a bump pointer starting at FAKE_BASE with one
@@ -1158,14 +1146,6 @@ END_TEST
 
 /* ===== on the DRY backend ================================================= */
 
-static hippo_emu_counters counters_of(hippo__backend *be) {
-  hippo_emu_counters c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
-  OK(be->ops->emu_counters(be, &c));
-  return c;
-}
-
 START_TEST(on_dry) {
   for (int kind = 0; kind < 3; kind++) {
     hippo__backend *be = NULL;
@@ -1507,11 +1487,4 @@ static Suite *pools_suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(pools_suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed == 0 ? 0 : 1;
-}
+int main(void) { return tu_run(pools_suite()); }

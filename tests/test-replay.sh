@@ -20,34 +20,13 @@ HIPPO_PLUGIN=${HIPPO_PLUGIN:-$top_srcdir/plugin/.libs/hippo.so}
 export HIPPO_PLUGIN
 train=$top_srcdir/traces/train.csv
 
-if [ ! -x "$HIPPO_REPLAY" ]; then
-  echo "test-replay: $HIPPO_REPLAY is not built; run 'make' first" >&2
-  exit 99
-fi
+. "$top_srcdir/tests/lib.sh"
+lib_init test-replay "$HIPPO_REPLAY"
+line_where=" in the summary"
 if [ ! -f "$HIPPO_PLUGIN" ]; then
   echo "test-replay: no plugin at $HIPPO_PLUGIN; run 'make' first" >&2
   exit 99
 fi
-
-tmp=$(mktemp -d "${TMPDIR:-/tmp}/test-replay.XXXXXX") || exit 99
-trap 'rm -rf "$tmp"' EXIT
-out=$tmp/out
-err=$tmp/err
-
-passed=0
-failed=0
-
-pass() {
-  passed=$((passed + 1))
-  echo "PASS: $1"
-}
-
-fail() {
-  failed=$((failed + 1))
-  echo "FAIL: $1"
-  if [ -s "$out" ]; then sed 's/^/  stdout: /' "$out" | head -40; fi
-  if [ -s "$err" ]; then sed 's/^/  stderr: /' "$err" | head -20; fi
-}
 
 # Preflight: a plugin that does not load would fail every check below; say
 # why once and stop (99: a hard error for the automake harness).
@@ -63,18 +42,6 @@ fi
 replay() {
   "$HIPPO_REPLAY" "$@" >"$out" 2>"$err"
   status=$?
-}
-
-# expect_status NAME STATUS
-expect_status() {
-  if [ "$status" -eq "$2" ]; then pass "$1: exit $2"
-  else fail "$1: exit $status, expected $2"; fi
-}
-
-# expect_line NAME 'key: value' -- an exact line of the summary.
-expect_line() {
-  if grep -qxF -- "$2" "$out"; then pass "$1: $2"
-  else fail "$1: no line '$2' in the summary"; fi
 }
 
 # value KEY: the first word after 'KEY: ' in the summary.
@@ -299,5 +266,4 @@ expect_status "--help" 0
 if grep -q '^usage: hippo-replay' "$out"; then pass "--help: usage on stdout"
 else fail "--help: no usage on stdout"; fi
 
-echo "$passed passed, $failed failed"
-[ "$failed" -eq 0 ]
+lib_finish

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "pool.h"
+#include "testutil.h"
 
 /* ---- a fake backend: bump addresses, counted calls, scripted failures --- */
 typedef struct fake {
@@ -415,11 +416,4 @@ static Suite *suite(void) {
   return s;
 }
 
-int main(void) {
-  SRunner *sr = srunner_create(suite());
-  int failed;
-  srunner_run_all(sr, CK_NORMAL);
-  failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? 1 : 0;
-}
+int main(void) { return tu_run(suite()); }

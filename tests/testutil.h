@@ -18,6 +18,8 @@
  *    CK_OK(api, call)     CK_STATUS(..., HIPPO_SUCCESS)
  *    CK_CHECK(api, dev)   api->check(dev) must succeed (prints last_error)
  *    CK_ERROR_HAS(api, s) last_error() must contain s
+ *    tu_run(suite)        runs a suite; main's exit status (for every test
+ *                         program, ABI or not)
  *
  * A test that fails an assertion ends its (forked) process, so the helpers
  * do not clean up after a failure.
@@ -39,6 +41,9 @@
 #define TU_MiB (UINT64_C(1) << 20)
 #define TU_GiB (UINT64_C(1) << 30)
 #define TU_TiB (UINT64_C(1) << 40)
+
+/* Zeroes a versioned struct and sets its struct_size. */
+#define TU_SIZED(x) (memset(&(x), 0, sizeof(x)), (x).struct_size = sizeof(x))
 
 /* ---- loading the plugin -------------------------------------------------- */
 
@@ -102,6 +107,19 @@ static inline hippo_plugin_entry_fn tu_entry(void) {
 
 #define CK_OK(api, call) CK_STATUS(api, call, HIPPO_SUCCESS)
 
+/* CK_STATUS for helpers: the message names the caller's file and line. */
+static inline void tu_status_at(const hippo_api *api, hippo_status got,
+                                hippo_status want, const char *call,
+                                const char *file, int line) {
+  ck_assert_msg(got == want,
+                "%s:%d: %s\n  returned %s (%d), expected %s (%d)\n"
+                "  last_error: %s",
+                file, line, call, api->status_name(got), (int)got,
+                api->status_name(want), (int)want, api->last_error());
+}
+#define CK_OK_AT(api, call, file, line)                                        \
+  tu_status_at((api), (call), HIPPO_SUCCESS, #call, (file), (line))
+
 #define CK_ERROR_HAS(api, text)                                                \
   do {                                                                         \
     const char *ck_msg_ = (api)->last_error();                                 \
@@ -130,16 +148,6 @@ typedef struct tu_layout {
   hippo_pool_options pools[TU_MAX_POOLS];
 } tu_layout;
 
-/* An empty custom layout. */
-static inline hippo_layout *tu_layout_init(tu_layout *l) {
-  memset(l, 0, sizeof *l);
-  l->layout.struct_size = sizeof l->layout;
-  l->layout.preset = HIPPO_PRESET_CUSTOM;
-  l->layout.pool_options_size = sizeof(hippo_pool_options);
-  l->layout.pools = l->pools;
-  return &l->layout;
-}
-
 /* A preset layout (no pools). */
 static inline hippo_layout *tu_layout_preset(tu_layout *l,
                                              hippo_preset preset) {
@@ -149,14 +157,21 @@ static inline hippo_layout *tu_layout_preset(tu_layout *l,
   return &l->layout;
 }
 
+/* An empty custom layout. */
+static inline hippo_layout *tu_layout_init(tu_layout *l) {
+  tu_layout_preset(l, HIPPO_PRESET_CUSTOM);
+  l->layout.pool_options_size = sizeof(hippo_pool_options);
+  l->layout.pools = l->pools;
+  return &l->layout;
+}
+
 /* Appends a zeroed pool of `kind`; the caller sets its fields. */
 static inline hippo_pool_options *tu_layout_add(tu_layout *l,
                                                 hippo_pool_kind kind) {
   hippo_pool_options *o;
   ck_assert_uint_lt(l->layout.pool_count, TU_MAX_POOLS);
   o = &l->pools[l->layout.pool_count++];
-  memset(o, 0, sizeof *o);
-  o->struct_size = sizeof *o;
+  TU_SIZED(*o);
   o->kind = kind;
   return o;
 }
@@ -192,8 +207,7 @@ static inline hippo_device *tu_open_flags(const hippo_api *api,
                                           uint32_t flags) {
   hippo_device_desc desc;
   hippo_device *dev = NULL;
-  memset(&desc, 0, sizeof desc);
-  desc.struct_size = sizeof desc;
+  TU_SIZED(desc);
   desc.backend = backend;
   desc.capacity = capacity;
   desc.flags = flags;
@@ -223,20 +237,23 @@ static inline hippo_stream *tu_attach(const hippo_api *api, hippo_device *dev,
   return s;
 }
 
-/* Detaches a stream from tu_attach and destroys its emulated stream. */
-static inline void tu_detach(const hippo_api *api, hippo_device *dev,
-                             hippo_stream *s, void *native) {
-  CK_OK(api, api->stream_detach(s));
-  CK_OK(api, api->emu_stream_destroy(dev, native));
+/* Detaches a stream from tu_attach and destroys its emulated stream
+ * (failures name the caller's line). */
+static inline void tu_detach_at(const hippo_api *api, hippo_device *dev,
+                                hippo_stream *s, void *native,
+                                const char *file, int line) {
+  CK_OK_AT(api, api->stream_detach(s), file, line);
+  CK_OK_AT(api, api->emu_stream_destroy(dev, native), file, line);
 }
+#define tu_detach(api, dev, s, native)                                         \
+  tu_detach_at((api), (dev), (s), (native), __FILE__, __LINE__)
 
 /* ---- figures -------------------------------------------------------------- */
 
 static inline hippo_usage tu_usage(const hippo_api *api, hippo_device *dev,
                                    hippo_stream *s) {
   hippo_usage u;
-  memset(&u, 0, sizeof u);
-  u.struct_size = sizeof u;
+  TU_SIZED(u);
   CK_OK(api, api->usage(dev, s, &u));
   return u;
 }
@@ -244,8 +261,7 @@ static inline hippo_usage tu_usage(const hippo_api *api, hippo_device *dev,
 static inline hippo_emu_counters tu_counters(const hippo_api *api,
                                              hippo_device *dev) {
   hippo_emu_counters c;
-  memset(&c, 0, sizeof c);
-  c.struct_size = sizeof c;
+  TU_SIZED(c);
   CK_OK(api, api->emu_counters(dev, &c));
   return c;
 }
@@ -253,8 +269,7 @@ static inline hippo_emu_counters tu_counters(const hippo_api *api,
 static inline hippo_pool_report tu_report(const hippo_api *api,
                                           hippo_stream *s, uint32_t pool) {
   hippo_pool_report r;
-  memset(&r, 0, sizeof r);
-  r.struct_size = sizeof r;
+  TU_SIZED(r);
   CK_OK(api, api->pool_report(s, pool, &r));
   return r;
 }
@@ -262,8 +277,7 @@ static inline hippo_pool_report tu_report(const hippo_api *api,
 static inline hippo_device_info tu_info(const hippo_api *api,
                                         hippo_device *dev) {
   hippo_device_info i;
-  memset(&i, 0, sizeof i);
-  i.struct_size = sizeof i;
+  TU_SIZED(i);
   CK_OK(api, api->device_info(dev, &i));
   return i;
 }
@@ -354,5 +368,17 @@ static inline void tu_verify_at(const hippo_api *api, hippo_device *dev,
 }
 #define TU_VERIFY(api, dev, ptr, size, seed)                                   \
   tu_verify_at((api), (dev), (ptr), (size), (seed), __FILE__, __LINE__)
+
+/* ---- running --------------------------------------------------------------- */
+
+/* Runs `suite`: EXIT_SUCCESS when no test failed. */
+static inline int tu_run(Suite *suite) {
+  SRunner *sr = srunner_create(suite);
+  int failed;
+  srunner_run_all(sr, CK_NORMAL);
+  failed = srunner_ntests_failed(sr);
+  srunner_free(sr);
+  return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
 
 #endif /* HIPPO_TESTUTIL_H */

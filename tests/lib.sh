@@ -1,0 +1,58 @@
+# lib.sh -- helpers shared by the shell tests of the tools (test-info.sh,
+# test-replay.sh).  A test sets top_srcdir and sources this file:
+#   . "$top_srcdir/tests/lib.sh"
+#
+#  lib_init NAME TOOL   TOOL must be an executable (exit 99 otherwise);
+#                       makes $tmp (removed on exit), $out and $err
+#  pass TEXT, fail TEXT count a check (fail shows $out and $err)
+#  expect_status NAME STATUS   $status is STATUS
+#  expect_line NAME LINE       $out has LINE, exactly ($line_where ends
+#                              the failure message)
+#  lib_finish           prints the counts; true when nothing failed
+#
+# A test's run wrapper stores the tool's stdout in $out, its stderr in $err
+# and its exit status in $status.
+
+passed=0
+failed=0
+line_where=
+
+lib_init() {
+  if [ ! -x "$2" ]; then
+    echo "$1: $2 is not built; run 'make' first" >&2
+    exit 99
+  fi
+  tmp=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX") || exit 99
+  trap 'rm -rf "$tmp"' EXIT
+  out=$tmp/out
+  err=$tmp/err
+}
+
+pass() {
+  passed=$((passed + 1))
+  echo "PASS: $1"
+}
+
+fail() {
+  failed=$((failed + 1))
+  echo "FAIL: $1"
+  if [ -s "$out" ]; then sed 's/^/  stdout: /' "$out" | head -40; fi
+  if [ -s "$err" ]; then sed 's/^/  stderr: /' "$err" | head -20; fi
+}
+
+# expect_status NAME STATUS
+expect_status() {
+  if [ "$status" -eq "$2" ]; then pass "$1: exit $2"
+  else fail "$1: exit $status, expected $2"; fi
+}
+
+# expect_line NAME 'key: value' -- an exact line of the output.
+expect_line() {
+  if grep -qxF -- "$2" "$out"; then pass "$1: $2"
+  else fail "$1: no line '$2'$line_where"; fi
+}
+
+lib_finish() {
+  echo "$passed passed, $failed failed"
+  [ "$failed" -eq 0 ]
+}
