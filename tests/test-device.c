@@ -1123,6 +1123,42 @@ START_TEST(test_capture_guard_tick) {
 }
 END_TEST
 
+/* Periodic deallocation through the manager is exact: a page empty since
+ * reservation t goes back at reservation t + period, not one earlier, even
+ * when it empties long after the pool last had work (the stamp is the
+ * stream's clock at the release). */
+START_TEST(test_dealloc_period_exact) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  stream_pair a;
+  hippo_handle h, z;
+  layout_1m(&l);
+  l.pools[0].dealloc_period = 3;
+  dev = tu_open(api, backends[_i], 64 * TU_MiB, &l.layout);
+  a = attach(api, dev);
+  for (int i = 0; i < 10; i++) { /* clock 1..10, nothing to free */
+    z = tu_reserve(api, a.s, 0);
+    CK_OK(api, api->release(a.s, z));
+  }
+  h = tu_reserve(api, a.s, 1000); /* clock 11: a page */
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  CK_OK(api, api->release(a.s, h)); /* empty since clock 11 */
+  for (int clock = 12; clock <= 14; clock++) {
+    z = tu_reserve(api, a.s, 0);
+    CK_OK(api, api->release(a.s, z));
+    CK_CHECK(api, dev);
+    ck_assert_msg(tu_counters(api, dev).pages_held == (clock < 14 ? 1u : 0u),
+                  "at clock %d: %llu pages held", clock,
+                  (unsigned long long)tu_counters(api, dev).pages_held);
+  }
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 1);
+  ck_assert_uint_eq(tu_usage(api, dev, a.s).bytes_reserved, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, a.s).peak_bytes_reserved, TU_MiB);
+  CLOSE(api, dev, a);
+}
+END_TEST
+
 /* Two live streams never accept each other's handles, however many streams
  * were attached in between (the handle tag has 12 bits: a counter would
  * give the 4097th table the tag of the 1st; tags in use are never reused). */
@@ -1190,6 +1226,7 @@ static Suite *device_suite(void) {
   tcase_add_loop_test(tc, test_attach_unknown_native, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_guard_oom_retry, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_guard_tick, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_dealloc_period_exact, 0, N_BACKENDS);
   tcase_add_test(tc, test_foreign_handle_after_many_streams);
   suite_add_tcase(s, tc);
   return s;
