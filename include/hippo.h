@@ -12,8 +12,8 @@
  *    The plugin accepts a caller's struct that is smaller (an older caller:
  *    the missing fields take their zero defaults) or larger (a newer caller:
  *    the extra bytes must be zero) and rejects a size it cannot interpret
- *    (smaller than the v1 prefix, or non-zero bytes it does not know) with
- *    HIPPO_INVALID_ARGUMENT.  Output structs are filled up to the smaller of
+ *    (below 8, not a multiple of 8 -- every field ends on a multiple of 8 --
+ *    or with non-zero bytes it does not know) with HIPPO_INVALID_ARGUMENT.  Output structs are filled up to the smaller of
  *    the two sizes.
  *  - No struct is passed by value; every enum travels as a fixed-width
  *    integer.

@@ -19,6 +19,22 @@
  * first field; every later field defaults to zero. */
 #define MIN_STRUCT 8u
 
+/* abi.c accepts struct sizes that are multiples of 8: every field must end
+ * on one, so no accepted size cuts a field (or a pointer) in half. */
+_Static_assert(sizeof(hippo_device_desc) % 8 == 0 &&
+                   offsetof(hippo_device_desc, capacity) % 8 == 0 &&
+                   offsetof(hippo_device_desc, layout) % 8 == 0,
+               "hippo_device_desc fields end on multiples of 8");
+_Static_assert(sizeof(hippo_layout) % 8 == 0 &&
+                   offsetof(hippo_layout, pools) % 8 == 0,
+               "hippo_layout fields end on multiples of 8");
+_Static_assert(sizeof(hippo_pool_options) % 8 == 0 &&
+                   sizeof(hippo_device_info) % 8 == 0 &&
+                   sizeof(hippo_usage) % 8 == 0 &&
+                   sizeof(hippo_pool_report) % 8 == 0 &&
+                   sizeof(hippo_emu_counters) % 8 == 0,
+               "ABI structs are multiples of 8 bytes");
+
 #define CHECK_NOT_NULL(p, call, name)                                          \
   do {                                                                         \
     if (HIPPO__UNLIKELY(!(p)))                                                 \

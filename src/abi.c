@@ -4,11 +4,23 @@
  * older caller passes a smaller struct: the fields it does not know take
  * their zero defaults.  A newer caller passes a larger one: the fields this
  * plugin does not know must be zero, since a non-zero one asks for something
- * this plugin cannot do.  A size below the v1 prefix cannot be interpreted.
+ * this plugin cannot do.  A size below the v1 prefix, or one that is not a
+ * multiple of 8 (it would end inside a field), cannot be interpreted.
  */
 #include <string.h>
 
 #include "core.h"
+
+/* Every field of every ABI struct ends on a multiple of 8 bytes from its
+ * start (4-byte fields come in pairs), so a size that is not one would cut
+ * a field, maybe a pointer, in half. */
+static hippo_status bad_size(const char *what, uint32_t size,
+                             size_t min_size) {
+  return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s.struct_size is %u: it must be a multiple of 8 "
+                          "and at least %zu; set it to sizeof the struct",
+                          what, size, min_size);
+}
 
 hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
                               size_t min_size, const char *what) {
@@ -17,11 +29,8 @@ hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
     return hippo__error_set(HIPPO_INVALID_ARGUMENT, "%s must not be NULL",
                             what);
   memcpy(&size, src, sizeof size);
-  if (size < min_size)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "%s.struct_size is %u, below the %zu bytes of its "
-                            "first version; set it to sizeof the struct",
-                            what, size, min_size);
+  if (size < min_size || size % 8 != 0)
+    return bad_size(what, size, min_size);
   memset(dst, 0, dst_size);
   if (size <= dst_size) {
     memcpy(dst, src, size);
@@ -48,11 +57,8 @@ hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
     return hippo__error_set(HIPPO_INVALID_ARGUMENT, "%s must not be NULL",
                             what);
   memcpy(&size, dst, sizeof size);
-  if (size < min_size)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "%s.struct_size is %u, below the %zu bytes of its "
-                            "first version; set it to sizeof the struct",
-                            what, size, min_size);
+  if (size < min_size || size % 8 != 0)
+    return bad_size(what, size, min_size);
   if (size > src_size)
     memset((unsigned char *)dst + src_size, 0, size - src_size);
   memcpy((unsigned char *)dst + sizeof size,

@@ -270,6 +270,33 @@ START_TEST(test_layout_struct_sizes) {
   CK_STATUS(api, api->pools_install(dev, &l.layout, NULL),
             HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "pool_options_size");
+  /* Sizes that end inside a field (here inside the pools pointer, or
+   * inside a size) are refused, never half read. */
+  for (uint32_t size = 9; size < sizeof(hippo_layout); size++) {
+    if (size % 8 == 0)
+      continue;
+    tu_layout_sliced(&l, TU_MiB, 256 * TU_KiB);
+    l.layout.struct_size = size;
+    CK_STATUS(api, api->pools_install(dev, &l.layout, NULL),
+              HIPPO_INVALID_ARGUMENT);
+    CK_ERROR_HAS(api, "multiple of 8");
+  }
+  tu_layout_sliced(&l, TU_MiB, 256 * TU_KiB);
+  l.pools[0].struct_size = 12;
+  CK_STATUS(api, api->pools_install(dev, &l.layout, NULL),
+            HIPPO_INVALID_ARGUMENT);
+  {
+    hippo_device_desc d;
+    hippo_device *other = NULL;
+    TU_SIZED(d);
+    d.backend = HIPPO_BACKEND_DRY;
+    d.layout = tu_layout_sliced(&l, TU_MiB, 256 * TU_KiB);
+    for (uint32_t size = 33; size < 40; size++) {
+      d.struct_size = size; /* ends inside the layout pointer */
+      CK_STATUS(api, api->device_open(&d, &other), HIPPO_INVALID_ARGUMENT);
+      ck_assert_ptr_null(other);
+    }
+  }
   ck_assert_uint_eq(tu_info(api, dev).preset, HIPPO_PRESET_EXCLUSIVE_PAGES);
   CK_OK(api, api->device_close(dev));
 }
