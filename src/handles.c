@@ -14,10 +14,17 @@
 #define TAG_WORDS ((1u << HIPPO__HANDLE_TAG_BITS) / 64u)
 static _Atomic uint64_t tags_in_use[TAG_WORDS];
 static atomic_uint tag_cursor;
+/* Tables made so far: spreads the generations fresh slots start at. */
+static atomic_uint tables_made;
+#define RETIRED (NO_SLOT - 1)
 
 hippo_status hippo__handles_init(hippo__handles *h) {
   unsigned start = atomic_fetch_add(&tag_cursor, 1);
+  unsigned made = atomic_fetch_add(&tables_made, 1);
   h->slots = NULL;
+  h->retired = 0;
+  /* a multiplicative hash spreads consecutive tables over 1 .. 2^24-1 */
+  h->first_gen = (uint32_t)((made * 2654435761u) % GEN_MASK) + 1;
   h->count = 0;
   h->cap = 0;
   h->free_head = NO_SLOT;
@@ -54,38 +61,46 @@ static hippo_handle make_handle(const hippo__handles *h, uint32_t index,
          ((uint64_t)gen << HIPPO__HANDLE_INDEX_BITS) | index;
 }
 
+hippo_status hippo__handles_make_room(hippo__handles *h) {
+  uint32_t cap;
+  hippo__slot *grown;
+  if (h->free_head != NO_SLOT || h->count < h->cap)
+    return HIPPO_SUCCESS;
+  if (h->cap >= HIPPO__HANDLE_MAX_SLOTS)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "handle table full: %u slots on this stream; "
+                            "release some reservations",
+                            h->cap);
+  cap = h->cap ? h->cap * 2 : 256;
+  if (cap > HIPPO__HANDLE_MAX_SLOTS)
+    cap = HIPPO__HANDLE_MAX_SLOTS;
+  grown = hippo__grow_aligned(h->slots, (size_t)h->cap * sizeof *grown,
+                              (size_t)cap * sizeof *grown);
+  if (!grown)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "host memory: cannot grow the handle table to %u "
+                            "slots",
+                            cap);
+  h->slots = grown;
+  h->cap = cap;
+  return HIPPO_SUCCESS;
+}
+
 hippo_status hippo__handles_alloc(hippo__handles *h, hippo_handle *handle,
                                   hippo__slot **slot) {
   uint32_t index;
   hippo__slot *s;
+  hippo_status st = hippo__handles_make_room(h);
+  if (st != HIPPO_SUCCESS)
+    return st;
   if (h->free_head != NO_SLOT) {
     index = h->free_head;
     s = &h->slots[index];
     h->free_head = s->next_free;
   } else {
-    if (h->count == h->cap) {
-      uint32_t cap = h->cap ? h->cap * 2 : 256;
-      hippo__slot *grown;
-      if (h->cap >= HIPPO__HANDLE_MAX_SLOTS)
-        return hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                                "handle table full: %u live reservations on "
-                                "this stream; release some",
-                                h->cap);
-      if (cap > HIPPO__HANDLE_MAX_SLOTS)
-        cap = HIPPO__HANDLE_MAX_SLOTS;
-      grown = hippo__grow_aligned(h->slots, (size_t)h->cap * sizeof *grown,
-                                  (size_t)cap * sizeof *grown);
-      if (!grown)
-        return hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                                "host memory: cannot grow the handle table "
-                                "to %u slots",
-                                cap);
-      h->slots = grown;
-      h->cap = cap;
-    }
     index = h->count++;
     s = &h->slots[index];
-    s->gen = 1;
+    s->gen = h->first_gen;
   }
   s->live = 1;
   s->flags = 0;
@@ -99,34 +114,45 @@ hippo_status hippo__handles_alloc(hippo__handles *h, hippo_handle *handle,
 void hippo__handles_free(hippo__handles *h, hippo__slot *s) {
   uint32_t index = (uint32_t)(s - h->slots);
   s->live = 0;
+  h->live--;
   s->gen = (s->gen + 1) & GEN_MASK;
   if (s->gen == 0)
     s->gen = 1;
+  if (s->gen == h->first_gen) {
+    /* every generation of this slot was handed out: retire it, so no
+     * handle it gave ever names a live reservation again */
+    s->next_free = RETIRED;
+    h->retired++;
+    return;
+  }
   s->next_free = h->free_head;
   h->free_head = index;
-  h->live--;
 }
 
 hippo_status hippo__handles_check(const hippo__handles *h) {
-  uint64_t live = 0, free_count = 0;
+  uint64_t live = 0, free_count = 0, retired = 0;
   for (uint32_t i = 0; i < h->count; i++) {
     const hippo__slot *s = &h->slots[i];
     if (s->gen == 0 || s->gen > GEN_MASK)
       return hippo__error_set(HIPPO_INTERNAL,
                               "handles: slot %u has generation %u", i, s->gen);
     live += s->live;
+    retired += !s->live && s->next_free == RETIRED;
   }
   for (uint32_t i = h->free_head; i != NO_SLOT; i = h->slots[i].next_free) {
     if (i >= h->count || h->slots[i].live || ++free_count > h->count)
       return hippo__error_set(HIPPO_INTERNAL,
                               "handles: free list broken at slot %u", i);
   }
-  if (live != h->live || live + free_count != h->count)
+  if (live != h->live || retired != h->retired ||
+      live + free_count + retired != h->count)
     return hippo__error_set(HIPPO_INTERNAL,
-                            "handles: %llu live + %llu free != %u slots "
-                            "(live counter %llu)",
+                            "handles: %llu live + %llu free + %llu retired != "
+                            "%u slots (counters: %llu live, %llu retired)",
                             (unsigned long long)live,
-                            (unsigned long long)free_count, h->count,
-                            (unsigned long long)h->live);
+                            (unsigned long long)free_count,
+                            (unsigned long long)retired, h->count,
+                            (unsigned long long)h->live,
+                            (unsigned long long)h->retired);
   return HIPPO_SUCCESS;
 }

@@ -4,7 +4,13 @@
  *   index       the slot in this table;
  *   generation  the slot's generation when the handle was made; a slot's
  *               generation changes when it is freed, so a handle kept after
- *               its release is stale; never 0, so no handle is 0;
+ *               its release is stale; never 0, so no handle is 0.  A slot
+ *               whose generation would wrap is retired (never reused), so
+ *               no stale handle of a live table ever becomes live again.
+ *               Slots start at a generation that differs between tables
+ *               (a process-wide counter), so a handle of a detached stream
+ *               whose tag was given out again matches a new table's slot
+ *               only by a 1 in 2^24 chance;
  *   tag         the owning stream's tag, unique among the live tables of
  *               the process, so a handle of another stream or device is
  *               foreign (tags 1..4095: at most 4095 live tables, HIPPO_BUSY
@@ -37,11 +43,12 @@ typedef struct hippo__slot {
   uint8_t live;       /* 1 while reserved */
   uint8_t flags;      /* reserved for guards */
   uint32_t gen;       /* generation, 1 .. 2^24-1 */
-  uint32_t next_free; /* next free slot index (UINT32_MAX ends the list) */
+  uint32_t next_free; /* next free slot index (UINT32_MAX ends the list;
+                         UINT32_MAX - 1 marks a retired slot) */
 } hippo__slot;
 _Static_assert(sizeof(hippo__slot) == 32, "a slot is half a cache line");
 
-/* Invariant: live + length of free list == count <= cap;
+/* Invariant: live + length of free list + retired == count <= cap;
  * slots[0 .. count) are initialized. */
 typedef struct hippo__handles {
   hippo__slot *slots;
@@ -49,7 +56,9 @@ typedef struct hippo__handles {
   uint32_t cap;       /* slots allocated */
   uint32_t free_head; /* first free slot, UINT32_MAX when none */
   uint32_t tag;       /* this table's tag */
+  uint32_t first_gen; /* generation a fresh slot starts at */
   uint64_t live;      /* live handles */
+  uint64_t retired;   /* slots retired at the end of their generations */
 } hippo__handles;
 
 hippo_status hippo__handles_init(hippo__handles *h);
@@ -76,6 +85,9 @@ static inline hippo__slot *hippo__handles_get(hippo__handles *h,
 }
 /* Free a live slot: its generation moves on, its old handle goes stale. */
 void hippo__handles_free(hippo__handles *h, hippo__slot *slot);
+/* Make sure the next hippo__handles_alloc cannot fail (grow now if need
+ * be), so a reservation never has to be undone for want of a handle. */
+hippo_status hippo__handles_make_room(hippo__handles *h);
 /* Verify the invariant; HIPPO_INTERNAL with last_error when broken. */
 hippo_status hippo__handles_check(const hippo__handles *h);
 

@@ -49,27 +49,50 @@ START_TEST(released_and_stale) {
 }
 END_TEST
 
+/* A slot hands out each of its 2^24 - 1 generations once, never 0, then
+ * retires: no stale handle ever names a live reservation again. */
 START_TEST(generation_wraps_but_never_zero) {
   hippo__handles h;
   hippo_handle first, cur = 0;
+  const uint32_t gens = (UINT32_C(1) << HIPPO__HANDLE_GEN_BITS) - 1;
   ck_assert_int_eq(hippo__handles_init(&h), HIPPO_SUCCESS);
   first = alloc(&h, 1);
   hippo__handles_free(&h, hippo__handles_get(&h, first));
-  /* One assertion after the loop: Check marks every assertion it passes,
+  /* Assertions after the loop: Check marks every assertion it passes,
    * which would cost a system call per iteration in fork mode. */
-  uint32_t failed = 0, zero_gen = 0;
-  for (uint32_t i = 0; i < (UINT32_C(1) << HIPPO__HANDLE_GEN_BITS); i++) {
+  uint32_t failed = 0, zero_gen = 0, first_again = 0, on_slot0 = 0;
+  for (uint32_t i = 0; i < gens + 1; i++) {
     hippo__slot *s;
     failed += hippo__handles_alloc(&h, &cur, &s) != HIPPO_SUCCESS;
     zero_gen +=
         ((cur >> GEN_SHIFT) & ((1u << HIPPO__HANDLE_GEN_BITS) - 1)) == 0;
+    first_again += cur == first || hippo__handles_get(&h, first) != NULL;
+    on_slot0 += (cur & INDEX_MASK) == (first & INDEX_MASK);
     hippo__handles_free(&h, s);
   }
   ck_assert_uint_eq(failed, 0);
   ck_assert_uint_eq(zero_gen, 0);
-  ck_assert_uint_eq(cur & INDEX_MASK, first & INDEX_MASK); /* one slot */
+  ck_assert_uint_eq(first_again, 0);
+  /* slot 0 served `first` and gens - 1 more, then retired */
+  ck_assert_uint_eq(on_slot0, gens - 1);
+  ck_assert_uint_eq(h.retired, 1);
+  ck_assert_uint_eq(cur & INDEX_MASK, (first & INDEX_MASK) + 1);
   ck_assert_int_eq(hippo__handles_check(&h), HIPPO_SUCCESS);
   hippo__handles_fini(&h);
+}
+END_TEST
+
+/* Tables start their slots at different generations: the first handle of
+ * a new table is not the first handle of the previous one. */
+START_TEST(tables_start_at_different_generations) {
+  hippo__handles a, b;
+  ck_assert_int_eq(hippo__handles_init(&a), HIPPO_SUCCESS);
+  ck_assert_int_eq(hippo__handles_init(&b), HIPPO_SUCCESS);
+  ck_assert_uint_ne(a.first_gen, b.first_gen);
+  ck_assert_uint_ne(alloc(&a, 1) >> GEN_SHIFT & 0xFFFFFF,
+                    alloc(&b, 1) >> GEN_SHIFT & 0xFFFFFF);
+  hippo__handles_fini(&a);
+  hippo__handles_fini(&b);
 }
 END_TEST
 
@@ -138,6 +161,7 @@ int main(void) {
   tcase_add_test(t, zero_is_never_valid);
   tcase_add_test(t, released_and_stale);
   tcase_add_test(t, generation_wraps_but_never_zero);
+  tcase_add_test(t, tables_start_at_different_generations);
   tcase_add_test(t, forged_and_foreign);
   tcase_add_test(t, grows_and_keeps_every_slot);
   tcase_add_test(t, check_finds_broken_counter);
