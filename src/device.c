@@ -198,33 +198,6 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
   return HIPPO_SUCCESS;
 }
 
-hippo_status hippo__stream_detach(hippo_stream *s) {
-  hippo_device *dev = s->device;
-  uint32_t i;
-  hippo__lock_take(&dev->lock);
-  for (i = 0; i < dev->stream_count && dev->streams[i] != s; i++)
-    ;
-  if (i == dev->stream_count) {
-    hippo__lock_drop(&dev->lock);
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "stream_detach: the stream is not attached");
-  }
-  /* Keep the order of the others: it is the lock order. */
-  hippo__lock_take(&dev->natives_lock);
-  memmove(&dev->streams[i], &dev->streams[i + 1],
-          (dev->stream_count - i - 1) * sizeof *dev->streams);
-  memmove(&dev->natives[i], &dev->natives[i + 1],
-          (dev->stream_count - i - 1) * sizeof *dev->natives);
-  dev->stream_count--;
-  hippo__lock_drop(&dev->natives_lock);
-  hippo__lock_take(&s->lock);
-  hippo__manager_fini(s);
-  hippo__lock_drop(&s->lock);
-  hippo__lock_drop(&dev->lock);
-  free(s);
-  return HIPPO_SUCCESS;
-}
-
 /* HIPPO_GRAPH_RECORDING when any stream of the device is capturing, or the
  * status of a failed capture query.  Takes only the natives lock (a leaf),
  * so it may be called holding the device lock or a stream lock. */
@@ -257,6 +230,57 @@ hippo_status hippo__device_may_free(void *ctx, bool *may_free) {
   return st == HIPPO_GRAPH_RECORDING ? HIPPO_SUCCESS : st;
 }
 
+/* Detach: every reservation of the stream is dropped and every page given
+ * back.  Refused while a stream of the device captures (nothing is freed
+ * then).  When a page cannot be given back, the stream stays attached --
+ * its reservations released, the page still held and accounted -- and the
+ * backend's status is returned: detach again to retry. */
+hippo_status hippo__stream_detach(hippo_stream *s) {
+  hippo_device *dev = s->device;
+  hippo_status st;
+  uint32_t i;
+  hippo__lock_take(&dev->lock);
+  for (i = 0; i < dev->stream_count && dev->streams[i] != s; i++)
+    ;
+  if (i == dev->stream_count) {
+    hippo__lock_drop(&dev->lock);
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "stream_detach: the stream is not attached");
+  }
+  st = refuse_while_recording(dev, "stream_detach");
+  if (st != HIPPO_SUCCESS) {
+    hippo__lock_drop(&dev->lock);
+    return st;
+  }
+  hippo__lock_take(&s->lock);
+  hippo__manager_release_all_locked(s);
+  st = hippo__manager_cleanup_locked(s);
+  if (st != HIPPO_SUCCESS) {
+    uint64_t pages = atomic_load(&s->acct.pages);
+    hippo__lock_drop(&s->lock);
+    hippo__lock_drop(&dev->lock);
+    return hippo__error_wrap(st,
+                             "stream_detach: %llu pages could not be given "
+                             "back, so the stream stays attached (its "
+                             "reservations are released); detach again to "
+                             "retry",
+                             (unsigned long long)pages);
+  }
+  /* Keep the order of the others: it is the lock order. */
+  hippo__lock_take(&dev->natives_lock);
+  memmove(&dev->streams[i], &dev->streams[i + 1],
+          (dev->stream_count - i - 1) * sizeof *dev->streams);
+  memmove(&dev->natives[i], &dev->natives[i + 1],
+          (dev->stream_count - i - 1) * sizeof *dev->natives);
+  dev->stream_count--;
+  hippo__lock_drop(&dev->natives_lock);
+  hippo__manager_fini(s); /* no page left to free */
+  hippo__lock_drop(&s->lock);
+  hippo__lock_drop(&dev->lock);
+  free(s);
+  return HIPPO_SUCCESS;
+}
+
 static void lock_all(hippo_device *dev) {
   for (uint32_t i = 0; i < dev->stream_count; i++)
     hippo__lock_take(&dev->streams[i]->lock);
@@ -273,7 +297,7 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
   hippo__layout layout;
   hippo__pool ***built = NULL;
   uint32_t *counts = NULL;
-  uint64_t live = 0;
+  uint64_t live = 0, held = 0;
   hippo_status st;
 
   if (bytes_in_use)
@@ -295,10 +319,23 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
   lock_all(dev);
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_stream *s = dev->streams[i];
-    for (uint32_t p = 1; p < s->pool_count; p++)
-      (void)s->pools[p]->ops->cleanup(s->pools[p]);
+    for (uint32_t p = 1; p < s->pool_count; p++) {
+      hippo_status cst = s->pools[p]->ops->cleanup(s->pools[p]);
+      if (cst != HIPPO_SUCCESS && st == HIPPO_SUCCESS)
+        st = cst;
+      held += s->pools[p]->pages;
+    }
     live += hippo__manager_dynamic_bytes_locked(s);
   }
+  if (!live && held) {
+    /* a page whose free failed: the old pools must keep it */
+    st = hippo__error_wrap(st == HIPPO_SUCCESS ? HIPPO_INTERNAL : st,
+                           "pools_install: %llu empty pages could not be "
+                           "given back, so the old layout was kept; retry",
+                           (unsigned long long)held);
+    goto out;
+  }
+  st = HIPPO_SUCCESS;
   if (live) {
     st = hippo__error_set(HIPPO_POOLS_IN_USE,
                           "pools_install: %llu B are still live in the "
@@ -360,7 +397,8 @@ hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
   return first;
 }
 
-/* The device's figures: sums over its streams, each read under its lock.
+/* The device's figures: sums over its streams, read holding every stream
+ * lock, so they are one consistent snapshot.
  * bytes_reserved, pages and peak_bytes_reserved are the device's own page
  * figures (exact); peak_bytes_in_use is the sum of the streams' peaks, an
  * upper bound of the device's true peak (streams peak at different times,
@@ -369,9 +407,10 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   hippo__lock_take(&dev->lock);
+  lock_all(dev); /* one moment for every figure */
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_usage u;
-    hippo__stream_usage(dev->streams[i], &u);
+    hippo__manager_usage_locked(dev->streams[i], &u);
     out->allocations += u.allocations;
     out->bytes_in_use += u.bytes_in_use;
     out->bytes_padding += u.bytes_padding;
@@ -381,6 +420,7 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
   out->bytes_reserved = atomic_load(&dev->acct.bytes_reserved);
   out->peak_bytes_reserved = atomic_load(&dev->acct.peak_bytes_reserved);
   out->pages = atomic_load(&dev->acct.pages);
+  unlock_all(dev);
   hippo__lock_drop(&dev->lock);
   return HIPPO_SUCCESS;
 }

@@ -156,11 +156,13 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
   bool persistent;
 
   hippo__lock_take(&s->lock);
-  s->clock++;
   s->gate.answer = -1;
-  for (uint32_t i = 0; i < s->ticking_count; i++)
-    if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due))
-      (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
+  /* A handle first: once a pool has served, nothing may fail. */
+  st = hippo__handles_make_room(&s->handles);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
+    hippo__lock_drop(&s->lock);
+    return st;
+  }
   persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
   if (size > 0) {
     st = reserve_in(s, size, persistent, &pool, &ref);
@@ -177,13 +179,7 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
       return st;
     }
   }
-  st = hippo__handles_alloc(&s->handles, out, &slot);
-  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
-    if (pool != HIPPO__POOL_NONE)
-      s->pools[pool]->ops->release(s->pools[pool], ref.slice, size);
-    hippo__lock_drop(&s->lock);
-    return st;
-  }
+  (void)hippo__handles_alloc(&s->handles, out, &slot); /* room was made */
   slot->addr = ref.addr;
   slot->size = size;
   slot->slice = ref.slice;
@@ -193,6 +189,13 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
   s->in_use += size;
   if (s->in_use > s->peak_in_use)
     s->peak_in_use = s->in_use;
+  /* The reservation counts for periodic deallocation once it succeeded
+   * (a failed call changes nothing); pages that are due go back now, after
+   * this reservation had the chance to reuse one. */
+  s->clock++;
+  for (uint32_t i = 0; i < s->ticking_count; i++)
+    if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due))
+      (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
   hippo__lock_drop(&s->lock);
   return HIPPO_SUCCESS;
 }
@@ -204,6 +207,19 @@ static hippo_status bad_handle(hippo_handle h, const char *call) {
                           call, (unsigned long long)h);
 }
 
+/* Give a live slot's slice back to its pool and free the slot. */
+static inline void drop_slot(hippo_stream *s, hippo__slot *slot) {
+  if (slot->pool != HIPPO__POOL_NONE) {
+    hippo__pool *p = s->pools[slot->pool];
+    p->now = s->clock; /* stamps the page if it empties */
+    p->ops->release(p, slot->slice, slot->size);
+  } else {
+    s->zero_live--;
+  }
+  s->in_use -= slot->size;
+  hippo__handles_free(&s->handles, slot);
+}
+
 hippo_status hippo__release(hippo_stream *s, hippo_handle h) {
   hippo__slot *slot;
   hippo__lock_take(&s->lock);
@@ -212,14 +228,7 @@ hippo_status hippo__release(hippo_stream *s, hippo_handle h) {
     hippo__lock_drop(&s->lock);
     return bad_handle(h, "release");
   }
-  if (slot->pool != HIPPO__POOL_NONE) {
-    hippo__pool *p = s->pools[slot->pool];
-    p->now = s->clock; /* stamps the page if it empties */
-    p->ops->release(p, slot->slice, slot->size);
-  } else
-    s->zero_live--;
-  s->in_use -= slot->size;
-  hippo__handles_free(&s->handles, slot);
+  drop_slot(s, slot);
   hippo__lock_drop(&s->lock);
   return HIPPO_SUCCESS;
 }
@@ -241,10 +250,17 @@ hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
 }
 
 hippo_status hippo__persistent_begin(hippo_stream *s) {
+  hippo_status st = HIPPO_SUCCESS;
   hippo__lock_take(&s->lock);
-  s->persistent_depth++;
+  if (s->persistent_depth == UINT32_MAX)
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "persistent_begin: %u windows are open on this "
+                          "stream, the most it counts; end some",
+                          UINT32_MAX);
+  else
+    s->persistent_depth++;
   hippo__lock_drop(&s->lock);
-  return HIPPO_SUCCESS;
+  return st;
 }
 
 hippo_status hippo__persistent_end(hippo_stream *s) {
@@ -268,6 +284,14 @@ hippo_status hippo__manager_cleanup_locked(hippo_stream *s) {
       first = st;
   }
   return first;
+}
+
+void hippo__manager_release_all_locked(hippo_stream *s) {
+  for (uint32_t i = 0; i < s->handles.count; i++) {
+    hippo__slot *slot = &s->handles.slots[i];
+    if (slot->live)
+      drop_slot(s, slot);
+  }
 }
 
 uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s) {

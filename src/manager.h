@@ -132,6 +132,8 @@ hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
 hippo_status hippo__persistent_begin(hippo_stream *s);
 hippo_status hippo__persistent_end(hippo_stream *s);
 hippo_status hippo__manager_cleanup_locked(hippo_stream *s);
+/* Release every live reservation of the stream (stream_detach). */
+void hippo__manager_release_all_locked(hippo_stream *s);
 uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s);
 void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out);
 hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out);

@@ -1159,6 +1159,124 @@ START_TEST(test_dealloc_period_exact) {
 }
 END_TEST
 
+/* A stream whose page cannot be given back stays attached (its
+ * reservations released, the page still accounted); detach again works. */
+START_TEST(test_detach_free_fails) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_1m(api, backends[_i]);
+  stream_pair a = attach(api, dev);
+  hippo_handle h = tu_reserve(api, a.s, 1000);
+  (void)h;
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
+                                   HIPPO_BACKEND_ERROR));
+  CK_STATUS(api, api->stream_detach(a.s), HIPPO_BACKEND_ERROR);
+  CK_ERROR_HAS(api, "stays attached");
+  CK_CHECK(api, dev);
+  ck_assert_uint_eq(tu_info(api, dev).streams, 1);
+  ck_assert_uint_eq(tu_usage(api, dev, a.s).allocations, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, TU_MiB);
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  CLOSE(api, dev, a); /* the retry gives the page back */
+}
+END_TEST
+
+/* Nothing is freed while a stream captures: detach is refused. */
+START_TEST(test_detach_while_capturing) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_1m(api, backends[_i]);
+  stream_pair a = attach(api, dev), b = attach(api, dev);
+  uint64_t id = 0;
+  tu_reserve(api, b.s, 1000);
+  CK_OK(api, api->emu_capture_begin(dev, a.native, &id));
+  CK_STATUS(api, api->stream_detach(b.s), HIPPO_GRAPH_RECORDING);
+  CK_STATUS(api, api->stream_detach(a.s), HIPPO_GRAPH_RECORDING);
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 0);
+  ck_assert_uint_eq(tu_usage(api, dev, b.s).allocations, 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->emu_capture_end(dev, a.native));
+  CLOSE(api, dev, a, b);
+}
+END_TEST
+
+/* An install whose cleanup cannot give a page back keeps the old layout
+ * (the old pools still own the page). */
+START_TEST(test_install_free_fails) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_1m(api, backends[_i]);
+  stream_pair a = attach(api, dev);
+  tu_layout l;
+  CK_OK(api, api->release(a.s, tu_reserve(api, a.s, 1000)));
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
+                                   HIPPO_BACKEND_ERROR));
+  CK_STATUS(api,
+            api->pools_install(
+                dev, tu_layout_preset(&l, HIPPO_PRESET_EXCLUSIVE_PAGES), NULL),
+            HIPPO_BACKEND_ERROR);
+  CK_ERROR_HAS(api, "old layout was kept");
+  ck_assert_uint_eq(tu_info(api, dev).preset, HIPPO_PRESET_CUSTOM);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, TU_MiB);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->pools_install(
+                 dev, tu_layout_preset(&l, HIPPO_PRESET_EXCLUSIVE_PAGES), NULL));
+  ck_assert_uint_eq(tu_info(api, dev).preset, HIPPO_PRESET_EXCLUSIVE_PAGES);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 0);
+  CK_CHECK(api, dev);
+  CLOSE(api, dev, a);
+}
+END_TEST
+
+/* A failed reservation changes nothing: not the clock, not the pages a
+ * period would give back. */
+START_TEST(test_failed_reserve_changes_nothing) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  stream_pair a;
+  hippo_handle h = 0;
+  hippo_usage before, after;
+  tu_layout_init(&l);
+  tu_layout_add(&l, HIPPO_POOL_EXCLUSIVE)->max_alloc_size = TU_MiB;
+  l.pools[0].dealloc_period = 1;
+  dev = tu_open(api, backends[_i], 64 * TU_MiB, &l.layout);
+  a = attach(api, dev);
+  CK_OK(api, api->release(a.s, tu_reserve(api, a.s, 4096)));
+  before = tu_usage(api, dev, NULL);
+  ck_assert_uint_eq(before.pages, 1); /* free, due at the next reservation */
+  CK_STATUS(api, api->reserve(a.s, TU_GiB, HIPPO_MODE_AUTO, &h),
+            HIPPO_BUFFER_TOO_BIG);
+  after = tu_usage(api, dev, NULL);
+  CK_USAGE_EQ(before, after);
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 0);
+  CK_CHECK(api, dev);
+  CLOSE(api, dev, a);
+}
+END_TEST
+
+/* A handle of a detached stream does not work on a stream attached later
+ * with the same tag (after 4095 more attachments). */
+START_TEST(test_handle_of_detached_stream) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_1m(api, HIPPO_BACKEND_DRY);
+  stream_pair a = attach(api, dev), b;
+  hippo_handle ha = tu_reserve(api, a.s, 1000), hb;
+  void *n = NULL;
+  detach(api, dev, a);
+  CK_OK(api, api->emu_stream_create(dev, &n));
+  for (int i = 0; i < 4095; i++) {
+    hippo_stream *s = NULL;
+    CK_OK(api, api->stream_attach(dev, n, &s));
+    CK_OK(api, api->stream_detach(s));
+  }
+  CK_OK(api, api->emu_stream_destroy(dev, n));
+  b = attach(api, dev);
+  hb = tu_reserve(api, b.s, 2048);
+  ck_assert_uint_ne(ha, hb);
+  EXPECT_INVALID(api, b.s, ha);
+  CK_CHECK(api, dev);
+  CLOSE(api, dev, b);
+}
+END_TEST
+
 /* Two live streams never accept each other's handles, however many streams
  * were attached in between (the handle tag has 12 bits: a counter would
  * give the 4097th table the tag of the 1st; tags in use are never reused). */
@@ -1227,6 +1345,11 @@ static Suite *device_suite(void) {
   tcase_add_loop_test(tc, test_capture_guard_oom_retry, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_guard_tick, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_dealloc_period_exact, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_detach_free_fails, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_detach_while_capturing, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_install_free_fails, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_failed_reserve_changes_nothing, 0, N_BACKENDS);
+  tcase_add_test(tc, test_handle_of_detached_stream);
   tcase_add_test(tc, test_foreign_handle_after_many_streams);
   suite_add_tcase(s, tc);
   return s;

@@ -1,0 +1,67 @@
+/* test-manager.c -- a stream manager's failure paths that need host memory
+ * to run out: the test program defines aligned_alloc, which the core's
+ * arrays use, and makes it fail on demand. */
+#include <config.h>
+
+#include <check.h>
+#include <malloc.h>
+
+#include "manager.h"
+#include "testutil.h"
+
+static int fail_aligned; /* aligned_alloc fails while set */
+
+void *aligned_alloc(size_t alignment, size_t size) {
+  return fail_aligned ? NULL : memalign(alignment, size);
+}
+
+#define OK(call) ck_assert_msg((call) == HIPPO_SUCCESS, "%s", hippo__error_get())
+
+/* A reservation that finds the handle table full and cannot grow it fails
+ * before any pool serves it: no page taken, no figure moved. */
+START_TEST(handle_table_full) {
+  tu_layout l;
+  hippo_device_desc desc;
+  hippo_device *dev;
+  hippo_stream *s;
+  hippo_usage before, after;
+  hippo_pool_report rb, ra;
+  hippo_handle h;
+  void *native;
+  TU_SIZED(desc);
+  desc.backend = HIPPO_BACKEND_DRY;
+  desc.capacity = TU_GiB;
+  tu_layout_sliced(&l, 64 * TU_KiB, 64 * TU_KiB);
+  OK(hippo__device_open(&desc, &l.layout, l.pools, &dev));
+  OK(dev->be->ops->emu_stream_create(dev->be, &native));
+  OK(hippo__stream_attach(dev, native, &s));
+  for (uint32_t i = 0; i < s->handles.cap; i++) /* fill the table */
+    OK(hippo__reserve(s, 256, HIPPO_MODE_AUTO, &h));
+  ck_assert_uint_eq(s->handles.count, s->handles.cap);
+  OK(hippo__stream_usage(s, &before));
+  OK(hippo__pool_report_get(s, 1, &rb));
+  fail_aligned = 1;
+  ck_assert_int_eq(hippo__reserve(s, 60000, HIPPO_MODE_AUTO, &h),
+                   HIPPO_OUT_OF_MEMORY);
+  fail_aligned = 0;
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "handle table"));
+  OK(hippo__stream_usage(s, &after));
+  OK(hippo__pool_report_get(s, 1, &ra));
+  ck_assert_mem_eq(&before, &after, sizeof before);
+  ck_assert_mem_eq(&rb, &ra, sizeof rb);
+  OK(hippo__device_check(dev));
+  OK(hippo__reserve(s, 60000, HIPPO_MODE_AUTO, &h)); /* memory is back */
+  OK(hippo__device_check(dev));
+  OK(hippo__stream_detach(s));
+  OK(dev->be->ops->emu_stream_destroy(dev->be, native));
+  OK(hippo__device_close(dev));
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("manager");
+  TCase *t = tcase_create("host memory");
+  tcase_add_test(t, handle_table_full);
+  suite_add_tcase(s, t);
+  return tu_run(s);
+}
