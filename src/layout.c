@@ -1,7 +1,8 @@
 /* layout.c -- presets and validation of pool layouts.
  *
  * SUB_SLICES (default), for a device of T bytes and alignment A:
- *   sliced pools whose page sizes form a ladder 4 MiB, 16 MiB, 64 MiB, ...
+ *   sliced pools whose page sizes form a ladder 4 MiB (or 4 alignments if
+ *   larger), 16 MiB, 64 MiB, ...
  *   (x4 each step) up to T/4 (and at most 2^32 alignment units), each
  *   accepting slices up to a quarter of its
  *   page (so a page holds at least four of its largest slices), then an
@@ -57,7 +58,8 @@ void hippo__layout_preset(hippo_preset preset, uint64_t total,
     }
   } else {
     uint64_t quarter = total / 4;
-    uint64_t page = 4 * MiB;
+    /* 4 MiB, or four alignments where those are larger */
+    uint64_t page = 4 * alignment > 4 * MiB ? 4 * alignment : 4 * MiB;
     if (page > quarter) {
       page = hippo__align_down(quarter, alignment);
       if (page < alignment)

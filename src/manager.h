@@ -87,9 +87,11 @@ struct hippo_device {
   hippo_stream **streams;
   uint32_t stream_count, stream_cap;
   hippo__page_acct acct;
-  /* The native streams, under their own leaf lock (taken last, holding
-   * nothing else after it), so a stream holding its lock can ask whether
-   * any stream of the device captures. */
+  /* The native streams, under their own lock, taken last: holding it, hippo
+   * takes no other lock of its own (only the backend's, in the capture
+   * query), so a stream holding its lock can ask whether any stream of the
+   * device captures.  A capture that begins after that question was
+   * answered is not seen: the driver gives no way to be told. */
   hippo__lock natives_lock;
   void **natives;           /* natives[i] == streams[i]->native */
 };

@@ -401,6 +401,26 @@ START_TEST(test_preset_small_devices) {
 }
 END_TEST
 
+/* With an alignment above 1 MiB the ladder starts at four alignments, so
+ * no preset pool has a page too small for one slice. */
+static const want_pool sub_slices_16g_align8m[] = {
+    S(32 * TU_MiB), S(128 * TU_MiB), S(512 * TU_MiB), S(2 * TU_GiB),
+    E(16 * TU_GiB)};
+
+START_TEST(test_preset_large_alignment) {
+  const hippo_api *api = tu_api();
+  hippo_device_desc d;
+  hippo_device *dev = NULL;
+  TU_SIZED(d);
+  d.backend = HIPPO_BACKEND_DRY;
+  d.alignment = 8 * TU_MiB;
+  CK_OK(api, api->device_open(&d, &dev));
+  expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_16g_align8m,
+               N(sub_slices_16g_align8m));
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 START_TEST(test_preset_huge_device) {
   /* a stream attaches on any device size: no preset page is more than
    * 2^32 alignment units */
@@ -465,6 +485,7 @@ static Suite *layout_suite(void) {
   tcase_add_loop_test(tc, test_preset_exclusive, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_preset_install, 0, N_BACKENDS);
   tcase_add_test(tc, test_preset_huge_device);
+  tcase_add_test(tc, test_preset_large_alignment);
   tcase_add_loop_test(tc, test_preset_small_devices, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_custom_reported, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
