@@ -61,11 +61,9 @@ static hippo_handle make_handle(const hippo__handles *h, uint32_t index,
          ((uint64_t)gen << HIPPO__HANDLE_INDEX_BITS) | index;
 }
 
-hippo_status hippo__handles_make_room(hippo__handles *h) {
+hippo_status hippo__handles_grow(hippo__handles *h) {
   uint32_t cap;
   hippo__slot *grown;
-  if (h->free_head != NO_SLOT || h->count < h->cap)
-    return HIPPO_SUCCESS;
   if (h->cap >= HIPPO__HANDLE_MAX_SLOTS)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "handle table full: %u slots on this stream; "

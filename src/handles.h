@@ -87,7 +87,12 @@ static inline hippo__slot *hippo__handles_get(hippo__handles *h,
 void hippo__handles_free(hippo__handles *h, hippo__slot *slot);
 /* Make sure the next hippo__handles_alloc cannot fail (grow now if need
  * be), so a reservation never has to be undone for want of a handle. */
-hippo_status hippo__handles_make_room(hippo__handles *h);
+hippo_status hippo__handles_grow(hippo__handles *h);
+static inline hippo_status hippo__handles_make_room(hippo__handles *h) {
+  if (HIPPO__LIKELY(h->free_head != UINT32_MAX || h->count < h->cap))
+    return HIPPO_SUCCESS;
+  return hippo__handles_grow(h);
+}
 /* Verify the invariant; HIPPO_INTERNAL with last_error when broken. */
 hippo_status hippo__handles_check(const hippo__handles *h);
 
