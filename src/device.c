@@ -199,8 +199,9 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
 }
 
 /* HIPPO_GRAPH_RECORDING when any stream of the device is capturing, or the
- * status of a failed capture query.  Takes only the natives lock (a leaf),
- * so it may be called holding the device lock or a stream lock. */
+ * status of a failed capture query.  Takes only the natives lock (and,
+ * inside the capture query, the backend's), so it may be called holding
+ * the device lock or a stream lock (manager.h). */
 static hippo_status refuse_while_recording(hippo_device *dev,
                                            const char *call) {
   hippo_status st = HIPPO_SUCCESS;

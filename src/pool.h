@@ -163,14 +163,18 @@ static inline void hippo__pool_note_release(hippo__pool *pool, uint64_t size,
   pool->bytes_in_use -= size;
   pool->bytes_padding -= slice_size - size;
 }
-/* Keep pool->due: `any` says whether an empty page waits, `since` is when
- * the oldest became empty. */
+/* What pool->due should be: `any` says whether an empty page waits,
+ * `since` is when the oldest became empty.  Check walks compare with it. */
+static inline uint64_t hippo__pool_due_of(const hippo__pool *pool, bool any,
+                                          uint64_t since) {
+  uint64_t period = pool->opt.dealloc_period;
+  if (!any || !period)
+    return UINT64_MAX;
+  return since > UINT64_MAX - period ? UINT64_MAX : since + period;
+}
 static inline void hippo__pool_set_due(hippo__pool *pool, bool any,
                                        uint64_t since) {
-  uint64_t period = pool->opt.dealloc_period;
-  pool->due = any && period ? (since > UINT64_MAX - period ? UINT64_MAX
-                                                           : since + period)
-                            : UINT64_MAX;
+  pool->due = hippo__pool_due_of(pool, any, since);
 }
 /* Whether pages may be given back now (see hippo__free_gate). */
 static inline bool hippo__gate_allows(hippo__free_gate *g) {

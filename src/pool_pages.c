@@ -247,12 +247,11 @@ hippo_status hippo__page_slots_check(
   CHECK(n == nfree, "FIFO holds %llu of %llu free %s", (unsigned long long)n,
         (unsigned long long)nfree, s->many);
   {
-    hippo__pool due = *pool;
-    hippo__pool_set_due(&due, s->fifo_front != NIL,
-                        s->fifo_front != NIL ? s->slot[s->fifo_front].freed_at
-                                             : 0);
-    CHECK(due.due == pool->due, "due at clock %llu, the FIFO's front says %llu",
-          (unsigned long long)pool->due, (unsigned long long)due.due);
+    uint64_t due = hippo__pool_due_of(
+        pool, s->fifo_front != NIL,
+        s->fifo_front != NIL ? s->slot[s->fifo_front].freed_at : 0);
+    CHECK(due == pool->due, "due at clock %llu, the FIFO's front says %llu",
+          (unsigned long long)pool->due, (unsigned long long)due);
   }
 
   /* The report. */

@@ -529,14 +529,11 @@ static hippo_status sliced_check(const hippo__pool *pool) {
       empty--;
   CHECK(empty == 0, "empty FIFO and empty pages disagree");
   {
-    hippo__pool due = *pool;
-    hippo__pool_set_due(&due, p->empty_head != NIL,
-                        p->empty_head != NIL
-                            ? p->pages[p->empty_head].empty_since
-                            : 0);
-    CHECK(due.due == pool->due, "due at clock %llu, the oldest empty page "
-          "says %llu", (unsigned long long)pool->due,
-          (unsigned long long)due.due);
+    uint64_t due = hippo__pool_due_of(
+        pool, p->empty_head != NIL,
+        p->empty_head != NIL ? p->pages[p->empty_head].empty_since : 0);
+    CHECK(due == pool->due, "due at clock %llu, the oldest empty page says "
+          "%llu", (unsigned long long)pool->due, (unsigned long long)due);
   }
   CHECK(pages == pool->pages && reserved == pool->bytes_reserved,
         "%llu pages of %llu B held, figures say %llu pages of %llu B",
