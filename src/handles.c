@@ -3,7 +3,7 @@
 
 #include "handles.h"
 
-#define GEN_MASK ((UINT32_C(1) << HIPPO__HANDLE_GEN_BITS) - 1)
+#define GEN_MASK HIPPO__HANDLE_GEN_MASK
 #define TAG_MASK ((UINT32_C(1) << HIPPO__HANDLE_TAG_BITS) - 1)
 #define NO_SLOT UINT32_MAX
 
@@ -14,17 +14,22 @@
 #define TAG_WORDS ((1u << HIPPO__HANDLE_TAG_BITS) / 64u)
 static _Atomic uint64_t tags_in_use[TAG_WORDS];
 static atomic_uint tag_cursor;
-/* Tables made so far: spreads the generations fresh slots start at. */
-static atomic_uint tables_made;
+/* Tables and pools made so far: spreads the generations fresh records
+ * start at. */
+static atomic_uint gens_made;
 #define RETIRED (NO_SLOT - 1)
+
+uint32_t hippo__gen_first(void) {
+  unsigned made = atomic_fetch_add(&gens_made, 1);
+  /* a multiplicative hash spreads consecutive ones over 1 .. 2^20-1 */
+  return (uint32_t)((made * 2654435761u) % GEN_MASK) + 1;
+}
 
 hippo_status hippo__handles_init(hippo__handles *h) {
   unsigned start = atomic_fetch_add(&tag_cursor, 1);
-  unsigned made = atomic_fetch_add(&tables_made, 1);
   h->slots = NULL;
   h->retired = 0;
-  /* a multiplicative hash spreads consecutive tables over 1 .. 2^24-1 */
-  h->first_gen = (uint32_t)((made * 2654435761u) % GEN_MASK) + 1;
+  h->first_gen = hippo__gen_first();
   h->count = 0;
   h->cap = 0;
   h->free_head = NO_SLOT;
@@ -52,13 +57,6 @@ void hippo__handles_fini(hippo__handles *h) {
   h->count = h->cap = 0;
   h->free_head = NO_SLOT;
   h->live = 0;
-}
-
-static hippo_handle make_handle(const hippo__handles *h, uint32_t index,
-                                uint32_t gen) {
-  return ((uint64_t)h->tag
-          << (HIPPO__HANDLE_INDEX_BITS + HIPPO__HANDLE_GEN_BITS)) |
-         ((uint64_t)gen << HIPPO__HANDLE_INDEX_BITS) | index;
 }
 
 hippo_status hippo__handles_grow(hippo__handles *h) {
@@ -104,7 +102,7 @@ hippo_status hippo__handles_alloc(hippo__handles *h, hippo_handle *handle,
   s->flags = 0;
   s->next_free = NO_SLOT;
   h->live++;
-  *handle = make_handle(h, index, s->gen);
+  *handle = hippo__handle_make(h->tag, HIPPO__HANDLE_TABLE, s->gen, index);
   *slot = s;
   return HIPPO_SUCCESS;
 }
@@ -113,10 +111,8 @@ void hippo__handles_free(hippo__handles *h, hippo__slot *s) {
   uint32_t index = (uint32_t)(s - h->slots);
   s->live = 0;
   h->live--;
-  s->gen = (s->gen + 1) & GEN_MASK;
-  if (s->gen == 0)
-    s->gen = 1;
-  if (s->gen == h->first_gen) {
+  s->gen = hippo__gen_next(s->gen, h->first_gen);
+  if (s->gen == 0) {
     /* every generation of this slot was handed out: retire it, so no
      * handle it gave ever names a live reservation again */
     s->next_free = RETIRED;
@@ -131,7 +127,8 @@ hippo_status hippo__handles_check(const hippo__handles *h) {
   uint64_t live = 0, free_count = 0, retired = 0;
   for (uint32_t i = 0; i < h->count; i++) {
     const hippo__slot *s = &h->slots[i];
-    if (s->gen == 0 || s->gen > GEN_MASK)
+    if ((s->gen == 0) != (!s->live && s->next_free == RETIRED) ||
+        s->gen > GEN_MASK)
       return hippo__error_set(HIPPO_INTERNAL,
                               "handles: slot %u has generation %u", i, s->gen);
     live += s->live;

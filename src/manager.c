@@ -9,6 +9,10 @@
  * stream's empty pages back and tries once more before reporting it.
  * A zero-size reservation holds no memory: its handle resolves to (NULL, 0).
  *
+ * Handles (handles.h): a reservation of a pool with the *_named operations
+ * (SLICED) is named by the pool (pool index, slice, generation); any other,
+ * and a zero-size one, by a slot of the stream's handle table.
+ *
  * The fast path (a free slice fits) makes no backend call and takes only the
  * stream's lock.
  */
@@ -149,7 +153,7 @@ static hippo_status reserve_in(hippo_stream *s, uint64_t size, bool persistent,
 
 hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
                             hippo_handle *out) {
-  hippo__slice_ref ref = {0, 0};
+  hippo__slice_ref ref = {0, 0, 0};
   uint32_t pool = HIPPO__POOL_NONE;
   hippo__slot *slot;
   hippo_status st = HIPPO_SUCCESS;
@@ -179,13 +183,17 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
       return st;
     }
   }
-  (void)hippo__handles_alloc(&s->handles, out, &slot); /* room was made */
-  slot->addr = ref.addr;
-  slot->size = size;
-  slot->slice = ref.slice;
-  slot->pool = (uint16_t)pool;
-  if (size == 0)
-    s->zero_live++;
+  if (pool != HIPPO__POOL_NONE && s->pools[pool]->ops->release_named) {
+    *out = hippo__handle_make(s->handles.tag, pool, ref.gen, ref.slice);
+  } else {
+    (void)hippo__handles_alloc(&s->handles, out, &slot); /* room was made */
+    slot->addr = ref.addr;
+    slot->size = size;
+    slot->slice = ref.slice;
+    slot->pool = (uint16_t)pool;
+    if (size == 0)
+      s->zero_live++;
+  }
   s->in_use += size;
   if (s->in_use > s->peak_in_use)
     s->peak_in_use = s->in_use;
@@ -220,31 +228,67 @@ static inline void drop_slot(hippo_stream *s, hippo__slot *slot) {
   hippo__handles_free(&s->handles, slot);
 }
 
+/* The pool that names the reservation of handle parts `hp` (not of the
+ * table), or NULL when no pool of this stream would. */
+static inline hippo__pool *naming_pool(const hippo_stream *s,
+                                       hippo__handle_parts hp) {
+  hippo__pool *p;
+  if (HIPPO__UNLIKELY(hp.tag != s->handles.tag || hp.pool >= s->pool_count))
+    return NULL;
+  p = s->pools[hp.pool];
+  return p->ops->release_named ? p : NULL;
+}
+
 hippo_status hippo__release(hippo_stream *s, hippo_handle h) {
-  hippo__slot *slot;
+  hippo__handle_parts hp = hippo__handle_split(h);
   hippo__lock_take(&s->lock);
-  slot = hippo__handles_get(&s->handles, h);
-  if (HIPPO__UNLIKELY(!slot)) {
-    hippo__lock_drop(&s->lock);
-    return bad_handle(h, "release");
+  if (hp.pool != HIPPO__HANDLE_TABLE) {
+    hippo__pool *p = naming_pool(s, hp);
+    uint64_t size;
+    if (HIPPO__LIKELY(p)) {
+      p->now = s->clock; /* stamps the page if it empties */
+      if (HIPPO__LIKELY(p->ops->release_named(p, hp.index, hp.gen, &size))) {
+        s->in_use -= size;
+        hippo__lock_drop(&s->lock);
+        return HIPPO_SUCCESS;
+      }
+    }
+  } else {
+    hippo__slot *slot = hippo__handles_get(&s->handles, h);
+    if (HIPPO__LIKELY(slot)) {
+      drop_slot(s, slot);
+      hippo__lock_drop(&s->lock);
+      return HIPPO_SUCCESS;
+    }
   }
-  drop_slot(s, slot);
   hippo__lock_drop(&s->lock);
-  return HIPPO_SUCCESS;
+  return bad_handle(h, "release");
 }
 
 hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
                             uint64_t *size) {
-  hippo__slot *slot;
+  hippo__handle_parts hp = hippo__handle_split(h);
+  uint64_t addr = 0, bytes = 0;
+  bool live = false;
   hippo__lock_take(&s->lock);
-  slot = hippo__handles_get(&s->handles, h);
-  if (HIPPO__UNLIKELY(!slot)) {
+  if (hp.pool != HIPPO__HANDLE_TABLE) {
+    const hippo__pool *p = naming_pool(s, hp);
+    live = p && p->ops->resolve_named(p, hp.index, hp.gen, &addr, &bytes);
+  } else {
+    const hippo__slot *slot = hippo__handles_get(&s->handles, h);
+    if (slot) {
+      live = true;
+      addr = slot->addr;
+      bytes = slot->size;
+    }
+  }
+  if (HIPPO__UNLIKELY(!live)) {
     hippo__lock_drop(&s->lock);
     return bad_handle(h, "resolve");
   }
-  *ptr = (void *)(uintptr_t)slot->addr;
+  *ptr = (void *)(uintptr_t)addr;
   if (size)
-    *size = slot->size;
+    *size = bytes;
   hippo__lock_drop(&s->lock);
   return HIPPO_SUCCESS;
 }
@@ -292,6 +336,23 @@ void hippo__manager_release_all_locked(hippo_stream *s) {
     if (slot->live)
       drop_slot(s, slot);
   }
+  for (uint32_t i = 0; i < s->pool_count; i++) {
+    hippo__pool *p = s->pools[i];
+    if (p->ops->release_all) {
+      s->in_use -= p->bytes_in_use;
+      p->now = s->clock;
+      p->ops->release_all(p);
+    }
+  }
+}
+
+/* Live reservations: the table's and those the pools name. */
+static uint64_t live_reservations(const hippo_stream *s) {
+  uint64_t n = s->handles.live;
+  for (uint32_t i = 0; i < s->pool_count; i++)
+    if (s->pools[i]->ops->release_named)
+      n += s->pools[i]->allocations;
+  return n;
 }
 
 uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s) {
@@ -305,7 +366,7 @@ void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out) {
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   out->pool_count = s->pool_count;
-  out->allocations = s->handles.live;
+  out->allocations = live_reservations(s);
   out->bytes_in_use = s->in_use;
   out->peak_bytes_in_use = s->peak_in_use;
   for (uint32_t i = 0; i < s->pool_count; i++)
@@ -359,10 +420,12 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
                                 (unsigned long long)slot->addr);
       continue;
     }
-    if (slot->pool >= s->pool_count)
+    if (slot->pool >= s->pool_count ||
+        s->pools[slot->pool]->ops->release_named)
       return hippo__error_set(HIPPO_INTERNAL,
-                              "manager check: slot %u names pool %u of %u", i,
-                              slot->pool, s->pool_count);
+                              "manager check: slot %u names pool %u of %u, "
+                              "or one that names its own slices",
+                              i, slot->pool, s->pool_count);
     bytes[slot->pool] += slot->size;
     count[slot->pool]++;
   }
@@ -371,7 +434,9 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
     st = p->ops->check(p);
     if (st != HIPPO_SUCCESS)
       return hippo__error_wrap(st, "pool %u", i);
-    if (bytes[i] != p->bytes_in_use || count[i] != p->allocations)
+    if (p->ops->release_named) { /* the pool's check covered its names */
+      in_use += p->bytes_in_use;
+    } else if (bytes[i] != p->bytes_in_use || count[i] != p->allocations) {
       return hippo__error_set(HIPPO_INTERNAL,
                               "manager check: pool %u: handles hold %llu "
                               "reservations of %llu B, the pool counts %llu "
@@ -380,6 +445,7 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
                               (unsigned long long)bytes[i],
                               (unsigned long long)p->allocations,
                               (unsigned long long)p->bytes_in_use);
+    }
     reserved += p->bytes_reserved;
     pages += p->pages;
   }

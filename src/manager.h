@@ -26,6 +26,8 @@
 #define HIPPO__MAX_POOLS 32u               /* pools in a layout */
 #define HIPPO__MAX_PAGES (UINT64_C(1) << 22) /* pages one pool may need */
 #define HIPPO__DEFAULT_DEALLOC_PERIOD 10000u /* reservations (presets) */
+_Static_assert(HIPPO__MAX_POOLS + 1 < HIPPO__HANDLE_TABLE,
+               "a handle names any pool of a stream apart from the table");
 
 /* A resolved layout: the pools in routing order, all fields validated. */
 typedef struct hippo__layout {

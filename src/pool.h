@@ -1,9 +1,11 @@
 /* pool.h -- the one internal interface every pool kind implements.
  *
  * A pool hands out slices of device memory that it takes from the backend
- * in pages.  Pools know nothing of handles, streams or locks: the stream
- * manager (manager.c) owns a pool, routes a size to it, holds the stream
- * lock around every call, and keeps the handle that names the slice.
+ * in pages.  Pools know nothing of streams or locks: the stream manager
+ * (manager.c) owns a pool, routes a size to it, and holds the stream lock
+ * around every call.  The manager's handle table names the slices of most
+ * pools; a pool with the *_named operations (SLICED) names its own: each
+ * slice id carries a generation, which the handle holds (handles.h).
  *
  * Contract of every pool kind:
  *  - reserve(size) with 0 < size <= pool->max_size: a slice of at least
@@ -14,6 +16,12 @@
  *    ...), having written last_error and changed nothing.
  *  - release(slice, size): the slice is free for the next reserve at once
  *    (stream order).  `size` is the size given to reserve (for the figures).
+ *  - optional, all three or none: release_named(slice, gen, &size) is
+ *    release for a slice that is live with generation `gen` (what reserve
+ *    gave in out->gen), handing back the size given to reserve; for any
+ *    other (slice, gen) it returns false and changes nothing.
+ *    resolve_named(slice, gen, &addr, &size) looks one up the same way.
+ *    release_all() releases every live slice (stream_detach).
  *  - cleanup(): every page with no live slice goes back to the backend.  A
  *    page whose free fails is kept (and stays accounted); the first failure
  *    is returned after trying every page.
@@ -47,6 +55,7 @@ typedef struct hippo__pool hippo__pool;
 typedef struct hippo__slice_ref {
   uint64_t addr;  /* device address of the slice */
   uint32_t slice; /* the pool's id for it, given back to release */
+  uint32_t gen;   /* pools with release_named: the slice's generation */
 } hippo__slice_ref;
 
 typedef struct hippo__pool_ops {
@@ -58,6 +67,11 @@ typedef struct hippo__pool_ops {
   void (*report)(const hippo__pool *pool, hippo_pool_report *out);
   hippo_status (*check)(const hippo__pool *pool);
   void (*destroy)(hippo__pool *pool);
+  bool (*release_named)(hippo__pool *pool, uint32_t slice, uint32_t gen,
+                        uint64_t *size);
+  bool (*resolve_named)(const hippo__pool *pool, uint32_t slice, uint32_t gen,
+                        uint64_t *addr, uint64_t *size);
+  void (*release_all)(hippo__pool *pool);
 } hippo__pool_ops;
 
 /* Page-level figures: a stream's pools share the stream's, whose parent is

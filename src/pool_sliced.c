@@ -19,6 +19,14 @@
  * All metadata lives in host memory (arrays of slices and pages, linked by
  * 32-bit indices); device memory is never touched.
  *
+ * The pool names its reservations itself (pool.h, handles.h): a live
+ * slice's record holds the handle's generation and the request's padding,
+ * so a release reads the slice record and its neighbours and no handle
+ * table.  A record's generation moves on at each release; a record that has
+ * handed out every generation retires: it may still describe a free slice,
+ * but before that slice is reserved it moves to a fresh record, and a
+ * retired record is never reused.
+ *
  * Cap: max_pool_size (0 = none) allows floor(max_pool_size / page_size)
  * whole pages; a cap below the page size shrinks the page to the cap rounded
  * down to the alignment; a cap below the alignment leaves a page size of 0,
@@ -33,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "handles.h"
 #include "pool.h"
 
 #define SL_BITS 4u
@@ -49,18 +58,28 @@ enum { SLICE_UNUSED = 0, SLICE_FREE = 1, SLICE_LIVE = 2 };
  * Invariant: the slices of a page, followed by next_phys from page.first,
  * tile it exactly: each starts where the previous ends, the first at
  * offset 0, the last ends at the page's end; no two neighbours are both
- * free; a free slice is in exactly the free list of its class. */
+ * free; a free slice is in exactly the free list of its class; a live
+ * slice has a generation != 0 and padding < the alignment; an UNUSED
+ * record is on the unused list exactly when its generation is not 0 (else
+ * it is retired). */
 typedef struct slice {
   uint32_t off;       /* offset in the page, in alignment units */
   uint32_t size;      /* size in alignment units, > 0 */
   uint32_t prev_phys; /* neighbour below in the page, NIL at its start */
   uint32_t next_phys; /* neighbour above, NIL at its end */
-  uint32_t prev_free; /* free list links (state FREE); next_free also */
-  uint32_t next_free; /*  chains UNUSED nodes for reuse */
+  uint32_t prev_free; /* FREE: free list link; LIVE: the padding in bytes
+                         (slice bytes - requested bytes) */
+  uint32_t next_free; /* FREE: free list link; UNUSED: the unused list */
   uint32_t page;      /* the page it belongs to */
-  uint32_t state;     /* SLICE_UNUSED, _FREE or _LIVE */
+  uint32_t sg;        /* state << 24 | generation (0: retired) */
 } slice;
 _Static_assert(sizeof(slice) == 32, "a slice record is half a cache line");
+
+#define STATE(s) ((s)->sg >> 24)
+#define GEN(s) ((s)->sg & 0xffffffu)
+static inline void set_state(slice *s, uint32_t state) {
+  s->sg = state << 24 | GEN(s);
+}
 
 /* A page held from the backend.
  * Invariant: live == number of LIVE slices in it; live == 0 exactly when the
@@ -86,6 +105,8 @@ typedef struct sliced {
   uint64_t max_pages;  /* effective cap in pages (UINT64_MAX: none) */
   slice *slices;
   uint32_t slice_count, slice_cap, slice_unused; /* unused: node free list */
+  uint32_t first_gen; /* generation of a fresh record */
+  uint32_t retired;   /* retired UNUSED records */
   page *pages;
   uint32_t page_count, page_cap, page_unused; /* page_unused: slot list */
   uint32_t empty_head, empty_tail;            /* FIFO of empty pages */
@@ -109,7 +130,7 @@ static void free_insert(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   unsigned fl, sl;
   mapping(s->size, &fl, &sl);
-  s->state = SLICE_FREE;
+  set_state(s, SLICE_FREE);
   s->prev_free = NIL;
   s->next_free = p->heads[fl][sl];
   if (s->next_free != NIL)
@@ -182,9 +203,13 @@ static hippo_status reserve_nodes(sliced *p, uint32_t n) {
   {
     uint32_t cap = p->slice_cap ? p->slice_cap * 2 : 1024;
     slice *grown;
-    if (cap < p->slice_cap || cap == NIL)
+    if (p->slice_cap >= HIPPO__HANDLE_MAX_SLOTS)
       return hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                              "SLICED pool: too many slices");
+                              "SLICED pool: %u slice records, the most a "
+                              "pool's handles can name; release some",
+                              p->slice_cap);
+    if (cap > HIPPO__HANDLE_MAX_SLOTS)
+      cap = HIPPO__HANDLE_MAX_SLOTS;
     grown = hippo__grow_aligned(p->slices, (size_t)p->slice_cap * sizeof *grown,
                                 (size_t)cap * sizeof *grown);
     if (!grown)
@@ -197,6 +222,7 @@ static hippo_status reserve_nodes(sliced *p, uint32_t n) {
   return HIPPO_SUCCESS;
 }
 
+/* A record (room was made) that keeps its generation, or a fresh one. */
 static uint32_t node_new(sliced *p) {
   uint32_t i;
   if (p->slice_unused != NIL) {
@@ -204,14 +230,40 @@ static uint32_t node_new(sliced *p) {
     p->slice_unused = p->slices[i].next_free;
   } else {
     i = p->slice_count++;
+    p->slices[i].sg = SLICE_UNUSED << 24 | p->first_gen;
   }
   return i;
 }
 
 static void node_drop(sliced *p, uint32_t i) {
-  p->slices[i].state = SLICE_UNUSED;
-  p->slices[i].next_free = p->slice_unused;
+  slice *s = &p->slices[i];
+  set_state(s, SLICE_UNUSED);
+  if (HIPPO__UNLIKELY(GEN(s) == 0)) { /* retired: never again */
+    s->next_free = NIL;
+    p->retired++;
+    return;
+  }
+  s->next_free = p->slice_unused;
   p->slice_unused = i;
+}
+
+/* Free slice i, off its free list, is about to be reserved but its record
+ * has handed out every generation: the slice moves to a fresh record
+ * (room was made), which it returns; i retires. */
+static uint32_t rehome(sliced *p, uint32_t i) {
+  uint32_t j = node_new(p);
+  slice *s = &p->slices[i], *t = &p->slices[j];
+  uint32_t sg = t->sg;
+  *t = *s;
+  t->sg = sg;
+  if (s->prev_phys != NIL)
+    p->slices[s->prev_phys].next_phys = j;
+  else
+    p->pages[s->page].first = j;
+  if (s->next_phys != NIL)
+    p->slices[s->next_phys].prev_phys = j;
+  node_drop(p, i);
+  return j;
 }
 
 static void empty_push(sliced *p, uint32_t pg) {
@@ -283,11 +335,10 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint32_t *slice_out) {
     pg = p->page_count++;
   }
   si = node_new(p);
-  p->slices[si] = (slice){.off = 0,
-                          .size = (uint32_t)(p->page_size >> p->head.align_shift),
-                          .prev_phys = NIL,
-                          .next_phys = NIL,
-                          .page = pg};
+  p->slices[si].off = 0;
+  p->slices[si].size = (uint32_t)(p->page_size >> p->head.align_shift);
+  p->slices[si].prev_phys = p->slices[si].next_phys = NIL;
+  p->slices[si].page = pg;
   p->pages[pg] = (page){.addr = addr,
                         .size = p->page_size,
                         .first = si,
@@ -310,7 +361,7 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
   /* size <= max_size, validated not to overflow when aligned */
   bytes = (size + pool->alignment - 1) & ~(pool->alignment - 1);
   u = bytes >> pool->align_shift;
-  st = reserve_nodes(p, 2);
+  st = reserve_nodes(p, 3); /* a split, and a retired record's move */
   if (st != HIPPO_SUCCESS)
     return st;
   i = find_free(p, u);
@@ -320,6 +371,8 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
       return st;
   }
   free_remove(p, i);
+  if (HIPPO__UNLIKELY(GEN(&p->slices[i]) == 0))
+    i = rehome(p, i);
   s = &p->slices[i];
   if (s->size > u) { /* split: the rest stays free */
     uint32_t r = node_new(p);
@@ -337,12 +390,14 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
     s->size = (uint32_t)u;
     free_insert(p, r);
   }
-  s->state = SLICE_LIVE;
+  set_state(s, SLICE_LIVE);
+  s->prev_free = (uint32_t)(bytes - size);
   if (p->pages[s->page].live++ == 0)
     empty_remove(p, s->page);
   hippo__pool_note_reserve(pool, size, bytes);
   out->addr = p->pages[s->page].addr + ((uint64_t)s->off << pool->align_shift);
   out->slice = i;
+  out->gen = GEN(s);
   return HIPPO_SUCCESS;
 }
 
@@ -356,25 +411,70 @@ static void merge(sliced *p, uint32_t a, uint32_t b) {
   node_drop(p, b);
 }
 
-static void sliced_release(hippo__pool *pool, uint32_t i, uint64_t size) {
-  sliced *p = (sliced *)pool;
+/* Release live slice i; returns the size it was reserved with. */
+static uint64_t release_slice(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   uint32_t pg = s->page, n;
-  hippo__pool_note_release(pool, size, (uint64_t)s->size << pool->align_shift);
+  uint64_t bytes = (uint64_t)s->size << p->head.align_shift;
+  uint64_t size = bytes - s->prev_free;
+  hippo__pool_note_release(&p->head, size, bytes);
+  s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
   n = s->prev_phys;
-  if (n != NIL && p->slices[n].state == SLICE_FREE) {
+  if (n != NIL && STATE(&p->slices[n]) == SLICE_FREE) {
     free_remove(p, n);
     merge(p, n, i);
     i = n;
   }
   n = p->slices[i].next_phys;
-  if (n != NIL && p->slices[n].state == SLICE_FREE) {
+  if (n != NIL && STATE(&p->slices[n]) == SLICE_FREE) {
     free_remove(p, n);
     merge(p, i, n);
   }
   free_insert(p, i);
   if (--p->pages[pg].live == 0)
     empty_push(p, pg);
+  return size;
+}
+
+static void sliced_release(hippo__pool *pool, uint32_t i, uint64_t size) {
+  (void)size; /* the record keeps it */
+  (void)release_slice((sliced *)pool, i);
+}
+
+static inline bool is_live(const sliced *p, uint32_t i, uint32_t gen) {
+  return i < p->slice_count && p->slices[i].sg == (SLICE_LIVE << 24 | gen);
+}
+
+static bool sliced_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                 uint64_t *size) {
+  sliced *p = (sliced *)pool;
+  if (HIPPO__UNLIKELY(!is_live(p, i, gen)))
+    return false;
+  *size = release_slice(p, i);
+  return true;
+}
+
+static bool sliced_resolve_named(const hippo__pool *pool, uint32_t i,
+                                 uint32_t gen, uint64_t *addr,
+                                 uint64_t *size) {
+  const sliced *p = (const sliced *)pool;
+  const slice *s;
+  uint64_t bytes;
+  if (HIPPO__UNLIKELY(!is_live(p, i, gen)))
+    return false;
+  s = &p->slices[i];
+  bytes = (uint64_t)s->size << pool->align_shift;
+  *addr = p->pages[s->page].addr + ((uint64_t)s->off << pool->align_shift);
+  *size = bytes - s->prev_free;
+  return true;
+}
+
+static void sliced_release_all(hippo__pool *pool) {
+  sliced *p = (sliced *)pool;
+  /* a release drops only free records, so every live one is still met */
+  for (uint32_t i = 0; i < p->slice_count; i++)
+    if (STATE(&p->slices[i]) == SLICE_LIVE)
+      (void)release_slice(p, i);
 }
 
 /* Give an empty page back; on failure it stays, still one free slice. */
@@ -449,7 +549,8 @@ static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
 static hippo_status sliced_check(const hippo__pool *pool) {
   const sliced *p = (const sliced *)pool;
   uint64_t pages = 0, reserved = 0, live_bytes = 0, free_slices = 0;
-  uint64_t live_slices = 0, listed = 0, empty = 0;
+  uint64_t live_slices = 0, listed = 0, empty = 0, padding = 0;
+  uint64_t unused = 0, retired = 0;
 
   for (uint32_t pg = 0; pg < p->page_count; pg++) {
     const page *g = &p->pages[pg];
@@ -470,15 +571,22 @@ static hippo_status sliced_check(const hippo__pool *pool) {
       CHECK(s->size > 0, "slice %u has size 0", i);
       CHECK(s->prev_phys == prev, "slice %u: prev_phys %u, expected %u", i,
             s->prev_phys, prev);
-      CHECK(s->state == SLICE_FREE || s->state == SLICE_LIVE,
+      CHECK(STATE(s) == SLICE_FREE || STATE(s) == SLICE_LIVE,
             "slice %u in page %u is unused", i, pg);
-      if (s->state == SLICE_FREE) {
-        CHECK(prev == NIL || p->slices[prev].state != SLICE_FREE,
+      CHECK(GEN(s) <= HIPPO__HANDLE_GEN_MASK, "slice %u: generation %u", i,
+            GEN(s));
+      if (STATE(s) == SLICE_FREE) {
+        CHECK(prev == NIL || STATE(&p->slices[prev]) != SLICE_FREE,
               "slices %u and %u are free neighbours (not coalesced)", prev, i);
         free_slices++;
       } else {
+        CHECK(GEN(s) != 0, "live slice %u has a retired record", i);
+        CHECK(s->prev_free < pool->alignment,
+              "live slice %u: %u B of padding, alignment %llu B", i,
+              s->prev_free, (unsigned long long)pool->alignment);
         live++;
         live_bytes += (uint64_t)s->size << pool->align_shift;
+        padding += s->prev_free;
       }
       at += s->size;
       prev = i;
@@ -501,7 +609,7 @@ static hippo_status sliced_check(const hippo__pool *pool) {
       for (uint32_t i = p->heads[fl][sl]; i != NIL;
            i = p->slices[i].next_free) {
         unsigned f, s;
-        CHECK(p->slices[i].state == SLICE_FREE,
+        CHECK(STATE(&p->slices[i]) == SLICE_FREE,
               "slice %u in free list %u/%u is not free", i, fl, sl);
         CHECK(p->slices[i].prev_free == prev, "free list %u/%u broken at %u",
               fl, sl, i);
@@ -516,6 +624,22 @@ static hippo_status sliced_check(const hippo__pool *pool) {
   }
   CHECK(listed == free_slices, "%llu free slices, %llu in free lists",
         (unsigned long long)free_slices, (unsigned long long)listed);
+  for (uint32_t i = p->slice_unused; i != NIL; i = p->slices[i].next_free) {
+    CHECK(i < p->slice_count && STATE(&p->slices[i]) == SLICE_UNUSED &&
+              GEN(&p->slices[i]) != 0,
+          "unused list broken at record %u", i);
+    CHECK(++unused <= p->slice_count, "unused list longer than %u records",
+          p->slice_count);
+  }
+  for (uint32_t i = 0; i < p->slice_count; i++)
+    retired += STATE(&p->slices[i]) == SLICE_UNUSED && GEN(&p->slices[i]) == 0;
+  CHECK(retired == p->retired &&
+            live_slices + free_slices + unused + retired == p->slice_count,
+        "%llu live + %llu free + %llu unused + %llu retired records of %u "
+        "(%u retired counted)",
+        (unsigned long long)live_slices, (unsigned long long)free_slices,
+        (unsigned long long)unused, (unsigned long long)retired,
+        p->slice_count, p->retired);
   for (uint32_t pg = p->empty_head, prev = NIL; pg != NIL;
        prev = pg, pg = p->pages[pg].next_empty) {
     CHECK(p->pages[pg].held && p->pages[pg].live == 0,
@@ -543,10 +667,13 @@ static hippo_status sliced_check(const hippo__pool *pool) {
   CHECK(live_slices == pool->allocations,
         "%llu live slices, figures say %llu", (unsigned long long)live_slices,
         (unsigned long long)pool->allocations);
-  CHECK(live_bytes == pool->bytes_in_use + pool->bytes_padding,
-        "live slices hold %llu B, in use + padding = %llu B",
-        (unsigned long long)live_bytes,
-        (unsigned long long)(pool->bytes_in_use + pool->bytes_padding));
+  CHECK(live_bytes == pool->bytes_in_use + pool->bytes_padding &&
+            padding == pool->bytes_padding,
+        "live slices hold %llu B with %llu B of padding, figures say in use "
+        "%llu B + padding %llu B",
+        (unsigned long long)live_bytes, (unsigned long long)padding,
+        (unsigned long long)pool->bytes_in_use,
+        (unsigned long long)pool->bytes_padding);
   CHECK(pool->pages <= pool->peak_pages, "pages above peak");
   CHECK(p->max_pages == UINT64_MAX || pool->pages <= p->max_pages,
         "%llu pages held, cap is %llu", (unsigned long long)pool->pages,
@@ -572,6 +699,9 @@ static const hippo__pool_ops sliced_ops = {
     .report = sliced_report,
     .check = sliced_check,
     .destroy = sliced_destroy,
+    .release_named = sliced_release_named,
+    .resolve_named = sliced_resolve_named,
+    .release_all = sliced_release_all,
 };
 
 hippo_status hippo__pool_sliced_create(hippo__backend *be,
@@ -604,6 +734,7 @@ hippo_status hippo__pool_sliced_create(hippo__backend *be,
   p->page_size = page_size;
   p->max_pages = max_pages;
   p->slice_unused = NIL;
+  p->first_gen = hippo__gen_first();
   p->page_unused = NIL;
   p->empty_head = p->empty_tail = NIL;
   memset(p->heads, 0xff, sizeof p->heads);

@@ -131,7 +131,12 @@ START_TEST(test_handles_invalid) {
         ha ^ (UINT64_C(1) << 20), ha ^ (UINT64_C(1) << 52),
         ha ^ (UINT64_C(1) << 63), ha ^ (UINT64_C(0xfff) << 52),
         ~ha,                      UINT64_MAX,
-        h2 ^ (UINT64_C(1) << 29), (UINT64_C(1) << 28)};
+        h2 ^ (UINT64_C(1) << 29), (UINT64_C(1) << 28),
+        /* the pool field (bits 46..51): the persistent pool, a pool the
+         * stream lacks, the handle table, and a table handle made a pool's */
+        ha ^ (UINT64_C(1) << 46), ha ^ (UINT64_C(1) << 47),
+        ha ^ (UINT64_C(1) << 51), ha | (UINT64_C(0x3f) << 46),
+        hz & ~(UINT64_C(0x3e) << 46), hz ^ (UINT64_C(1) << 46)};
     for (size_t i = 0; i < sizeof forged / sizeof forged[0]; i++)
       EXPECT_INVALID(api, a.s, forged[i]);
   }
@@ -833,6 +838,15 @@ START_TEST(test_install) {
   d1 = tu_reserve(api, a.s, TU_MiB);
   ck_assert_uint_eq(tu_report(api, a.s, 2).allocations, 1);
   CK_OK(api, api->release(a.s, d1));
+  /* handles of the replaced pools stay stale, on both streams */
+  {
+    void *ptr;
+    uint64_t size;
+    CK_STATUS(api, api->release(a.s, d2), HIPPO_INVALID_HANDLE);
+    CK_STATUS(api, api->resolve(a.s, d2, &ptr, &size), HIPPO_INVALID_HANDLE);
+    CK_STATUS(api, api->release(b.s, d3), HIPPO_INVALID_HANDLE);
+    CK_CHECK(api, dev);
+  }
   /* the persistent handle made before the swap still works */
   ck_assert_uint_eq(tu_addr(api, a.s, p), paddr);
   CK_OK(api, api->release(a.s, p));

@@ -1,13 +1,16 @@
 /* test-sliced.c -- the SLICED pool on a fake backend: exact offsets,
  * splitting and coalescing, caps and spill statuses, shrink below page,
  * cap below alignment, periodic deallocation after exactly a period,
- * cleanup, failures that change nothing, and a seeded randomized run
- * against a reference model with the check walk after every operation.
+ * cleanup, failures that change nothing, the pool's own names for its
+ * reservations (generations, stale names, retirement), and a seeded
+ * randomized run against a reference model with the check walk after every
+ * operation.
  */
 #include <check.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "handles.h"
 #include "pool.h"
 #include "testutil.h"
 
@@ -322,9 +325,109 @@ static uint64_t rnd(void) { /* splitmix64 */
   return z ^ (z >> 31);
 }
 
+/* ---- names: (slice, generation) pairs the pool checks itself ---------- */
+
+/* release_named/resolve_named of a live name give its address and size;
+ * after the release the name is stale and nothing changes when it is
+ * used. */
+START_TEST(named_release_and_resolve) {
+  hippo__pool *p = make(MiB, 256 * KiB, 0, 0);
+  hippo__slice_ref a = take(p, 1000), b = take(p, 300);
+  uint64_t addr = 0, size = 0;
+  ck_assert_ptr_nonnull(p->ops->release_named);
+  ck_assert_uint_ne(a.gen, 0);
+  ck_assert(p->ops->resolve_named(p, a.slice, a.gen, &addr, &size));
+  ck_assert_uint_eq(addr, a.addr);
+  ck_assert_uint_eq(size, 1000);
+  ck_assert(p->ops->resolve_named(p, b.slice, b.gen, &addr, &size));
+  ck_assert_uint_eq(addr, a.addr + 1024);
+  ck_assert_uint_eq(size, 300);
+  /* wrong generation, wrong or out-of-range index, the free rest */
+  ck_assert(!p->ops->release_named(p, a.slice, a.gen ^ 1, &size));
+  ck_assert(!p->ops->release_named(p, a.slice, 0, &size));
+  ck_assert(!p->ops->release_named(p, 12345, a.gen, &size));
+  ck_assert(!p->ops->release_named(p, UINT32_MAX, a.gen, &size));
+  for (uint32_t i = 0; i < 8; i++)
+    if (i != a.slice && i != b.slice)
+      for (uint32_t g = 0; g < 4; g++)
+        ck_assert(!p->ops->resolve_named(p, i, g, &addr, &size));
+  ck_assert_uint_eq(p->allocations, 2);
+  ck_assert_uint_eq(p->bytes_in_use, 1300);
+  CHECKED(p);
+  /* the release hands back the size reserved */
+  size = 0;
+  ck_assert(p->ops->release_named(p, a.slice, a.gen, &size));
+  ck_assert_uint_eq(size, 1000);
+  CHECKED(p);
+  ck_assert_uint_eq(p->bytes_in_use, 300);
+  ck_assert_uint_eq(p->bytes_padding, 212);
+  /* stale: twice, resolve, and after the record served again */
+  ck_assert(!p->ops->release_named(p, a.slice, a.gen, &size));
+  ck_assert(!p->ops->resolve_named(p, a.slice, a.gen, &addr, &size));
+  {
+    hippo__slice_ref c = take(p, 1000);
+    ck_assert_uint_eq(c.addr, a.addr);
+    ck_assert(c.slice != a.slice || c.gen != a.gen);
+    ck_assert(!p->ops->release_named(p, a.slice, a.gen, &size));
+    ck_assert(p->ops->resolve_named(p, c.slice, c.gen, &addr, &size));
+    ck_assert_uint_eq(addr, a.addr);
+    ck_assert(p->ops->release_named(p, c.slice, c.gen, &size));
+  }
+  ck_assert_uint_eq(p->bytes_in_use, 300);
+  CHECKED(p);
+  /* release_all releases what is live, by the sizes reserved */
+  take(p, 5000);
+  p->ops->release_all(p);
+  CHECKED(p);
+  ck_assert_uint_eq(p->allocations, 0);
+  ck_assert_uint_eq(p->bytes_in_use, 0);
+  ck_assert_uint_eq(p->bytes_padding, 0);
+  ck_assert(!p->ops->resolve_named(p, b.slice, b.gen, &addr, &size));
+  p->ops->destroy(p);
+}
+END_TEST
+
+/* One record serves a slice again and again: it hands out each of its
+ * 2^20 - 1 generations once, never 0, then retires; the free slice it
+ * described moves to a fresh record, and no name it gave becomes live
+ * again. */
+START_TEST(record_retires_after_every_generation) {
+  const uint32_t gens = HIPPO__HANDLE_GEN_MASK;
+  hippo__pool *p = make(MiB, 256 * KiB, 0, 0);
+  hippo__slice_ref first = take(p, 4096), cur;
+  uint64_t size;
+  uint32_t failed = 0, zero_gen = 0, first_again = 0, same_record = 0;
+  ck_assert(p->ops->release_named(p, first.slice, first.gen, &size));
+  /* assertions after the loop: Check would record each one passed */
+  for (uint32_t i = 0; i < gens; i++) {
+    uint64_t a, s;
+    failed += p->ops->reserve(p, 4096, &cur) != HIPPO_SUCCESS;
+    zero_gen += cur.gen == 0;
+    first_again += (cur.slice == first.slice && cur.gen == first.gen) ||
+                   p->ops->resolve_named(p, first.slice, first.gen, &a, &s);
+    same_record += cur.slice == first.slice;
+    failed += !p->ops->release_named(p, cur.slice, cur.gen, &size);
+  }
+  ck_assert_uint_eq(failed, 0);
+  ck_assert_uint_eq(zero_gen, 0);
+  ck_assert_uint_eq(first_again, 0);
+  /* the record served `first` and gens - 1 more: every generation */
+  ck_assert_uint_eq(same_record, gens - 1);
+  ck_assert_uint_ne(cur.slice, first.slice);
+  ck_assert_uint_eq(cur.addr, first.addr);
+  CHECKED(p);
+  /* still one free slice per page, all bytes accounted */
+  ck_assert_uint_eq(p->bytes_in_use, 0);
+  ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 0);
+  CHECKED(p);
+  p->ops->destroy(p);
+}
+END_TEST
+
 typedef struct live {
   uint64_t addr, size, bytes;
-  uint32_t slice;
+  uint32_t slice, gen;
 } live;
 
 static int by_addr(const void *a, const void *b) {
@@ -353,14 +456,24 @@ START_TEST(randomized_against_model) {
         ck_assert_int_eq(st, HIPPO_SUCCESS);
         ck_assert_uint_eq(ref.addr % 256, 0);
         l[n] = (live){ref.addr, size, (size + 255) & ~(uint64_t)255,
-                      ref.slice};
+                      ref.slice, ref.gen};
         in_use += size;
         bytes += l[n].bytes;
         n++;
       }
     } else if (n > 0) {
-      uint64_t i = rnd() % n;
-      p->ops->release(p, l[i].slice, l[i].size);
+      uint64_t i = rnd() % n, addr, size;
+      if (r % 2) { /* by name: resolve, release, then the name is stale */
+        ck_assert(p->ops->resolve_named(p, l[i].slice, l[i].gen, &addr,
+                                        &size));
+        ck_assert_uint_eq(addr, l[i].addr);
+        ck_assert_uint_eq(size, l[i].size);
+        ck_assert(p->ops->release_named(p, l[i].slice, l[i].gen, &size));
+        ck_assert_uint_eq(size, l[i].size);
+        ck_assert(!p->ops->release_named(p, l[i].slice, l[i].gen, &size));
+      } else {
+        p->ops->release(p, l[i].slice, l[i].size);
+      }
       in_use -= l[i].size;
       bytes -= l[i].bytes;
       l[i] = l[--n];
@@ -411,6 +524,8 @@ static Suite *suite(void) {
   tcase_add_test(t, failed_page_alloc_changes_nothing);
   tcase_add_test(t, failed_page_free_keeps_page);
   tcase_add_test(t, classes_cover_large_sizes);
+  tcase_add_test(t, named_release_and_resolve);
+  tcase_add_test(t, record_retires_after_every_generation);
   tcase_add_test(t, randomized_against_model);
   suite_add_tcase(s, t);
   return s;
