@@ -644,86 +644,88 @@ static live_res *b_sizes(hippo_stream *s, const hippo_handle *live,
   return res;
 }
 
-static double b_case(const options *o, const hippo_layout *layout, uint32_t n,
-                     uint64_t m, double *ns_min) {
+/* One repetition: a fresh device filled to n live slices, then m timed
+ * pairs; ns per pair.  `check` runs the check walk at the end. */
+static double b_run(const hippo_layout *layout, uint32_t n, uint64_t m,
+                    bool check) {
   hippo_handle *live = xmalloc(((size_t)n + 1) * sizeof *live);
   b_step *steps = xmalloc(B_STREAM * sizeof *steps);
-  double *ns = xcalloc(o->reps, sizeof *ns);
   reserve_fn reserve = api->reserve;
   release_fn release = api->release;
-  double med;
+  bench_dev b;
+  uint64_t live_bytes;
+  uint32_t nlive = 0;
+  live_res *sized;
+  rng r;
+  double t0, t1;
 
-  for (unsigned rep = 0; rep < o->reps; rep++) {
-    bench_dev b;
-    uint64_t live_bytes;
-    uint32_t nlive = 0;
-    live_res *sized;
-    rng r;
-    double t0, t1;
-
-    /* Not timed: the streams, a fresh device filled to n live slices. */
-    rng_seed(&r, 0x42u + n);
-    for (uint32_t i = 0; i < B_STREAM; i++) {
-      steps[i].size = (uint32_t)size_log2(&r, 256, B_MAX_SIZE);
-      steps[i].pick = (uint32_t)(rng_next(&r) >> 32);
-    }
-    dev_open(&b, B_CAPACITY, layout);
-    for (uint32_t i = 0; i < n; i++) {
-      uint64_t size = size_log2(&r, 256, B_MAX_SIZE);
-      CHECK(reserve(b.stream, size, HIPPO_MODE_AUTO, &live[nlive++]),
-            "B: reserve (fill)");
-    }
-
-    t0 = now_ns();
-    for (uint64_t i = 0; i < m; i++) {
-      const b_step *step = &steps[i & (B_STREAM - 1)];
-      hippo_status st;
-      uint32_t k;
-      st = reserve(b.stream, step->size, HIPPO_MODE_AUTO, &live[nlive++]);
-      if (st != HIPPO_SUCCESS)
-        die_status(st, "B: reserve");
-      k = pick(step->pick, nlive);
-      st = release(b.stream, live[k]);
-      if (st != HIPPO_SUCCESS)
-        die_status(st, "B: release");
-      live[k] = live[--nlive];
-    }
-    t1 = now_ns();
-    ns[rep] = (t1 - t0) / (double)m;
-
-    sized = b_sizes(b.stream, live, nlive, &live_bytes);
-    dev_finish(&b, sized, nlive, live_bytes, rep == 0, "B");
-    free(sized);
+  /* Not timed: the streams, a fresh device filled to n live slices. */
+  rng_seed(&r, 0x42u + n);
+  for (uint32_t i = 0; i < B_STREAM; i++) {
+    steps[i].size = (uint32_t)size_log2(&r, 256, B_MAX_SIZE);
+    steps[i].pick = (uint32_t)(rng_next(&r) >> 32);
   }
-  *ns_min = minimum(ns, o->reps);
-  med = median(ns, o->reps);
-  free(ns);
+  dev_open(&b, B_CAPACITY, layout);
+  for (uint32_t i = 0; i < n; i++) {
+    uint64_t size = size_log2(&r, 256, B_MAX_SIZE);
+    CHECK(reserve(b.stream, size, HIPPO_MODE_AUTO, &live[nlive++]),
+          "B: reserve (fill)");
+  }
+
+  t0 = now_ns();
+  for (uint64_t i = 0; i < m; i++) {
+    const b_step *step = &steps[i & (B_STREAM - 1)];
+    hippo_status st;
+    uint32_t k;
+    st = reserve(b.stream, step->size, HIPPO_MODE_AUTO, &live[nlive++]);
+    if (st != HIPPO_SUCCESS)
+      die_status(st, "B: reserve");
+    k = pick(step->pick, nlive);
+    st = release(b.stream, live[k]);
+    if (st != HIPPO_SUCCESS)
+      die_status(st, "B: release");
+    live[k] = live[--nlive];
+  }
+  t1 = now_ns();
+
+  sized = b_sizes(b.stream, live, nlive, &live_bytes);
+  dev_finish(&b, sized, nlive, live_bytes, check, "B");
+  free(sized);
   free(steps);
   free(live);
-  return med;
+  return (t1 - t0) / (double)m;
 }
 
 static void workload_b(const options *o) {
-  static const uint32_t counts[4] = {100, 1000, 10000, 100000};
+  enum { NCOUNTS = 4 };
+  static const uint32_t counts[NCOUNTS] = {100, 1000, 10000, 100000};
   hippo_pool_options pool;
   hippo_layout custom;
   const struct {
     const char *name;
     const hippo_layout *layout;
   } layouts[2] = {{"sliced 4 GiB page", &custom}, {"default preset", NULL}};
+  double *ns = xcalloc((size_t)NCOUNTS * o->reps, sizeof *ns);
 
   one_sliced_pool(&pool, &custom, B_PAGE, B_MAX_SIZE, 0);
 
   printf("\n## B: ns per reserve+release pair with N live slices "
          "(256 B..64 KiB log-uniform, %llu pairs, DRY, %u reps)\n\n",
          (unsigned long long)o->ops, o->reps);
+  printf("(the repetitions of the four N run in turn, so a noisy spell of "
+         "the machine is shared by every N rather than falling on one)\n");
   printf("%-20s %8s %10s %10s\n", "layout", "N live", "ns/pair med",
          "ns/pair min");
   for (int l = 0; l < 2; l++) {
-    double med[4], mins[4], ratio;
+    double med[NCOUNTS], mins[NCOUNTS], ratio;
     char what[64], fig[64], target[40];
-    for (int c = 0; c < 4; c++) {
-      med[c] = b_case(o, layouts[l].layout, counts[c], o->ops, &mins[c]);
+    for (unsigned rep = 0; rep < o->reps; rep++)
+      for (int c = 0; c < NCOUNTS; c++)
+        ns[c * o->reps + rep] =
+            b_run(layouts[l].layout, counts[c], o->ops, rep == 0);
+    for (int c = 0; c < NCOUNTS; c++) {
+      mins[c] = minimum(&ns[c * o->reps], o->reps);
+      med[c] = median(&ns[c * o->reps], o->reps);
       printf("%-20s %8u %10.1f %10.1f\n", layouts[l].name, counts[c], med[c],
              mins[c]);
     }
@@ -740,6 +742,7 @@ static void workload_b(const options *o) {
              ratio <= B_TARGET_RATIO ? "met" : "MISSED");
     add_row("B", what, fig, target);
   }
+  free(ns);
 }
 
 /* ------------------------------------------------------------------------ */
