@@ -1180,12 +1180,12 @@ START_TEST(test_detach_free_fails) {
   hippo_device *dev = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev);
   hippo_handle h = tu_reserve(api, a.s, 1000);
-  (void)h;
   CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->stream_detach(a.s), HIPPO_BACKEND_ERROR);
   CK_ERROR_HAS(api, "stays attached");
   CK_CHECK(api, dev);
+  EXPECT_INVALID(api, a.s, h); /* its reservation was released */
   ck_assert_uint_eq(tu_info(api, dev).streams, 1);
   ck_assert_uint_eq(tu_usage(api, dev, a.s).allocations, 0);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, TU_MiB);
