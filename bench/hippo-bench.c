@@ -620,8 +620,9 @@ static void workload_a(const options *o) {
  * figure.  The picks index the live array, whose order keeps changing, so
  * the cycle does not repeat the same reservations.  For the same reason
  * the live array holds only the handles (8 bytes each, what any caller
- * keeps): the sizes live for dev_finish's check are read back with
- * resolve after the timed loop. */
+ * keeps): after the timed loop the same steps are replayed on an array of
+ * sizes, without the plugin, and every live handle must resolve to the
+ * size the replay puts at its place. */
 
 #define B_STREAM 65536u /* a power of two */
 
@@ -630,16 +631,32 @@ typedef struct b_step {
   uint32_t pick; /* random 32 bits: which live one to release */
 } b_step;
 
-/* The sizes of the live handles, read back with resolve (not timed). */
-static live_res *b_sizes(hippo_stream *s, const hippo_handle *live,
-                         uint32_t nlive, uint64_t *bytes) {
-  live_res *res = xmalloc(((size_t)nlive + 1) * sizeof *res);
+/* Not timed: replays m steps on `sizes` (the n fill sizes) as the timed
+ * loop did on the handles, checks that each live handle resolves to the
+ * size at its place, and pairs them up for dev_finish. */
+static live_res *b_expected(hippo_stream *s, const hippo_handle *live,
+                            uint64_t *sizes, uint32_t n, const b_step *steps,
+                            uint64_t m, uint64_t *bytes) {
+  live_res *res = xmalloc(((size_t)n + 1) * sizeof *res);
+  uint32_t nlive = n;
+  for (uint64_t i = 0; i < m; i++) {
+    const b_step *step = &steps[i & (B_STREAM - 1)];
+    uint32_t k;
+    sizes[nlive++] = step->size;
+    k = pick(step->pick, nlive);
+    sizes[k] = sizes[--nlive];
+  }
   *bytes = 0;
-  for (uint32_t i = 0; i < nlive; i++) {
+  for (uint32_t i = 0; i < n; i++) {
     void *ptr;
+    uint64_t size;
+    CHECK(api->resolve(s, live[i], &ptr, &size), "B: resolve");
+    if (size != sizes[i])
+      fatal("B: live handle %u resolves to %llu B, the replay says %llu B", i,
+            (unsigned long long)size, (unsigned long long)sizes[i]);
     res[i].h = live[i];
-    CHECK(api->resolve(s, live[i], &ptr, &res[i].size), "B: resolve");
-    *bytes += res[i].size;
+    res[i].size = size;
+    *bytes += size;
   }
   return res;
 }
@@ -649,6 +666,7 @@ static live_res *b_sizes(hippo_stream *s, const hippo_handle *live,
 static double b_run(const hippo_layout *layout, uint32_t n, uint64_t m,
                     bool check) {
   hippo_handle *live = xmalloc(((size_t)n + 1) * sizeof *live);
+  uint64_t *sizes = xmalloc(((size_t)n + 1) * sizeof *sizes);
   b_step *steps = xmalloc(B_STREAM * sizeof *steps);
   reserve_fn reserve = api->reserve;
   release_fn release = api->release;
@@ -667,8 +685,8 @@ static double b_run(const hippo_layout *layout, uint32_t n, uint64_t m,
   }
   dev_open(&b, B_CAPACITY, layout);
   for (uint32_t i = 0; i < n; i++) {
-    uint64_t size = size_log2(&r, 256, B_MAX_SIZE);
-    CHECK(reserve(b.stream, size, HIPPO_MODE_AUTO, &live[nlive++]),
+    sizes[i] = size_log2(&r, 256, B_MAX_SIZE);
+    CHECK(reserve(b.stream, sizes[i], HIPPO_MODE_AUTO, &live[nlive++]),
           "B: reserve (fill)");
   }
 
@@ -688,10 +706,11 @@ static double b_run(const hippo_layout *layout, uint32_t n, uint64_t m,
   }
   t1 = now_ns();
 
-  sized = b_sizes(b.stream, live, nlive, &live_bytes);
+  sized = b_expected(b.stream, live, sizes, n, steps, m, &live_bytes);
   dev_finish(&b, sized, nlive, live_bytes, check, "B");
   free(sized);
   free(steps);
+  free(sizes);
   free(live);
   return (t1 - t0) / (double)m;
 }

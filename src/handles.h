@@ -17,12 +17,13 @@
  *               release is stale; never 0, so no handle is 0.  A record
  *               whose generation would come back to its first is retired
  *               (never reused), so no stale handle ever names a live
- *               reservation of the same table or pool again.  First
- *               generations differ between tables and pools (a
- *               process-wide counter), so a handle of a detached stream
- *               whose tag was given out again, or of a pool replaced by
- *               pools_install, matches a new record only by a 1 in 2^20
- *               chance;
+ *               reservation of the same table or pool again; a pool that
+ *               pools_install puts in another's place adopts its records
+ *               and their generations (pool.h, names_take/names_give).
+ *               First generations differ between tables (a process-wide
+ *               counter), so a handle of a detached stream whose tag was
+ *               given out again names a live reservation of the new
+ *               stream only by about a 1 in 2^20 chance per use;
  *   index       the slot in the table, or the pool's record.
  * Lookup is O(1): split, bound-check the index, compare generation and tag.
  * The table never shrinks while the stream lives; freed slots are reused

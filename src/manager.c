@@ -66,6 +66,8 @@ void hippo__pools_destroy(hippo__pool **pools, uint32_t from,
 
 void hippo__manager_fini(hippo_stream *s) {
   s->magic = 0;
+  for (uint32_t k = 0; k <= HIPPO__MAX_POOLS; k++)
+    free(s->parked[k].records);
   hippo__pools_destroy(s->pools, 0, s->pool_count);
   free(s->pools);
   free(s->ticking);
@@ -95,13 +97,35 @@ hippo_status hippo__manager_build(hippo_stream *s, const hippo__layout *layout,
   return HIPPO_SUCCESS;
 }
 
-/* Install built pools; the old dynamic pools (which must hold no live
- * slice) are destroyed.  Cannot fail: the ticking list was allocated at
- * init for HIPPO__MAX_POOLS + 1 entries. */
+/* The generation history at pool index k moves from the old pool there
+ * (or the parked one) to the new pool there, or is parked. */
+static void names_pass(hippo_stream *s, hippo__pool **old, uint32_t old_count,
+                       hippo__pool **pools, uint32_t count, uint32_t k) {
+  hippo__names names;
+  if (k < old_count && old[k]->ops->names_take) {
+    old[k]->ops->names_take(old[k], &names);
+  } else {
+    names = s->parked[k];
+    memset(&s->parked[k], 0, sizeof s->parked[k]);
+  }
+  if (!names.records)
+    return;
+  if (k < count && pools[k]->ops->names_give)
+    pools[k]->ops->names_give(pools[k], &names);
+  else
+    s->parked[k] = names;
+}
+
+/* Install built pools (fresh: none has served yet); the old dynamic pools
+ * (which must hold no page) are destroyed after handing their generation
+ * histories on.  Cannot fail: the ticking list was allocated at init for
+ * HIPPO__MAX_POOLS + 1 entries. */
 void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
                          uint32_t count) {
   hippo__pool **old = s->pools;
   uint32_t old_count = s->pool_count;
+  for (uint32_t k = 1; k <= HIPPO__MAX_POOLS; k++)
+    names_pass(s, old, old_count, pools, count, k);
   s->pools = pools;
   s->pool_count = count;
   s->ticking_count = 0;
@@ -405,6 +429,13 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
   hippo_status st = hippo__handles_check(&s->handles);
   if (st != HIPPO_SUCCESS)
     return st;
+  for (uint32_t k = 1; k <= HIPPO__MAX_POOLS; k++)
+    if (s->parked[k].records && k < s->pool_count &&
+        s->pools[k]->ops->names_give)
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "manager check: pool %u names reservations "
+                              "but its generation history is parked",
+                              k);
   for (uint32_t i = 0; i < s->handles.count; i++) {
     const hippo__slot *slot = &s->handles.slots[i];
     if (!slot->live)

@@ -74,6 +74,11 @@ struct hippo_stream {
   uint64_t zero_live;       /* live zero-size reservations */
   hippo__page_acct acct;    /* page figures; parent = the device's */
   hippo__free_gate gate;    /* asks the device whether pages may go back */
+  /* Generation histories of pool indices whose pool no longer names its
+   * reservations (pools_install put another kind there, or fewer pools):
+   * parked[k].records != NULL only where k >= pool_count or pools[k] has
+   * no names_give; the next pool at k that names adopts it. */
+  hippo__names parked[HIPPO__MAX_POOLS + 1];
 };
 
 /* A device.

@@ -22,6 +22,12 @@
  *    other (slice, gen) it returns false and changes nothing.
  *    resolve_named(slice, gen, &addr, &size) looks one up the same way.
  *    release_all() releases every live slice (stream_detach).
+ *  - optional, with the *_named ones: names_take(&names) hands over the
+ *    records that carry the pool's generations (the pool holds no page:
+ *    it is being replaced by pools_install) and names_give(&names) makes
+ *    a fresh pool adopt them, so the records it serves go on from the
+ *    generations the old pool reached and no handle the old pool gave
+ *    ever names a reservation of the new one.
  *  - cleanup(): every page with no live slice goes back to the backend.  A
  *    page whose free fails is kept (and stays accounted); the first failure
  *    is returned after trying every page.
@@ -58,6 +64,13 @@ typedef struct hippo__slice_ref {
   uint32_t gen;   /* pools with release_named: the slice's generation */
 } hippo__slice_ref;
 
+/* The generation history of a pool that names its reservations: its
+ * record array, all records unused or retired.  records == NULL: none. */
+typedef struct hippo__names {
+  void *records;
+  uint32_t count, cap, unused, retired, first_gen;
+} hippo__names;
+
 typedef struct hippo__pool_ops {
   hippo_status (*reserve)(hippo__pool *pool, uint64_t size,
                           hippo__slice_ref *out);
@@ -72,6 +85,8 @@ typedef struct hippo__pool_ops {
   bool (*resolve_named)(const hippo__pool *pool, uint32_t slice, uint32_t gen,
                         uint64_t *addr, uint64_t *size);
   void (*release_all)(hippo__pool *pool);
+  void (*names_take)(hippo__pool *pool, hippo__names *out);
+  void (*names_give)(hippo__pool *pool, const hippo__names *in);
 } hippo__pool_ops;
 
 /* Page-level figures: a stream's pools share the stream's, whose parent is

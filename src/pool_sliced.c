@@ -691,6 +691,37 @@ static void sliced_destroy(hippo__pool *pool) {
   free(p);
 }
 
+/* Hand the records over (pools_install replaces the pool, which holds no
+ * page, so every record is unused or retired); the pool keeps none.  With
+ * a page still held (never, by pools_install's rule) nothing is handed. */
+static void sliced_names_take(hippo__pool *pool, hippo__names *out) {
+  sliced *p = (sliced *)pool;
+  memset(out, 0, sizeof *out);
+  if (pool->pages != 0 || !p->slices)
+    return;
+  *out = (hippo__names){.records = p->slices,
+                        .count = p->slice_count,
+                        .cap = p->slice_cap,
+                        .unused = p->slice_unused,
+                        .retired = p->retired,
+                        .first_gen = p->first_gen};
+  p->slices = NULL;
+  p->slice_count = p->slice_cap = p->retired = 0;
+  p->slice_unused = NIL;
+}
+
+/* A fresh pool (no record yet) adopts handed-over records. */
+static void sliced_names_give(hippo__pool *pool, const hippo__names *in) {
+  sliced *p = (sliced *)pool;
+  free(p->slices);
+  p->slices = in->records;
+  p->slice_count = in->count;
+  p->slice_cap = in->cap;
+  p->slice_unused = in->unused;
+  p->retired = in->retired;
+  p->first_gen = in->first_gen;
+}
+
 static const hippo__pool_ops sliced_ops = {
     .reserve = sliced_reserve,
     .release = sliced_release,
@@ -702,6 +733,8 @@ static const hippo__pool_ops sliced_ops = {
     .release_named = sliced_release_named,
     .resolve_named = sliced_resolve_named,
     .release_all = sliced_release_all,
+    .names_take = sliced_names_take,
+    .names_give = sliced_names_give,
 };
 
 hippo_status hippo__pool_sliced_create(hippo__backend *be,

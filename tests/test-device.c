@@ -1266,6 +1266,59 @@ START_TEST(test_failed_reserve_changes_nothing) {
 }
 END_TEST
 
+/* Churns `cycles` reserve/release pairs of `size` bytes on `s`; returns
+ * how many of them got the handle `stale` (assertions after the loop:
+ * Check would record each one passed). */
+static uint64_t churn_hits(const hippo_api *api, hippo_stream *s,
+                           uint64_t size, uint64_t cycles,
+                           hippo_handle stale) {
+  uint64_t hits = 0, failed = 0;
+  for (uint64_t i = 0; i < cycles; i++) {
+    hippo_handle h = 0;
+    failed += api->reserve(s, size, HIPPO_MODE_AUTO, &h) != HIPPO_SUCCESS;
+    hits += h == stale;
+    failed += api->release(s, h) != HIPPO_SUCCESS;
+  }
+  ck_assert_uint_eq(failed, 0);
+  return hits;
+}
+
+/* A handle of a SLICED pool that pools_install replaced never names a
+ * reservation of the pool that takes its index, however long that pool
+ * reuses its records: the new pool goes on from the generations the old
+ * one reached (also through a layout whose pool at that index names
+ * nothing).  Each churn runs a record through all its 2^20 - 1
+ * generations, so a new pool starting its records afresh would hand the
+ * stale handle out again. */
+START_TEST(test_install_stale_never_live) {
+  const hippo_api *api = tu_api();
+  const uint64_t cycles = (UINT64_C(1) << 20) + 16;
+  tu_layout one, other;
+  hippo_device *dev = tu_open(api, HIPPO_BACKEND_DRY, 64 * TU_MiB,
+                              layout_1m(&one));
+  stream_pair a = attach(api, dev);
+  hippo_handle stale = tu_reserve(api, a.s, 1000);
+  CK_OK(api, api->release(a.s, stale));
+
+  CK_OK(api, api->pools_install(dev, layout_1m(&one), NULL));
+  ck_assert_uint_eq(churn_hits(api, a.s, 1000, cycles, stale), 0);
+  EXPECT_INVALID(api, a.s, stale);
+  CK_CHECK(api, dev);
+
+  /* through an EXCLUSIVE pool at index 1, and back */
+  tu_layout_init(&other);
+  tu_layout_add(&other, HIPPO_POOL_EXCLUSIVE)->max_alloc_size = TU_MiB;
+  CK_OK(api, api->pools_install(dev, &other.layout, NULL));
+  ck_assert_uint_eq(churn_hits(api, a.s, 1000, 1000, stale), 0);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->pools_install(dev, layout_1m(&one), NULL));
+  ck_assert_uint_eq(churn_hits(api, a.s, 1000, cycles, stale), 0);
+  EXPECT_INVALID(api, a.s, stale);
+  CK_CHECK(api, dev);
+  CLOSE(api, dev, a);
+}
+END_TEST
+
 /* A handle of a detached stream does not work on a stream attached later
  * with the same tag (after 4095 more attachments). */
 START_TEST(test_handle_of_detached_stream) {
@@ -1363,6 +1416,7 @@ static Suite *device_suite(void) {
   tcase_add_loop_test(tc, test_detach_while_capturing, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_install_free_fails, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_failed_reserve_changes_nothing, 0, N_BACKENDS);
+  tcase_add_test(tc, test_install_stale_never_live);
   tcase_add_test(tc, test_handle_of_detached_stream);
   tcase_add_test(tc, test_foreign_handle_after_many_streams);
   suite_add_tcase(s, tc);

@@ -7,8 +7,9 @@
 #include "handles.h"
 
 #define INDEX_MASK (HIPPO__HANDLE_MAX_SLOTS - 1)
-#define GEN_SHIFT HIPPO__HANDLE_INDEX_BITS
-#define TAG_SHIFT (HIPPO__HANDLE_INDEX_BITS + HIPPO__HANDLE_GEN_BITS)
+#define GEN_SHIFT HIPPO__HANDLE_GEN_SHIFT
+#define POOL_SHIFT HIPPO__HANDLE_POOL_SHIFT
+#define TAG_SHIFT HIPPO__HANDLE_TAG_SHIFT
 
 static hippo_handle alloc(hippo__handles *h, uint64_t size) {
   hippo__slot *s;
@@ -49,7 +50,7 @@ START_TEST(released_and_stale) {
 }
 END_TEST
 
-/* A slot hands out each of its 2^24 - 1 generations once, never 0, then
+/* A slot hands out each of its 2^20 - 1 generations once, never 0, then
  * retires: no stale handle ever names a live reservation again. */
 START_TEST(generation_wraps_but_never_zero) {
   hippo__handles h;
@@ -96,6 +97,39 @@ START_TEST(tables_start_at_different_generations) {
 }
 END_TEST
 
+/* The four fields of a handle go in and come out unchanged, each in its
+ * own bits; the generation after the last comes back to the first only as
+ * 0 (retire), and 0 is skipped. */
+START_TEST(parts_and_generations) {
+  const uint32_t idx = HIPPO__HANDLE_MAX_SLOTS - 1, gen = HIPPO__HANDLE_GEN_MASK;
+  const uint32_t pool = HIPPO__HANDLE_TABLE, tag = 4095;
+  hippo__handle_parts p = hippo__handle_split(
+      hippo__handle_make(tag, pool, gen, idx));
+  ck_assert_uint_eq(p.index, idx);
+  ck_assert_uint_eq(p.gen, gen);
+  ck_assert_uint_eq(p.pool, pool);
+  ck_assert_uint_eq(p.tag, tag);
+  ck_assert_uint_eq(hippo__handle_make(tag, pool, gen, idx), UINT64_MAX);
+  p = hippo__handle_split(hippo__handle_make(1, 2, 3, 4));
+  ck_assert_uint_eq(p.tag, 1);
+  ck_assert_uint_eq(p.pool, 2);
+  ck_assert_uint_eq(p.gen, 3);
+  ck_assert_uint_eq(p.index, 4);
+  ck_assert_uint_eq(hippo__handle_make(1, 0, 0, 0), UINT64_C(1) << 52);
+  ck_assert_uint_eq(hippo__handle_make(0, 1, 0, 0), UINT64_C(1) << 46);
+  ck_assert_uint_eq(hippo__handle_make(0, 0, 1, 0), UINT64_C(1) << 26);
+  /* generations */
+  ck_assert_uint_eq(hippo__gen_next(5, 9), 6);
+  ck_assert_uint_eq(hippo__gen_next(gen, 9), 1);   /* 0 is skipped */
+  ck_assert_uint_eq(hippo__gen_next(gen, 1), 0);   /* back at the first */
+  ck_assert_uint_eq(hippo__gen_next(8, 9), 0);
+  for (int i = 0; i < 1000; i++) {
+    uint32_t g = hippo__gen_first();
+    ck_assert(g >= 1 && g <= gen);
+  }
+}
+END_TEST
+
 START_TEST(forged_and_foreign) {
   hippo__handles h, other;
   hippo_handle a;
@@ -107,6 +141,7 @@ START_TEST(forged_and_foreign) {
   ck_assert_ptr_null(hippo__handles_get(&h, a ^ 1));         /* index */
   ck_assert_ptr_null(hippo__handles_get(&h, a + (1ull << GEN_SHIFT))); /* gen */
   ck_assert_ptr_null(hippo__handles_get(&h, a ^ (1ull << TAG_SHIFT))); /* tag */
+  ck_assert_ptr_null(hippo__handles_get(&h, a ^ (1ull << POOL_SHIFT))); /* pool */
   ck_assert_ptr_null(hippo__handles_get(&h, a | INDEX_MASK)); /* out of range */
   ck_assert_ptr_null(hippo__handles_get(&other, a)); /* another table */
   ck_assert_ptr_null(hippo__handles_get(&h, ~a));
@@ -162,6 +197,7 @@ int main(void) {
   tcase_add_test(t, released_and_stale);
   tcase_add_test(t, generation_wraps_but_never_zero);
   tcase_add_test(t, tables_start_at_different_generations);
+  tcase_add_test(t, parts_and_generations);
   tcase_add_test(t, forged_and_foreign);
   tcase_add_test(t, grows_and_keeps_every_slot);
   tcase_add_test(t, check_finds_broken_counter);

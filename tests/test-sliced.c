@@ -425,6 +425,46 @@ START_TEST(record_retires_after_every_generation) {
 }
 END_TEST
 
+/* A free slice between two live ones serves a reservation of exactly its
+ * size again and again, on the same record; when that record retires, the
+ * slice moves to a fresh record that its neighbours link to. */
+START_TEST(retired_record_between_live_neighbours) {
+  const uint32_t gens = HIPPO__HANDLE_GEN_MASK;
+  hippo__pool *p = make(MiB, 256 * KiB, 0, 0);
+  hippo__slice_ref a = take(p, 4096), x = take(p, 4096), b = take(p, 4096);
+  hippo__slice_ref cur = x, first = x;
+  uint64_t size, addr, s;
+  uint32_t failed = 0, moved = 0, elsewhere = 0;
+  ck_assert(p->ops->release_named(p, x.slice, x.gen, &size));
+  CHECKED(p);
+  for (uint32_t i = 0; i < gens; i++) {
+    uint32_t before = cur.slice;
+    failed += p->ops->reserve(p, 4096, &cur) != HIPPO_SUCCESS;
+    elsewhere += cur.addr != x.addr;
+    moved += cur.slice != before;
+    failed += !p->ops->release_named(p, cur.slice, cur.gen, &size);
+  }
+  ck_assert_uint_eq(failed, 0);
+  ck_assert_uint_eq(elsewhere, 0);
+  ck_assert_uint_eq(moved, 1); /* once, on the last reservation */
+  ck_assert_uint_ne(cur.slice, first.slice);
+  CHECKED(p); /* neighbours link to the fresh record, the old one retired */
+  ck_assert(!p->ops->resolve_named(p, first.slice, first.gen, &addr, &s));
+  /* the neighbours still work and coalesce with it */
+  ck_assert(p->ops->resolve_named(p, a.slice, a.gen, &addr, &s));
+  ck_assert_uint_eq(addr, x.addr - 4096);
+  ck_assert(p->ops->release_named(p, a.slice, a.gen, &size));
+  CHECKED(p);
+  ck_assert(p->ops->release_named(p, b.slice, b.gen, &size));
+  CHECKED(p);
+  ck_assert_uint_eq(p->allocations, 0);
+  ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 0);
+  CHECKED(p);
+  p->ops->destroy(p);
+}
+END_TEST
+
 typedef struct live {
   uint64_t addr, size, bytes;
   uint32_t slice, gen;
@@ -526,6 +566,7 @@ static Suite *suite(void) {
   tcase_add_test(t, classes_cover_large_sizes);
   tcase_add_test(t, named_release_and_resolve);
   tcase_add_test(t, record_retires_after_every_generation);
+  tcase_add_test(t, retired_record_between_live_neighbours);
   tcase_add_test(t, randomized_against_model);
   suite_add_tcase(s, t);
   return s;
