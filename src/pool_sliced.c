@@ -361,7 +361,9 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
   /* size <= max_size, validated not to overflow when aligned */
   bytes = (size + pool->alignment - 1) & ~(pool->alignment - 1);
   u = bytes >> pool->align_shift;
-  st = reserve_nodes(p, 3); /* a split, and a retired record's move */
+  /* at most two: a new page's slice or a retired record's move, and a
+   * split */
+  st = reserve_nodes(p, 2);
   if (st != HIPPO_SUCCESS)
     return st;
   i = find_free(p, u);
