@@ -158,6 +158,10 @@ hippo_status hippo__pool_direct_create(hippo__backend *be,
 hippo_status hippo__pool_persistent_create(hippo__backend *be,
                                            hippo__page_acct *acct,
                                            hippo__pool **out);
+/* For tests: a SLICED pool keeps at most `n` slice records (at most, and by
+ * default, the 2^26 a handle's index names); beyond, a reservation that
+ * needs one fails with HIPPO_POOL_CAPACITY_EXCEEDED. */
+void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n);
 /* Dispatch on opt->kind. */
 hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
                                 const hippo_pool_options *opt,

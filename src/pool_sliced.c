@@ -105,8 +105,9 @@ typedef struct sliced {
   uint64_t max_pages;  /* effective cap in pages (UINT64_MAX: none) */
   slice *slices;
   uint32_t slice_count, slice_cap, slice_unused; /* unused: node free list */
-  uint32_t first_gen; /* generation of a fresh record */
-  uint32_t retired;   /* retired UNUSED records */
+  uint32_t first_gen;   /* generation of a fresh record */
+  uint32_t retired;     /* retired UNUSED records */
+  uint32_t max_records; /* slice_cap's limit: what a handle's index names */
   page *pages;
   uint32_t page_count, page_cap, page_unused; /* page_unused: slot list */
   uint32_t empty_head, empty_tail;            /* FIFO of empty pages */
@@ -203,13 +204,15 @@ static hippo_status reserve_nodes(sliced *p, uint32_t n) {
   {
     uint32_t cap = p->slice_cap ? p->slice_cap * 2 : 1024;
     slice *grown;
-    if (p->slice_cap >= HIPPO__HANDLE_MAX_SLOTS)
-      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                              "SLICED pool: %u slice records, the most a "
-                              "pool's handles can name; release some",
+    /* a limit of the pool's own, like a cap: the manager spills */
+    if (p->slice_cap >= p->max_records)
+      return hippo__error_set(HIPPO_POOL_CAPACITY_EXCEEDED,
+                              "SLICED pool: all %u slice records in use, the "
+                              "most a pool's handles can name; release some, "
+                              "or let a later pool take it",
                               p->slice_cap);
-    if (cap > HIPPO__HANDLE_MAX_SLOTS)
-      cap = HIPPO__HANDLE_MAX_SLOTS;
+    if (cap > p->max_records)
+      cap = p->max_records;
     grown = hippo__grow_aligned(p->slices, (size_t)p->slice_cap * sizeof *grown,
                                 (size_t)cap * sizeof *grown);
     if (!grown)
@@ -724,6 +727,11 @@ static void sliced_names_give(hippo__pool *pool, const hippo__names *in) {
   p->first_gen = in->first_gen;
 }
 
+void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
+  sliced *p = (sliced *)pool;
+  p->max_records = n < HIPPO__HANDLE_MAX_SLOTS ? n : HIPPO__HANDLE_MAX_SLOTS;
+}
+
 static const hippo__pool_ops sliced_ops = {
     .reserve = sliced_reserve,
     .release = sliced_release,
@@ -770,6 +778,7 @@ hippo_status hippo__pool_sliced_create(hippo__backend *be,
   p->max_pages = max_pages;
   p->slice_unused = NIL;
   p->first_gen = hippo__gen_first();
+  p->max_records = HIPPO__HANDLE_MAX_SLOTS;
   p->page_unused = NIL;
   p->empty_head = p->empty_tail = NIL;
   memset(p->heads, 0xff, sizeof p->heads);

@@ -465,6 +465,42 @@ START_TEST(retired_record_between_live_neighbours) {
 }
 END_TEST
 
+/* A pool whose slice records are all in use is full like a capped one:
+ * HIPPO_POOL_CAPACITY_EXCEEDED (the manager spills), nothing changes, and
+ * releases that merge records away make room again. */
+START_TEST(record_limit_is_a_cap) {
+  hippo__pool *p = make(MiB, 256 * KiB, 0, 0);
+  hippo__slice_ref refs[1100];
+  hippo_pool_report before, after;
+  uint64_t size;
+  uint32_t n = 0;
+  hippo_status st;
+  hippo__pool_sliced_limit_records(p, 1024);
+  /* each 256 B reservation splits the free tail: one record more */
+  while ((st = p->ops->reserve(p, 256, &refs[n])) == HIPPO_SUCCESS)
+    ck_assert_uint_lt(++n, 1100);
+  ck_assert_int_eq(st, HIPPO_POOL_CAPACITY_EXCEEDED);
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "slice records"));
+  ck_assert_uint_eq(n, 1022); /* 1024 records: n live, the tail, 1 spare */
+  CHECKED(p);
+  p->ops->report(p, &before);
+  ck_assert_int_eq(p->ops->reserve(p, 256, &refs[n]),
+                   HIPPO_POOL_CAPACITY_EXCEEDED);
+  p->ops->report(p, &after);
+  ck_assert_mem_eq(&before, &after, sizeof before);
+  ck_assert_uint_eq(fb.allocs, 1);
+  /* the two newest merge into the tail: two records back */
+  ck_assert(p->ops->release_named(p, refs[n - 1].slice, refs[n - 1].gen,
+                                  &size));
+  ck_assert(p->ops->release_named(p, refs[n - 2].slice, refs[n - 2].gen,
+                                  &size));
+  CHECKED(p);
+  refs[n - 2] = take(p, 256);
+  ck_assert_uint_eq(p->allocations, n - 1);
+  p->ops->destroy(p);
+}
+END_TEST
+
 typedef struct live {
   uint64_t addr, size, bytes;
   uint32_t slice, gen;
@@ -567,6 +603,7 @@ static Suite *suite(void) {
   tcase_add_test(t, named_release_and_resolve);
   tcase_add_test(t, record_retires_after_every_generation);
   tcase_add_test(t, retired_record_between_live_neighbours);
+  tcase_add_test(t, record_limit_is_a_cap);
   tcase_add_test(t, randomized_against_model);
   suite_add_tcase(s, t);
   return s;
