@@ -340,7 +340,9 @@ static inline char *hippo_load_error_buffer(void) {
   return buf;
 }
 
-/* The reason of the last failed hippo_load() on this thread. */
+/* The reason of the last failed hippo_load() on this thread.  The loader
+ * is header-only, so each source file has its own copy of the text: read
+ * it in the file that called hippo_load(). */
 static inline const char *hippo_load_error(void) {
   return hippo_load_error_buffer();
 }
@@ -349,7 +351,8 @@ static inline const char *hippo_load_error(void) {
  * table.  *handle receives the dlopen handle (dlclose it after the last
  * call).  Errors: HIPPO_INVALID_ARGUMENT (NULL), HIPPO_LOAD_FAILED (missing
  * file or symbol), HIPPO_INCOMPATIBLE_ABI (the plugin serves no version this
- * header knows); hippo_load_error() says which. */
+ * header knows); hippo_load_error() says which, and *handle and *api are
+ * NULL (the plugin, if it was opened, is closed again). */
 static inline hippo_status hippo_load(const char *path, void **handle,
                                       const hippo_api **api) {
   char *err = hippo_load_error_buffer();
@@ -359,6 +362,7 @@ static inline hippo_status hippo_load(const char *path, void **handle,
     hippo_plugin_entry_fn fn;
   } entry; /* dlsym gives an object pointer; read it as a function's */
   uint32_t version = HIPPO_ABI_VERSION;
+  const hippo_api *table = NULL;
   hippo_status st;
 
   err[0] = '\0';
@@ -366,6 +370,8 @@ static inline hippo_status hippo_load(const char *path, void **handle,
     snprintf(err, 512, "hippo_load: path, handle and api must not be NULL");
     return HIPPO_INVALID_ARGUMENT;
   }
+  *handle = NULL;
+  *api = NULL;
   lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     snprintf(err, 512, "hippo_load: cannot load '%s': %s", path, dlerror());
@@ -378,8 +384,8 @@ static inline hippo_status hippo_load(const char *path, void **handle,
     dlclose(lib);
     return HIPPO_LOAD_FAILED;
   }
-  st = entry.fn(&version, api);
-  if (st != HIPPO_SUCCESS || version < HIPPO_ABI_VERSION_MIN ||
+  st = entry.fn(&version, &table);
+  if (st != HIPPO_SUCCESS || !table || version < HIPPO_ABI_VERSION_MIN ||
       version > HIPPO_ABI_VERSION) {
     snprintf(err, 512,
              "hippo_load: '%s' serves no ABI version in [%u, %u] "
@@ -390,6 +396,7 @@ static inline hippo_status hippo_load(const char *path, void **handle,
     return st != HIPPO_SUCCESS ? st : HIPPO_INCOMPATIBLE_ABI;
   }
   *handle = lib;
+  *api = table;
   return HIPPO_SUCCESS;
 }
 #endif /* HIPPO_NO_LOADER */

@@ -307,6 +307,9 @@ static hippo_status api_emu_stream_create(hippo_device *device,
 static hippo_status api_emu_stream_destroy(hippo_device *device,
                                            void *native) {
   EMU_OP(device, emu_stream_destroy, "emu_stream_destroy");
+  hippo_status st;
+  /* under the device lock, so no stream_attach slips in between the
+   * question and the destruction */
   hippo__lock_take(&device->lock);
   for (uint32_t i = 0; i < device->stream_count; i++)
     if (device->streams[i]->native == native) {
@@ -315,8 +318,9 @@ static hippo_status api_emu_stream_destroy(hippo_device *device,
                               "emu_stream_destroy: the stream is still "
                               "attached; detach it first");
     }
+  st = device->be->ops->emu_stream_destroy(device->be, native);
   hippo__lock_drop(&device->lock);
-  return device->be->ops->emu_stream_destroy(device->be, native);
+  return st;
 }
 
 static hippo_status api_emu_capture_begin(hippo_device *device, void *native,

@@ -4,8 +4,9 @@
  * older caller passes a smaller struct: the fields it does not know take
  * their zero defaults.  A newer caller passes a larger one: the fields this
  * plugin does not know must be zero, since a non-zero one asks for something
- * this plugin cannot do.  A size below the v1 prefix, or one that is not a
- * multiple of 8 (it would end inside a field), cannot be interpreted.
+ * this plugin cannot do.  A size below the v1 prefix, one that is not a
+ * multiple of 8 (it would end inside a field), or one above
+ * HIPPO__STRUCT_MAX (garbage) cannot be interpreted.
  */
 #include <string.h>
 
@@ -17,9 +18,16 @@
 static hippo_status bad_size(const char *what, uint32_t size,
                              size_t min_size) {
   return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                          "%s.struct_size is %u: it must be a multiple of 8 "
-                          "and at least %zu; set it to sizeof the struct",
-                          what, size, min_size);
+                          "%s.struct_size is %u: it must be a multiple of 8, "
+                          "at least %zu and at most %u; set it to sizeof the "
+                          "struct",
+                          what, size, min_size, HIPPO__STRUCT_MAX);
+}
+
+/* No ABI struct will grow anywhere near this: a larger size is garbage,
+ * and reading (or zeroing) that much of the caller's memory would crash. */
+static bool size_ok(uint32_t size, size_t min_size) {
+  return size >= min_size && size % 8 == 0 && size <= HIPPO__STRUCT_MAX;
 }
 
 hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
@@ -29,7 +37,7 @@ hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
     return hippo__error_set(HIPPO_INVALID_ARGUMENT, "%s must not be NULL",
                             what);
   memcpy(&size, src, sizeof size);
-  if (size < min_size || size % 8 != 0)
+  if (!size_ok(size, min_size))
     return bad_size(what, size, min_size);
   memset(dst, 0, dst_size);
   if (size <= dst_size) {
@@ -57,7 +65,7 @@ hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
     return hippo__error_set(HIPPO_INVALID_ARGUMENT, "%s must not be NULL",
                             what);
   memcpy(&size, dst, sizeof size);
-  if (size < min_size || size % 8 != 0)
+  if (!size_ok(size, min_size))
     return bad_size(what, size, min_size);
   if (size > src_size)
     memset((unsigned char *)dst + src_size, 0, size - src_size);

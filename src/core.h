@@ -43,6 +43,14 @@ hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
                                const uint64_t *args, unsigned n);
 void hippo__error_clear(void);
 const char *hippo__error_get(void);
+/* A question asked on the way (may pages be freed?) must not replace the
+ * message of the failure the call reports: keep it, ask, restore it. */
+#define HIPPO__ERROR_MAX 512
+typedef struct hippo__error_kept {
+  char text[HIPPO__ERROR_MAX];
+} hippo__error_kept;
+void hippo__error_keep(hippo__error_kept *kept);
+void hippo__error_restore(const hippo__error_kept *kept);
 const char *hippo__status_string(hippo_status status);
 const char *hippo__status_name(hippo_status status);
 
@@ -108,6 +116,7 @@ static inline void *hippo__grow_aligned(void *old, size_t old_bytes,
  * zeroed local of the plugin's size.  Smaller callers get zero defaults;
  * larger callers must have zeros beyond what the plugin knows.  Returns
  * HIPPO_INVALID_ARGUMENT (with last_error naming `what`) otherwise. */
+#define HIPPO__STRUCT_MAX 65536u /* the largest struct_size accepted */
 hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
                               size_t min_size, const char *what);
 /* Check an output struct's size field (at least min_size) and fill it from

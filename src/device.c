@@ -149,9 +149,9 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
     if (st != HIPPO_SUCCESS) {
       hippo__lock_drop(&dev->lock);
       free(s);
-      return hippo__error_wrap(HIPPO_INVALID_ARGUMENT,
-                               "stream_attach: native stream %p is not a "
-                               "stream of this device",
+      return hippo__error_wrap(st,
+                               "stream_attach: native stream %p: the backend "
+                               "does not take it as a stream of this device",
                                native);
     }
   }
@@ -226,7 +226,13 @@ static hippo_status refuse_while_recording(hippo_device *dev,
 }
 
 hippo_status hippo__device_may_free(void *ctx, bool *may_free) {
-  hippo_status st = refuse_while_recording(ctx, "freeing pages");
+  hippo__error_kept kept;
+  hippo_status st;
+  /* the answer is a yes or a no, not the caller's failure: last_error
+   * keeps what it said (an out-of-memory's detail, say) */
+  hippo__error_keep(&kept);
+  st = refuse_while_recording(ctx, "freeing pages");
+  hippo__error_restore(&kept);
   *may_free = st == HIPPO_SUCCESS;
   return st == HIPPO_GRAPH_RECORDING ? HIPPO_SUCCESS : st;
 }
@@ -275,6 +281,7 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
           (dev->stream_count - i - 1) * sizeof *dev->natives);
   dev->stream_count--;
   hippo__lock_drop(&dev->natives_lock);
+  dev->detached_peak_in_use += s->peak_in_use;
   hippo__manager_fini(s); /* no page left to free */
   hippo__lock_drop(&s->lock);
   hippo__lock_drop(&dev->lock);
@@ -401,7 +408,8 @@ hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
 /* The device's figures: sums over its streams, read holding every stream
  * lock, so they are one consistent snapshot.
  * bytes_reserved, pages and peak_bytes_reserved are the device's own page
- * figures (exact); peak_bytes_in_use is the sum of the streams' peaks, an
+ * figures (exact); peak_bytes_in_use is the sum of the peaks of every
+ * stream ever attached (detached ones included, so it never goes down), an
  * upper bound of the device's true peak (streams peak at different times,
  * and keeping one exact figure would put an atomic on every reserve). */
 hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
@@ -417,6 +425,7 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
     out->bytes_padding += u.bytes_padding;
     out->peak_bytes_in_use += u.peak_bytes_in_use;
   }
+  out->peak_bytes_in_use += dev->detached_peak_in_use;
   out->pool_count = dev->layout.count + 1;
   out->bytes_reserved = atomic_load(&dev->acct.bytes_reserved);
   out->peak_bytes_reserved = atomic_load(&dev->acct.peak_bytes_reserved);

@@ -10,8 +10,6 @@
 
 #include "core.h"
 
-#define HIPPO__ERROR_MAX 512
-
 /* Invariant: always NUL-terminated; "" when the thread has seen no failure
  * since its last hippo__error_clear().  When lazy_fmt is set, the message
  * of the last failure is lazy_fmt with lazy_args, not yet formatted. */
@@ -87,6 +85,16 @@ void hippo__error_clear(void) {
 const char *hippo__error_get(void) {
   materialize();
   return last_error_buf;
+}
+
+void hippo__error_keep(hippo__error_kept *kept) {
+  materialize();
+  memcpy(kept->text, last_error_buf, sizeof kept->text);
+}
+
+void hippo__error_restore(const hippo__error_kept *kept) {
+  lazy_fmt = NULL;
+  memcpy(last_error_buf, kept->text, sizeof last_error_buf);
 }
 
 const char *hippo__status_string(hippo_status status) {

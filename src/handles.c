@@ -19,14 +19,23 @@ static atomic_uint tag_cursor;
 static atomic_uint gens_made;
 #define RETIRED (NO_SLOT - 1)
 
+/* Two copies of the plugin loaded in one process (two paths, two
+ * dlopens) have their own counters, at different addresses: starting them
+ * apart by their address makes a handle of one copy meet a live record of
+ * the other only by chance (tag and generation both matching). */
+static unsigned copy_seed(void) {
+  uint64_t a = (uint64_t)(uintptr_t)&tag_cursor;
+  return (unsigned)(a ^ (a >> 16) ^ (a >> 32)) * 2654435761u;
+}
+
 uint32_t hippo__gen_first(void) {
-  unsigned made = atomic_fetch_add(&gens_made, 1);
+  unsigned made = atomic_fetch_add(&gens_made, 1) + copy_seed();
   /* a multiplicative hash spreads consecutive ones over 1 .. 2^20-1 */
   return (uint32_t)((made * 2654435761u) % GEN_MASK) + 1;
 }
 
 hippo_status hippo__handles_init(hippo__handles *h) {
-  unsigned start = atomic_fetch_add(&tag_cursor, 1);
+  unsigned start = atomic_fetch_add(&tag_cursor, 1) + copy_seed();
   h->slots = NULL;
   h->retired = 0;
   h->first_gen = hippo__gen_first();

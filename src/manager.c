@@ -491,14 +491,18 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
                             (unsigned long long)s->in_use,
                             (unsigned long long)s->peak_in_use);
   if (reserved != atomic_load(&s->acct.bytes_reserved) ||
-      pages != atomic_load(&s->acct.pages))
+      pages != atomic_load(&s->acct.pages) ||
+      reserved > atomic_load(&s->acct.peak_bytes_reserved))
     return hippo__error_set(HIPPO_INTERNAL,
                             "manager check: pools hold %llu pages of %llu B, "
-                            "the stream's figures say %llu of %llu B",
+                            "the stream's figures say %llu of %llu B (peak "
+                            "%llu B)",
                             (unsigned long long)pages,
                             (unsigned long long)reserved,
                             (unsigned long long)atomic_load(&s->acct.pages),
                             (unsigned long long)atomic_load(
-                                &s->acct.bytes_reserved));
+                                &s->acct.bytes_reserved),
+                            (unsigned long long)atomic_load(
+                                &s->acct.peak_bytes_reserved));
   return HIPPO_SUCCESS;
 }

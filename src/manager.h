@@ -94,6 +94,7 @@ struct hippo_device {
   hippo_stream **streams;
   uint32_t stream_count, stream_cap;
   hippo__page_acct acct;
+  uint64_t detached_peak_in_use; /* sum of detached streams' peaks */
   /* The native streams, under their own lock, taken last: holding it, hippo
    * takes no other lock of its own (only the backend's, in the capture
    * query), so a stream holding its lock can ask whether any stream of the

@@ -19,9 +19,9 @@
  * free allocations go back to the backend oldest first (by the time they
  * became free) until bytes_reserved + a <= reclaim_at or none is left; the
  * request is then served anyway, above the watermark if need be.  Reclaim
- * runs before the new allocation is taken, so a reserve whose page_alloc
- * fails may have given free allocations back (no live slice and no figure
- * of live data changes; bytes_reserved and pages drop by what went back).
+ * runs once the new allocation is taken, so a reserve whose page_alloc
+ * fails gives nothing back (a failed call changes nothing; when the device
+ * is out of memory, the manager's retry gives every free page back).
  * A free allocation whose page_free fails during reclaim is skipped and
  * kept.  While the pool's free gate (pool.h) says no -- a stream of the
  * device captures a graph -- reclaim frees nothing and the request is
@@ -209,17 +209,16 @@ static void size_unlink_alloc(hippo__pool *pool, uint32_t i) {
   size_unlink((dpool *)pool, i);
 }
 
-/* Free allocations go back, oldest first, until `need` more bytes fit
- * under the watermark or none is left.  Failures are skipped.  Nothing goes
- * back while the free gate says no (a capture records). */
-static void reclaim(dpool *p, uint64_t need) {
+/* Free allocations go back, oldest first, until bytes_reserved is under
+ * the watermark or none is left.  Failures are skipped.  Nothing goes back
+ * while the free gate says no (a capture records). */
+static void reclaim(dpool *p) {
   uint64_t mark = p->head.opt.reclaim_at;
   uint32_t i = p->pages.fifo_front;
-  if (i == NIL || (need <= mark && p->head.bytes_reserved <= mark - need) ||
+  if (i == NIL || p->head.bytes_reserved <= mark ||
       !hippo__pool_may_free(&p->head))
     return;
-  while (i != NIL &&
-         (need > mark || p->head.bytes_reserved > mark - need)) {
+  while (i != NIL && p->head.bytes_reserved > mark) {
     uint32_t newer = p->pages.slot[i].newer;
     (void)hippo__page_slots_drop(&p->pages, &p->head, i);
     i = newer;
@@ -236,9 +235,10 @@ static hippo_status direct_reserve(hippo__pool *pool, uint64_t size,
   hippo_status st;
 
   if (size == 0 || size > pool->max_size)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+    return hippo__error_set(size ? HIPPO_BUFFER_TOO_BIG
+                                 : HIPPO_INVALID_ARGUMENT,
                             "%s pool: a reservation of %llu bytes is outside "
-                            "1..%llu",
+                            "the 1..%llu it accepts",
                             p->pages.name, (unsigned long long)size,
                             (unsigned long long)pool->max_size);
   a = (size + pool->alignment - 1) & ~(pool->alignment - 1);
@@ -253,8 +253,6 @@ static hippo_status direct_reserve(hippo__pool *pool, uint64_t size,
       st = map_reserve(p, pool->pages + 1);
     if (st != HIPPO_SUCCESS)
       return st;
-    if (pool->opt.reclaim_at != 0)
-      reclaim(p, a);
     st = hippo__pool_page_alloc(pool, a, &addr);
     if (st != HIPPO_SUCCESS)
       return hippo__error_wrap(st,
@@ -263,6 +261,8 @@ static hippo_status direct_reserve(hippo__pool *pool, uint64_t size,
                                p->pages.name, (unsigned long long)a,
                                (unsigned long long)size);
     i = hippo__page_slots_take(&p->pages, addr, a);
+    if (pool->opt.reclaim_at != 0)
+      reclaim(p); /* the new one is not free: it stays */
   }
   hippo__page_slots_serve(&p->pages, pool, i, size, out);
   return HIPPO_SUCCESS;

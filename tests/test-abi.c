@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -87,10 +88,11 @@ END_TEST
 START_TEST(test_load_missing_file) {
   const char *path = "/nonexistent/dir/no-such-hippo.so";
   void *lib = (void *)&lib;
-  const hippo_api *api = NULL;
+  const hippo_api *api = tu_api();
   ck_assert_int_eq(hippo_load(path, &lib, &api), HIPPO_LOAD_FAILED);
   ck_assert_ptr_nonnull(strstr(hippo_load_error(), path));
-  ck_assert_ptr_null(api);
+  ck_assert_ptr_null(api); /* a failed load leaves nothing to call */
+  ck_assert_ptr_null(lib);
 }
 END_TEST
 
@@ -126,6 +128,68 @@ START_TEST(test_load_twice) {
   ck_assert_ptr_eq(api, tu_api());
   ck_assert_str_eq(hippo_load_error(), "");
   dlclose(lib);
+}
+END_TEST
+
+/* Copies the plugin to a fresh file (two paths: dlopen loads two copies). */
+static void copy_plugin(char *path) {
+  FILE *in = fopen(tu_plugin_path(), "rb"), *out;
+  int fd = mkstemp(path);
+  char buf[65536];
+  size_t n;
+  ck_assert_ptr_nonnull(in);
+  ck_assert_int_ge(fd, 0);
+  out = fdopen(fd, "wb");
+  ck_assert_ptr_nonnull(out);
+  while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+    ck_assert_uint_eq(fwrite(buf, 1, n, out), n);
+  fclose(in);
+  ck_assert_int_eq(fclose(out), 0);
+}
+
+/* Two copies of the plugin in one process, driven the same way, do not
+ * take each other's handles: each copy's tags and generations start from
+ * where it was loaded. */
+START_TEST(test_two_copies) {
+  char pa[] = "/tmp/hippo-copy-a-XXXXXX", pb[] = "/tmp/hippo-copy-b-XXXXXX";
+  void *la, *lb;
+  const hippo_api *a, *b;
+  hippo_device *da, *db;
+  hippo_stream *sa, *sb;
+  void *na, *nb, *ptr;
+  hippo_handle ha[2], hb[2];
+  uint64_t size;
+  copy_plugin(pa);
+  copy_plugin(pb);
+  ck_assert_int_eq(hippo_load(pa, &la, &a), HIPPO_SUCCESS);
+  ck_assert_int_eq(hippo_load(pb, &lb, &b), HIPPO_SUCCESS);
+  ck_assert_ptr_ne(a, b);
+  da = tu_open(a, HIPPO_BACKEND_DRY, TU_GiB, NULL);
+  db = tu_open(b, HIPPO_BACKEND_DRY, TU_GiB, NULL);
+  sa = tu_attach(a, da, &na);
+  sb = tu_attach(b, db, &nb);
+  ha[0] = tu_reserve(a, sa, 1 << 20); /* named by a SLICED pool */
+  hb[0] = tu_reserve(b, sb, 1 << 20);
+  ha[1] = tu_reserve(a, sa, 0); /* named by the handle table */
+  hb[1] = tu_reserve(b, sb, 0);
+  for (int i = 0; i < 2; i++) {
+    ck_assert_uint_ne(ha[i], hb[i]);
+    CK_STATUS(b, b->resolve(sb, ha[i], &ptr, &size), HIPPO_INVALID_HANDLE);
+    CK_STATUS(b, b->release(sb, ha[i]), HIPPO_INVALID_HANDLE);
+    CK_STATUS(a, a->release(sa, hb[i]), HIPPO_INVALID_HANDLE);
+    CK_OK(a, a->release(sa, ha[i]));
+    CK_OK(b, b->release(sb, hb[i]));
+  }
+  CK_OK(a, a->stream_detach(sa));
+  CK_OK(b, b->stream_detach(sb));
+  CK_OK(a, a->emu_stream_destroy(da, na));
+  CK_OK(b, b->emu_stream_destroy(db, nb));
+  CK_OK(a, a->device_close(da));
+  CK_OK(b, b->device_close(db));
+  dlclose(la);
+  dlclose(lb);
+  unlink(pa);
+  unlink(pb);
 }
 END_TEST
 
@@ -170,13 +234,31 @@ START_TEST(test_desc_too_small) {
   const hippo_api *api = tu_api();
   hippo_device_desc d = dry_desc();
   hippo_device *dev = NULL;
-  const uint32_t sizes[] = {0, 4, 7};
+  /* too small, cut inside a field, or garbage far above any struct (the
+   * plugin must not read that much of the caller's memory) */
+  const uint32_t sizes[] = {0, 4, 7, 65544, UINT32_MAX - 7};
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     d.struct_size = sizes[i];
     CK_STATUS(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT);
     CK_ERROR_HAS(api, "struct_size");
+    CK_ERROR_HAS(api, "at most 65536");
     ck_assert_ptr_null(dev);
   }
+}
+END_TEST
+
+/* The largest struct_size accepted: a zero tail up to 64 KiB. */
+START_TEST(test_desc_largest) {
+  const hippo_api *api = tu_api();
+  hippo_device_desc d = dry_desc();
+  hippo_device *dev = NULL;
+  unsigned char *big = calloc(1, 65536);
+  ck_assert_ptr_nonnull(big);
+  memcpy(big, &d, sizeof d);
+  memcpy(big, &(uint32_t){65536}, sizeof(uint32_t));
+  CK_OK(api, api->device_open((const hippo_device_desc *)(void *)big, &dev));
+  CK_OK(api, api->device_close(dev));
+  free(big);
 }
 END_TEST
 
@@ -682,10 +764,12 @@ static Suite *abi_suite(void) {
   tcase_add_test(tc, test_load_no_symbol);
   tcase_add_test(tc, test_load_null);
   tcase_add_test(tc, test_load_twice);
+  tcase_add_test(tc, test_two_copies);
   suite_add_tcase(s, tc);
   tc = tcase_create("structs");
   tcase_add_test(tc, test_desc_older_caller);
   tcase_add_test(tc, test_desc_too_small);
+  tcase_add_test(tc, test_desc_largest);
   tcase_add_test(tc, test_desc_newer_zero_tail);
   tcase_add_test(tc, test_desc_newer_nonzero_tail);
   tcase_add_test(tc, test_desc_null);

@@ -1090,6 +1090,9 @@ START_TEST(test_capture_guard_oom_retry) {
   c0 = tu_counters(api, dev);
   CK_STATUS(api, api->reserve(a.s, 512 * TU_KiB, HIPPO_MODE_AUTO, &big),
             HIPPO_OUT_OF_MEMORY);
+  /* the message is the out-of-memory's, not the capture question's */
+  CK_ERROR_HAS(api, "page_alloc");
+  ck_assert_ptr_null(strstr(api->last_error(), "capturing"));
   c1 = tu_counters(api, dev);
   ck_assert_msg(c1.calls[HIPPO_CALL_FREE] == c0.calls[HIPPO_CALL_FREE],
                 "a page was freed while the stream captured");
@@ -1319,6 +1322,46 @@ START_TEST(test_install_stale_never_live) {
 }
 END_TEST
 
+/* The device's peak in use never goes down: a detached stream's peak stays
+ * in it. */
+START_TEST(test_peak_survives_detach) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_1m(api, HIPPO_BACKEND_DRY);
+  stream_pair a = attach(api, dev), b = attach(api, dev);
+  hippo_handle h = tu_reserve(api, a.s, 100000);
+  hippo_handle g = tu_reserve(api, b.s, 3000);
+  CK_OK(api, api->release(a.s, h));
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).peak_bytes_in_use, 103000);
+  detach(api, dev, a);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).peak_bytes_in_use, 103000);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_in_use, 3000);
+  CK_OK(api, api->release(b.s, g));
+  CK_CHECK(api, dev);
+  CLOSE(api, dev, b);
+}
+END_TEST
+
+/* stream_attach keeps the backend's status: a failed capture query is
+ * the backend's failure, not a bad argument. */
+START_TEST(test_attach_backend_failure) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_1m(api, backends[_i]);
+  hippo_stream *s = NULL;
+  void *n = NULL;
+  CK_OK(api, api->emu_stream_create(dev, &n));
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_CAPTURE_QUERY, 1,
+                                   HIPPO_BACKEND_ERROR));
+  CK_STATUS(api, api->stream_attach(dev, n, &s), HIPPO_BACKEND_ERROR);
+  CK_ERROR_HAS(api, "injected");
+  ck_assert_ptr_null(s);
+  ck_assert_uint_eq(tu_info(api, dev).streams, 0);
+  CK_OK(api, api->stream_attach(dev, n, &s)); /* the retry works */
+  CK_OK(api, api->stream_detach(s));
+  CK_OK(api, api->emu_stream_destroy(dev, n));
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* A handle of a detached stream does not work on a stream attached later
  * with the same tag (after 4095 more attachments). */
 START_TEST(test_handle_of_detached_stream) {
@@ -1417,6 +1460,8 @@ static Suite *device_suite(void) {
   tcase_add_loop_test(tc, test_install_free_fails, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_failed_reserve_changes_nothing, 0, N_BACKENDS);
   tcase_add_test(tc, test_install_stale_never_live);
+  tcase_add_test(tc, test_peak_survives_detach);
+  tcase_add_loop_test(tc, test_attach_backend_failure, 0, N_BACKENDS);
   tcase_add_test(tc, test_handle_of_detached_stream);
   tcase_add_test(tc, test_foreign_handle_after_many_streams);
   suite_add_tcase(s, tc);

@@ -65,6 +65,38 @@ START_TEST(handle_table_full) {
 }
 END_TEST
 
+/* The check walk sees a stream's page figures disagree with its pools,
+ * its peak below what it holds included. */
+START_TEST(check_sees_stream_peak) {
+  tu_layout l;
+  hippo_device_desc desc;
+  hippo_device *dev;
+  hippo_stream *s;
+  hippo_handle h;
+  void *native;
+  uint64_t peak;
+  TU_SIZED(desc);
+  desc.backend = HIPPO_BACKEND_DRY;
+  desc.capacity = TU_GiB;
+  tu_layout_sliced(&l, 64 * TU_KiB, 64 * TU_KiB);
+  OK(hippo__device_open(&desc, &l.layout, l.pools, &dev));
+  OK(dev->be->ops->emu_stream_create(dev->be, &native));
+  OK(hippo__stream_attach(dev, native, &s));
+  OK(hippo__reserve(s, 1000, HIPPO_MODE_AUTO, &h));
+  OK(hippo__device_check(dev));
+  peak = atomic_load(&s->acct.peak_bytes_reserved);
+  atomic_store(&s->acct.peak_bytes_reserved, 0);
+  ck_assert_int_eq(hippo__device_check(dev), HIPPO_INTERNAL);
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "peak"));
+  atomic_store(&s->acct.peak_bytes_reserved, peak);
+  OK(hippo__device_check(dev));
+  OK(hippo__release(s, h));
+  OK(hippo__stream_detach(s));
+  OK(dev->be->ops->emu_stream_destroy(dev->be, native));
+  OK(hippo__device_close(dev));
+}
+END_TEST
+
 int main(void) {
   Suite *s;
   void *probe;
@@ -86,6 +118,7 @@ int main(void) {
   s = suite_create("manager");
   TCase *t = tcase_create("host memory");
   tcase_add_test(t, handle_table_full);
+  tcase_add_test(t, check_sees_stream_peak);
   suite_add_tcase(s, t);
   return tu_run(s);
 }

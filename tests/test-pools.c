@@ -982,6 +982,47 @@ START_TEST(direct_reclaim) {
 }
 END_TEST
 
+/* Reclaim runs once the new allocation is taken: a reservation whose
+ * page_alloc fails gives nothing back. */
+START_TEST(direct_failed_reserve_reclaims_nothing) {
+  fake_be *f = fake_new(GiB, ALIGN);
+  hippo__pool *p = direct_new(f, NULL, 4096, 0);
+  hippo__slice_ref x = reserve(p, 2048), y = reserve(p, 2048), r = {9, 9, 9};
+  hippo_pool_report before, after;
+  release(p, x, 2048);
+  release(p, y, 2048); /* 4096 held, all free; FIFO: x, y */
+  before = report(p);
+  OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
+                                   HIPPO_BACKEND_ERROR));
+  FAILS(p->ops->reserve(p, 3000, &r), HIPPO_BACKEND_ERROR, "DIRECT pool");
+  after = report(p);
+  ck_assert_int_eq(memcmp(&before, &after, sizeof before), 0);
+  ck_assert_uint_eq(f->nfreed, 0);
+  ck_assert_uint_eq(r.addr, 9);
+  checked(p);
+  /* 4096 + 3072 > 4096: x, then y go, after the new one was taken */
+  r = reserve(p, 3000);
+  ck_assert_uint_eq(f->nfreed, 2);
+  ck_assert_uint_eq(f->freed[0], x.addr);
+  ck_assert_uint_eq(f->freed[1], y.addr);
+  ck_assert_uint_eq(p->bytes_reserved, 3072);
+  release(p, r, 3000);
+  done(p, f);
+}
+END_TEST
+
+/* An oversized request in Persistent mode is too big, as in Auto mode. */
+START_TEST(persistent_too_big) {
+  fake_be *f = fake_new(GiB, ALIGN);
+  hippo__pool *p = persistent_new(f, NULL);
+  hippo__slice_ref r;
+  FAILS(p->ops->reserve(p, UINT64_MAX, &r), HIPPO_BUFFER_TOO_BIG,
+        "PERSISTENT pool");
+  checked(p);
+  done(p, f);
+}
+END_TEST
+
 /* A free allocation whose free fails during reclaim is skipped and kept. */
 START_TEST(direct_reclaim_failure) {
   fake_be *f = fake_new(GiB, ALIGN);
@@ -1469,6 +1510,8 @@ static Suite *pools_suite(void) {
   tcase_add_test(tc, direct_many_sizes);
   tcase_add_test(tc, direct_reclaim);
   tcase_add_test(tc, direct_reclaim_failure);
+  tcase_add_test(tc, direct_failed_reserve_reclaims_nothing);
+  tcase_add_test(tc, persistent_too_big);
   tcase_add_test(tc, direct_periodic_cleanup);
   tcase_add_test(tc, direct_failures);
   tcase_set_timeout(tc, 60);
