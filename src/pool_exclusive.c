@@ -38,6 +38,15 @@
  *    next(class(a)) = class(a) + 2^(k-3), or + 2^(k-2) when j = 8.)
  *  bytes_padding of a live page is p - size.
  *
+ * Exact pages.  When a class page does not fit the device (the backend is
+ * out of memory, and its free memory holds a but not class(a) bytes), the
+ * pool takes a page of exactly a bytes instead: a request within 12.5% of
+ * the free memory still gets it.
+ * Such a page is not a class size; when free it waits on its own list
+ * (EXACT) and serves a later request a' only if a' <= p <= max(a' + A,
+ * 1.25 a'), the bound above, looking at EXACT_SCAN of them at most and
+ * only when both class lists are empty.
+ *
  * Periodic deallocation.  The pool's clock is pool->now (the stream's
  * reservation clock, pool.h).  A page that becomes free at clock t goes back to the backend at the
  * first tick with now >= t + dealloc_period (0 = never).  Free pages also
@@ -66,19 +75,23 @@
 
 #define NIL HIPPO__SLOT_NIL
 #define CLASS_COUNT 512u
+#define CLASS_EXACT CLASS_COUNT /* cls of an exact page (its own list) */
+#define EXACT_SCAN 8            /* exact pages looked at per reservation */
 #define MAX_REQUEST (UINT64_C(1) << 63)
 
 /* Pages live in page slots (pool_pages.h); a slot's `cls` is the class
- * index of its size, and a FREE page is on the free list of that class
- * (prev/next).  A LIVE page serves 0 < requested <= max_size with size in
- * {class(requested), next(class(requested))}.
- * Invariant: class_head[c] != NIL <=> bit c of class_bits is set <=> some
- * FREE page has class c; the page-slot invariant holds. */
+ * index of its size (CLASS_EXACT for an exact page), and a FREE page is on
+ * the free list of that class (prev/next).  A LIVE page serves
+ * 0 < requested <= max_size with size in {class(requested),
+ * next(class(requested))}, or, exact, within the reuse bound of it.
+ * Invariant: for c < CLASS_COUNT, class_head[c] != NIL <=> bit c of
+ * class_bits is set <=> some FREE page has class c; the page-slot
+ * invariant holds. */
 typedef struct xpool {
   hippo__pool head;
   hippo__page_slots pages;               /* the page slots and FIFO */
   uint64_t class_bits[CLASS_COUNT / 64]; /* non-empty class free lists */
-  uint32_t class_head[CLASS_COUNT];      /* most recently freed page */
+  uint32_t class_head[CLASS_COUNT + 1];  /* most recently freed page */
 } xpool;
 
 /* ---- size classes -------------------------------------------------------*/
@@ -118,7 +131,8 @@ static void class_push(xpool *p, uint32_t i) {
   if (pg->next != NIL)
     p->pages.slot[pg->next].prev = i;
   p->class_head[c] = i;
-  p->class_bits[c / 64] |= UINT64_C(1) << (c % 64);
+  if (c < CLASS_COUNT)
+    p->class_bits[c / 64] |= UINT64_C(1) << (c % 64);
 }
 
 static void class_unlink(xpool *p, uint32_t i) {
@@ -130,9 +144,43 @@ static void class_unlink(xpool *p, uint32_t i) {
     p->class_head[c] = pg->next;
   if (pg->next != NIL)
     p->pages.slot[pg->next].prev = pg->prev;
-  if (p->class_head[c] == NIL)
+  if (p->class_head[c] == NIL && c < CLASS_COUNT)
     p->class_bits[c / 64] &= ~(UINT64_C(1) << (c % 64));
   pg->prev = pg->next = NIL;
+}
+
+/* Whether a page of p bytes may serve an aligned request of a bytes: the
+ * reuse bound p <= max(a + A, 1.25 a). */
+static bool within_bound(uint64_t p, uint64_t a, uint64_t align) {
+  uint64_t slack = a / 4 > align ? a / 4 : align;
+  return p >= a && p - a <= slack;
+}
+
+/* After a class page of c bytes ran out of memory: whether the device's
+ * free memory holds a but not c (asked of the backend, off the fast path),
+ * so an exact page may succeed where the class page cannot.  Any other
+ * out-of-memory (a transient one, fragmentation) is reported as it is. */
+static bool exact_would_fit(hippo__pool *pool, uint64_t a, uint64_t c) {
+  hippo__error_kept kept;
+  uint64_t free_bytes = 0, total = 0;
+  bool fits;
+  if (!pool->be->ops->mem_info)
+    return false;
+  hippo__error_keep(&kept); /* the out-of-memory's message stays */
+  fits = pool->be->ops->mem_info(pool->be, &free_bytes, &total) ==
+             HIPPO_SUCCESS &&
+         free_bytes >= a && free_bytes < c;
+  hippo__error_restore(&kept);
+  return fits;
+}
+
+/* A free exact page that may serve a, among the first EXACT_SCAN. */
+static uint32_t exact_fit(const xpool *p, uint64_t a) {
+  uint32_t i = p->class_head[CLASS_EXACT];
+  for (int n = 0; i != NIL && n < EXACT_SCAN; n++, i = p->pages.slot[i].next)
+    if (within_bound(p->pages.slot[i].size, a, p->head.alignment))
+      return i;
+  return NIL;
 }
 
 /* The page slots' `unlink`: a FREE page goes back to the backend. */
@@ -145,7 +193,7 @@ static void class_unlink_page(hippo__pool *pool, uint32_t i) {
 static hippo_status exclusive_reserve(hippo__pool *pool, uint64_t size,
                                       hippo__slice_ref *out) {
   xpool *p = (xpool *)pool;
-  uint64_t c, addr;
+  uint64_t a, c, addr;
   uint32_t i;
   hippo_status st;
 
@@ -155,26 +203,34 @@ static hippo_status exclusive_reserve(hippo__pool *pool, uint64_t size,
                             "outside 1..%llu (max_alloc_size)",
                             (unsigned long long)size,
                             (unsigned long long)pool->max_size);
+  a = (size + pool->alignment - 1) & ~(pool->alignment - 1);
   c = class_of(size, pool->align_shift);
   i = p->class_head[class_index(c)];
   if (i == NIL)
     i = p->class_head[class_index(class_next(c, pool->align_shift))];
+  if (i == NIL && p->class_head[CLASS_EXACT] != NIL)
+    i = exact_fit(p, a);
   if (i != NIL) {
     class_unlink(p, i);
     hippo__page_slots_reuse(&p->pages, pool, i);
   } else {
+    uint64_t bytes = c;
     st = hippo__page_slots_make_room(&p->pages);
     if (st != HIPPO_SUCCESS)
       return st;
     st = hippo__pool_page_alloc(pool, c, &addr);
+    if (st == HIPPO_OUT_OF_MEMORY && a < c && exact_would_fit(pool, a, c)) {
+      bytes = a;
+      st = hippo__pool_page_alloc(pool, a, &addr);
+    }
     if (st != HIPPO_SUCCESS)
       return hippo__error_wrap(st,
                                "EXCLUSIVE pool: a page of %llu bytes for a "
                                "reservation of %llu",
-                               (unsigned long long)c,
+                               (unsigned long long)bytes,
                                (unsigned long long)size);
-    i = hippo__page_slots_take(&p->pages, addr, c);
-    p->pages.slot[i].cls = class_index(c);
+    i = hippo__page_slots_take(&p->pages, addr, bytes);
+    p->pages.slot[i].cls = bytes == c ? class_index(c) : CLASS_EXACT;
   }
   hippo__page_slots_serve(&p->pages, pool, i, size, out);
   return HIPPO_SUCCESS;
@@ -207,6 +263,10 @@ static void exclusive_report(const hippo__pool *pool, hippo_pool_report *out) {
       break;
     }
   }
+  for (uint32_t i = p->class_head[CLASS_EXACT]; i != NIL;
+       i = p->pages.slot[i].next)
+    if (p->pages.slot[i].size > out->largest_free)
+      out->largest_free = p->pages.slot[i].size;
 }
 
 #define CHECK(cond, ...)                                                       \
@@ -221,6 +281,23 @@ static hippo_status exclusive_page_ok(const hippo__pool *pool, uint32_t i) {
   const xpool *p = (const xpool *)pool;
   const hippo__page_slot *pg = &p->pages.slot[i];
   unsigned sh = pool->align_shift;
+  if (pg->cls == CLASS_EXACT) {
+    CHECK(pg->size != 0 && pg->size % pool->alignment == 0 &&
+              class_of(pg->size, sh) != pg->size,
+          "exact page %u has %llu bytes: not a multiple of the alignment, "
+          "or a class size",
+          i, (unsigned long long)pg->size);
+    CHECK(pg->state != HIPPO__SLOT_LIVE ||
+              (pg->requested != 0 && pg->requested <= pool->max_size &&
+               within_bound(pg->size,
+                            (pg->requested + pool->alignment - 1) &
+                                ~(pool->alignment - 1),
+                            pool->alignment)),
+          "live exact page %u of %llu bytes serves %llu bytes: beyond the "
+          "reuse bound",
+          i, (unsigned long long)pg->size, (unsigned long long)pg->requested);
+    return HIPPO_SUCCESS;
+  }
   CHECK(pg->size != 0 && class_of(pg->size, sh) == pg->size,
         "page %u has %llu bytes, not a class size", i,
         (unsigned long long)pg->size);
@@ -251,10 +328,10 @@ static hippo_status exclusive_check(const hippo__pool *pool) {
   if (st != HIPPO_SUCCESS)
     return st;
 
-  /* The class free lists. */
-  for (uint32_t c = 0; c < CLASS_COUNT; c++) {
-    bool bit = (p->class_bits[c / 64] >> (c % 64)) & 1;
-    CHECK(bit == (p->class_head[c] != NIL),
+  /* The class free lists, and the exact pages' (CLASS_EXACT). */
+  for (uint32_t c = 0; c <= CLASS_EXACT; c++) {
+    bool bit = c < CLASS_COUNT && ((p->class_bits[c / 64] >> (c % 64)) & 1);
+    CHECK(c == CLASS_EXACT || bit == (p->class_head[c] != NIL),
           "class %u: bitmap bit %d but list head %u", c, (int)bit,
           p->class_head[c]);
     prev = NIL;
@@ -312,7 +389,7 @@ hippo_status hippo__pool_exclusive_create(hippo__backend *be,
   p->head.opt.max_alloc_size = max; /* in force: capped at 2^63 */
   hippo__page_slots_init(&p->pages, "EXCLUSIVE", "page", "pages",
                          class_unlink_page);
-  for (unsigned c = 0; c < CLASS_COUNT; c++)
+  for (unsigned c = 0; c <= CLASS_EXACT; c++)
     p->class_head[c] = NIL;
   *out = &p->head;
   return HIPPO_SUCCESS;

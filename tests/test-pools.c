@@ -1230,6 +1230,53 @@ START_TEST(on_dry) {
 }
 END_TEST
 
+/* A request whose class page does not fit the device's free memory gets a
+ * page of exactly its aligned size; free, that page serves a request
+ * within the reuse bound, not one beyond it, and goes back like any page. */
+START_TEST(excl_exact_page) {
+  hippo__backend *be;
+  hippo__pool *p;
+  hippo__slice_ref a, b, r;
+  hippo_pool_report rep;
+  hippo_pool_options o = opts(HIPPO_POOL_EXCLUSIVE, GiB, 0, 0);
+  OK(hippo__backend_dry_create(1000 * MiB, 256, &be));
+  OK(hippo__pool_create(be, NULL, &o, &p));
+  /* class(970 MiB) = 1 GiB > the 1000 MiB free: two calls, one page */
+  a = reserve(p, 970 * MiB);
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_ALLOC], 2);
+  ck_assert_uint_eq(counters_of(be).pages_held, 1);
+  ck_assert_uint_eq(p->bytes_reserved, 970 * MiB);
+  ck_assert_uint_eq(p->bytes_padding, 0);
+  checked(p);
+  release(p, a, 970 * MiB);
+  rep = report(p);
+  ck_assert_uint_eq(rep.bytes_free, 970 * MiB);
+  ck_assert_uint_eq(rep.largest_free, 970 * MiB);
+  checked(p);
+  /* 800 MiB: 970 <= 1.25 * 800, the exact page serves it */
+  b = reserve(p, 800 * MiB);
+  ck_assert_uint_eq(b.addr, a.addr);
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_ALLOC], 2);
+  ck_assert_uint_eq(p->bytes_padding, 170 * MiB);
+  checked(p);
+  release(p, b, 800 * MiB);
+  /* 700 MiB: 970 > 1.25 * 700, not taken; 30 MiB free fit neither its
+   * class nor an exact page */
+  FAILS(p->ops->reserve(p, 700 * MiB, &r), HIPPO_OUT_OF_MEMORY,
+        "EXCLUSIVE pool");
+  ck_assert_uint_eq(p->bytes_reserved, 970 * MiB);
+  checked(p);
+  OK(p->ops->cleanup(p));
+  ck_assert_uint_eq(counters_of(be).pages_held, 0);
+  r = reserve(p, 700 * MiB); /* now its class page fits */
+  ck_assert_uint_eq(p->bytes_reserved, 704 * MiB);
+  release(p, r, 700 * MiB);
+  checked(p);
+  p->ops->destroy(p);
+  be->ops->destroy(be);
+}
+END_TEST
+
 /* ===== the free gate ====================================================== */
 
 typedef struct gate_ctx {
@@ -1500,6 +1547,7 @@ static Suite *pools_suite(void) {
   tcase_add_test(tc, excl_cleanup);
   tcase_add_test(tc, excl_free_failure);
   tcase_add_test(tc, excl_alloc_failure);
+  tcase_add_test(tc, excl_exact_page);
   tcase_add_test(tc, excl_report);
   tcase_add_test(tc, check_catches);
   tcase_set_timeout(tc, 60);
