@@ -42,19 +42,62 @@ _Static_assert(sizeof(hippo_pool_options) % 8 == 0 &&
                               call ": " name " must not be NULL");             \
   } while (0)
 
+/* What device_open and stream_attach hand out: a shell naming the device
+ * or stream, never freed, so a pointer kept after device_close or
+ * stream_detach finds a dead shell (HIPPO_INVALID_ARGUMENT) rather than
+ * freed memory, or another device or stream that took its place.  Each
+ * open and attach keeps its 16 bytes for the life of the process. */
+typedef struct shell {
+  uint32_t magic; /* SHELL_DEVICE, SHELL_STREAM, or SHELL_DEAD */
+  uint32_t pad;
+  void *obj; /* the hippo_device or hippo_stream; NULL once dead */
+} shell;
+#define SHELL_DEVICE 0x4c454853u /* "SHEL" */
+#define SHELL_STREAM 0x4d525453u /* "STRM" */
+#define SHELL_DEAD 0x44414544u   /* "DEAD" */
+
+/* A new live shell for obj, or NULL (no host memory). */
+static shell *shell_new(uint32_t magic, void *obj) {
+  shell *sh = calloc(1, sizeof *sh);
+  if (sh) {
+    sh->magic = magic;
+    sh->obj = obj;
+  }
+  return sh;
+}
+
+static void shell_kill(void *p) {
+  shell *sh = p;
+  sh->magic = SHELL_DEAD;
+  sh->obj = NULL;
+}
+
+/* The object a caller's pointer names, or NULL (NULL, dead, other kind). */
+static inline void *shell_obj(const void *p, uint32_t magic) {
+  const shell *sh = p;
+  return HIPPO__LIKELY(sh && sh->magic == magic) ? sh->obj : NULL;
+}
+
+/* The checks below replace the caller's pointer (a shell) in `d` or `s`
+ * with the object it names, so the rest of a call works on the object. */
 #define CHECK_DEVICE(d, call)                                                  \
   do {                                                                         \
-    if (HIPPO__UNLIKELY(!(d) || (d)->magic != HIPPO__DEVICE_MAGIC))            \
+    hippo_device *obj_ = shell_obj((d), SHELL_DEVICE);                         \
+    if (HIPPO__UNLIKELY(!obj_))                                                \
       return hippo__error_set(HIPPO_INVALID_ARGUMENT,                          \
-                              call ": device is NULL or not an open device");  \
+                              call ": device is NULL or not an open device "   \
+                                   "(closed already?)");                       \
+    (d) = obj_;                                                                \
   } while (0)
 
 #define CHECK_STREAM(s, call)                                                  \
   do {                                                                         \
-    if (HIPPO__UNLIKELY(!(s) || (s)->magic != HIPPO__STREAM_MAGIC))            \
+    hippo_stream *obj_ = shell_obj((s), SHELL_STREAM);                         \
+    if (HIPPO__UNLIKELY(!obj_))                                                \
       return hippo__error_set(HIPPO_INVALID_ARGUMENT,                          \
                               call ": stream is NULL or not an attached "      \
-                                   "stream");                                  \
+                                   "stream (detached already?)");              \
+    (s) = obj_;                                                                \
   } while (0)
 
 static hippo_status not_yet(const char *call) {
@@ -111,6 +154,8 @@ static hippo_status api_device_open(const hippo_device_desc *desc,
                                     hippo_device **device) {
   hippo_device_desc d;
   layout_in layout;
+  hippo_device *dev = NULL;
+  shell *sh;
   hippo_status st;
   CHECK_NOT_NULL(device, "device_open", "device");
   st = hippo__struct_in(desc, &d, sizeof d, MIN_STRUCT, "hippo_device_desc");
@@ -121,13 +166,29 @@ static hippo_status api_device_open(const hippo_device_desc *desc,
     if (st != HIPPO_SUCCESS)
       return st;
   }
-  return hippo__device_open(&d, d.layout ? &layout.layout : NULL,
-                            layout.pools, device);
+  sh = shell_new(SHELL_DEVICE, NULL); /* first: nothing to undo after */
+  if (!sh)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "device_open: host memory for the device");
+  st = hippo__device_open(&d, d.layout ? &layout.layout : NULL, layout.pools,
+                          &dev);
+  if (st != HIPPO_SUCCESS) {
+    free(sh); /* never handed out */
+    return st;
+  }
+  sh->obj = dev;
+  *device = (hippo_device *)(void *)sh;
+  return HIPPO_SUCCESS;
 }
 
 static hippo_status api_device_close(hippo_device *device) {
+  void *given = device;
+  hippo_status st;
   CHECK_DEVICE(device, "device_close");
-  return hippo__device_close(device);
+  st = hippo__device_close(device);
+  if (st == HIPPO_SUCCESS)
+    shell_kill(given);
+  return st;
 }
 
 static hippo_status api_device_info(hippo_device *device,
@@ -145,14 +206,33 @@ static hippo_status api_device_info(hippo_device *device,
 
 static hippo_status api_stream_attach(hippo_device *device, void *native,
                                       hippo_stream **stream) {
+  hippo_stream *s = NULL;
+  shell *sh;
+  hippo_status st;
   CHECK_DEVICE(device, "stream_attach");
   CHECK_NOT_NULL(stream, "stream_attach", "stream");
-  return hippo__stream_attach(device, native, stream);
+  sh = shell_new(SHELL_STREAM, NULL); /* first: nothing to undo after */
+  if (!sh)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "stream_attach: host memory for the stream");
+  st = hippo__stream_attach(device, native, &s);
+  if (st != HIPPO_SUCCESS) {
+    free(sh); /* never handed out */
+    return st;
+  }
+  sh->obj = s;
+  *stream = (hippo_stream *)(void *)sh;
+  return HIPPO_SUCCESS;
 }
 
 static hippo_status api_stream_detach(hippo_stream *stream) {
+  void *given = stream;
+  hippo_status st;
   CHECK_STREAM(stream, "stream_detach");
-  return hippo__stream_detach(stream);
+  st = hippo__stream_detach(stream);
+  if (st == HIPPO_SUCCESS)
+    shell_kill(given);
+  return st;
 }
 
 static hippo_status api_pools_install(hippo_device *device,

@@ -629,6 +629,56 @@ START_TEST(test_bad_device) {
 }
 END_TEST
 
+/* A pointer kept after device_close or stream_detach is refused, however
+ * many devices and streams were made since (their memory is never the old
+ * pointer's), and a stream's pointer is not a device's. */
+START_TEST(test_stale_objects) {
+  const hippo_api *api = tu_api();
+  hippo_device *old_dev = tu_open(api, HIPPO_BACKEND_DRY, TU_GiB, NULL);
+  hippo_device *devs[16], *dev;
+  hippo_stream *old_s, *streams[16];
+  void *native, *n2, *ptr;
+  hippo_handle h;
+  hippo_device_info info = {.struct_size = sizeof info};
+  uint64_t size;
+  CK_OK(api, api->device_close(old_dev));
+  for (int i = 0; i < 16; i++) {
+    devs[i] = tu_open(api, HIPPO_BACKEND_DRY, TU_GiB, NULL);
+    ck_assert_ptr_ne(devs[i], old_dev);
+  }
+  CK_STATUS(api, api->device_close(old_dev), HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "closed already");
+  CK_STATUS(api, api->device_info(old_dev, &info), HIPPO_INVALID_ARGUMENT);
+  dev = devs[15];
+  old_s = tu_attach(api, dev, &native);
+  CK_OK(api, api->stream_detach(old_s));
+  for (int i = 0; i < 16; i++) {
+    streams[i] = tu_attach(api, devs[i], &n2);
+    ck_assert_ptr_ne(streams[i], old_s);
+  }
+  h = tu_reserve(api, streams[15], 4096);
+  CK_STATUS(api, api->stream_detach(old_s), HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "detached already");
+  CK_STATUS(api, api->reserve(old_s, 16, HIPPO_MODE_AUTO, &h),
+            HIPPO_INVALID_ARGUMENT);
+  CK_STATUS(api, api->release(old_s, h), HIPPO_INVALID_ARGUMENT);
+  /* a stream is not a device, a device is not a stream */
+  CK_STATUS(api, api->device_info((hippo_device *)(void *)streams[0], &info),
+            HIPPO_INVALID_ARGUMENT);
+  CK_STATUS(api, api->stream_detach((hippo_stream *)(void *)devs[0]),
+            HIPPO_INVALID_ARGUMENT);
+  /* everything made since is intact */
+  CK_OK(api, api->resolve(streams[15], h, &ptr, &size));
+  ck_assert_uint_eq(size, 4096);
+  CK_OK(api, api->release(streams[15], h));
+  for (int i = 0; i < 16; i++) {
+    ck_assert_uint_eq(tu_usage(api, devs[i], NULL).allocations, 0);
+    CK_OK(api, api->stream_detach(streams[i]));
+    CK_OK(api, api->device_close(devs[i]));
+  }
+}
+END_TEST
+
 START_TEST(test_bad_stream) {
   const hippo_api *api = tu_api();
   hippo_device *dev = tu_open(api, HIPPO_BACKEND_DRY, TU_GiB, NULL);
@@ -782,6 +832,7 @@ static Suite *abi_suite(void) {
   tcase_add_test(tc, test_not_implemented);
   tcase_add_test(tc, test_bad_device);
   tcase_add_test(tc, test_bad_stream);
+  tcase_add_test(tc, test_stale_objects);
   tcase_add_test(tc, test_bad_arguments);
   tcase_add_test(tc, test_last_error_thread_local);
   suite_add_tcase(s, tc);
