@@ -4,10 +4,11 @@
  * Every HIP call's return code is checked; a failure becomes
  * HIPPO_OUT_OF_MEMORY (hipErrorOutOfMemory) or HIPPO_BACKEND_ERROR, and
  * last_error names the call with hipGetErrorName, the number and
- * hipGetErrorString.  hipSetDevice(ordinal) precedes every device call,
- * since the current device is per host thread and the caller's thread may
- * have another one set.  Calls are counted by kind (atomics), but HIP has no
- * emulation: those slots are NULL and the core answers HIPPO_UNSUPPORTED.
+ * hipGetErrorString.  Every device call runs on the backend's device
+ * (hipSetDevice when the thread's current one differs) and gives the
+ * thread its own current device back afterwards (enter/leave).  Calls are
+ * counted by kind (atomics), but HIP has no emulation: those slots are NULL
+ * and the core answers HIPPO_UNSUPPORTED.
  *
  * Note: hipMemcpyAsync does not promise memmove semantics; the core never
  * issues a copy whose source and destination overlap.
@@ -55,19 +56,42 @@ static hippo_status hip_fail(hipError_t err, const char *call,
                           hint ? hint : "");
 }
 
-static hippo_status set_device(hip_backend *h, const char *why) {
-  hipError_t err = hipSetDevice(h->ordinal);
+/* The current device is per host thread, and the caller's: a call runs on
+ * the backend's device and gives the thread its own back (leave), so hippo
+ * never changes which device the host runtime's next call goes to. */
+typedef struct dev_scope {
+  int prev;     /* the thread's device before */
+  bool restore; /* whether it was switched */
+} dev_scope;
+
+static hippo_status enter(hip_backend *h, const char *why, dev_scope *sc) {
+  int cur = -1;
+  hipError_t err;
+  sc->restore = false;
+  if (hipGetDevice(&cur) == hipSuccess && cur == h->ordinal)
+    return HIPPO_SUCCESS;
+  err = hipSetDevice(h->ordinal);
   if (err != hipSuccess) {
     hippo_status st = hip_fail(err, "hipSetDevice", NULL);
     return hippo__error_wrap(st, "%s on HIP device %d", why,
                              (int)h->ordinal);
   }
+  sc->prev = cur;
+  sc->restore = cur >= 0;
   return HIPPO_SUCCESS;
+}
+
+/* Gives the thread its device back; returns st. */
+static hippo_status leave(const dev_scope *sc, hippo_status st) {
+  if (sc->restore)
+    (void)hipSetDevice(sc->prev); /* it was current a moment ago */
+  return st;
 }
 
 static hippo_status hip_page_alloc(hippo__backend *be, uint64_t size,
                                    uint64_t *addr) {
   hip_backend *h = hip_of(be);
+  dev_scope sc;
   hippo_status st;
   hipError_t err;
   void *p = NULL;
@@ -79,25 +103,27 @@ static hippo_status hip_page_alloc(hippo__backend *be, uint64_t size,
                             "multiple of %llu and addr not NULL",
                             (unsigned long long)size,
                             (unsigned long long)be->alignment);
-  if ((st = set_device(h, "page_alloc")) != HIPPO_SUCCESS)
+  if ((st = enter(h, "page_alloc", &sc)) != HIPPO_SUCCESS)
     return st;
   err = hipMalloc(&p, (size_t)size);
   if (err != hipSuccess) {
     st = hip_fail(err, "hipMalloc", "release or clean up device memory");
-    return hippo__error_wrap(st, "HIP page_alloc of %llu bytes",
-                             (unsigned long long)size);
+    return leave(&sc, hippo__error_wrap(st, "HIP page_alloc of %llu bytes",
+                                        (unsigned long long)size));
   }
   if (!p)
-    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                            "HIP hipMalloc of %llu bytes returned NULL",
-                            (unsigned long long)size);
+    return leave(&sc,
+                 hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                                  "HIP hipMalloc of %llu bytes returned NULL",
+                                  (unsigned long long)size));
   *addr = (uint64_t)(uintptr_t)p;
-  return HIPPO_SUCCESS;
+  return leave(&sc, HIPPO_SUCCESS);
 }
 
 static hippo_status hip_page_free(hippo__backend *be, uint64_t addr,
                                   uint64_t size) {
   hip_backend *h = hip_of(be);
+  dev_scope sc;
   hippo_status st;
   hipError_t err;
 
@@ -106,17 +132,18 @@ static hippo_status hip_page_free(hippo__backend *be, uint64_t addr,
   if (addr == 0)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "HIP page_free: address 0 is not a page");
-  if ((st = set_device(h, "page_free")) != HIPPO_SUCCESS)
+  if ((st = enter(h, "page_free", &sc)) != HIPPO_SUCCESS)
     return st;
   err = hipFree((void *)(uintptr_t)addr);
   if (err != hipSuccess)
-    return hip_fail(err, "hipFree", NULL);
-  return HIPPO_SUCCESS;
+    return leave(&sc, hip_fail(err, "hipFree", NULL));
+  return leave(&sc, HIPPO_SUCCESS);
 }
 
 static hippo_status hip_copy(hippo__backend *be, void *stream, uint64_t dst,
                              uint64_t src, uint64_t size) {
   hip_backend *h = hip_of(be);
+  dev_scope sc;
   hippo_status st;
   hipError_t err;
 
@@ -126,33 +153,35 @@ static hippo_status hip_copy(hippo__backend *be, void *stream, uint64_t dst,
   if (dst == 0 || src == 0)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "HIP copy: source and destination must not be 0");
-  if ((st = set_device(h, "copy")) != HIPPO_SUCCESS)
+  if ((st = enter(h, "copy", &sc)) != HIPPO_SUCCESS)
     return st;
   err = hipMemcpyAsync((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
                        (size_t)size, hipMemcpyDeviceToDevice,
                        (hipStream_t)stream);
   if (err != hipSuccess)
-    return hip_fail(err, "hipMemcpyAsync", NULL);
-  return HIPPO_SUCCESS;
+    return leave(&sc, hip_fail(err, "hipMemcpyAsync", NULL));
+  return leave(&sc, HIPPO_SUCCESS);
 }
 
 static hippo_status hip_stream_sync(hippo__backend *be, void *stream) {
   hip_backend *h = hip_of(be);
+  dev_scope sc;
   hippo_status st;
   hipError_t err;
 
   count(h, HIPPO_CALL_SYNC);
-  if ((st = set_device(h, "stream_sync")) != HIPPO_SUCCESS)
+  if ((st = enter(h, "stream_sync", &sc)) != HIPPO_SUCCESS)
     return st;
   err = hipStreamSynchronize((hipStream_t)stream);
   if (err != hipSuccess)
-    return hip_fail(err, "hipStreamSynchronize", NULL);
-  return HIPPO_SUCCESS;
+    return leave(&sc, hip_fail(err, "hipStreamSynchronize", NULL));
+  return leave(&sc, HIPPO_SUCCESS);
 }
 
 static hippo_status hip_event_record(hippo__backend *be, void *stream,
                                      void **event) {
   hip_backend *h = hip_of(be);
+  dev_scope sc;
   hippo_status st;
   hipError_t err;
   hipEvent_t ev;
@@ -161,19 +190,19 @@ static hippo_status hip_event_record(hippo__backend *be, void *stream,
   if (!event)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "HIP event_record: event must not be NULL");
-  if ((st = set_device(h, "event_record")) != HIPPO_SUCCESS)
+  if ((st = enter(h, "event_record", &sc)) != HIPPO_SUCCESS)
     return st;
   err = hipEventCreateWithFlags(&ev, hipEventDisableTiming);
   if (err != hipSuccess)
-    return hip_fail(err, "hipEventCreateWithFlags", NULL);
+    return leave(&sc, hip_fail(err, "hipEventCreateWithFlags", NULL));
   err = hipEventRecord(ev, (hipStream_t)stream);
   if (err != hipSuccess) {
     st = hip_fail(err, "hipEventRecord", NULL);
     (void)hipEventDestroy(ev); /* keep the first error */
-    return st;
+    return leave(&sc, st);
   }
   *event = ev;
-  return HIPPO_SUCCESS;
+  return leave(&sc, HIPPO_SUCCESS);
 }
 
 static hippo_status hip_event_query(hippo__backend *be, void *event,
@@ -214,6 +243,7 @@ static hippo_status hip_event_destroy(hippo__backend *be, void *event) {
 static hippo_status hip_capture_status(hippo__backend *be, void *stream,
                                        bool *capturing, uint64_t *capture_id) {
   hip_backend *h = hip_of(be);
+  dev_scope sc;
   hipStreamCaptureStatus cs = hipStreamCaptureStatusNone;
   unsigned long long id = 0;
   hippo_status st;
@@ -223,7 +253,7 @@ static hippo_status hip_capture_status(hippo__backend *be, void *stream,
   if (!capturing)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "HIP capture_status: capturing must not be NULL");
-  if ((st = set_device(h, "capture_status")) != HIPPO_SUCCESS)
+  if ((st = enter(h, "capture_status", &sc)) != HIPPO_SUCCESS)
     return st;
   err = hipStreamIsCapturing((hipStream_t)stream, &cs);
   if (err == hipErrorStreamCaptureImplicit) {
@@ -234,39 +264,40 @@ static hippo_status hip_capture_status(hippo__backend *be, void *stream,
     *capturing = true;
     if (capture_id)
       *capture_id = 0;
-    return HIPPO_SUCCESS;
+    return leave(&sc, HIPPO_SUCCESS);
   }
   if (err != hipSuccess)
-    return hip_fail(err, "hipStreamIsCapturing", NULL);
+    return leave(&sc, hip_fail(err, "hipStreamIsCapturing", NULL));
   /* An invalidated capture has not ended yet: still capturing. */
   *capturing = cs != hipStreamCaptureStatusNone;
   if (*capturing && capture_id) {
     err = hipStreamGetCaptureInfo((hipStream_t)stream, &cs, &id);
     if (err != hipSuccess)
-      return hip_fail(err, "hipStreamGetCaptureInfo", NULL);
+      return leave(&sc, hip_fail(err, "hipStreamGetCaptureInfo", NULL));
   }
   if (capture_id)
     *capture_id = *capturing ? (uint64_t)id : 0;
-  return HIPPO_SUCCESS;
+  return leave(&sc, HIPPO_SUCCESS);
 }
 
 static hippo_status hip_mem_info(hippo__backend *be, uint64_t *free_bytes,
                                  uint64_t *total_bytes) {
   hip_backend *h = hip_of(be);
+  dev_scope sc;
   size_t fr = 0, tot = 0;
   hippo_status st;
   hipError_t err;
 
-  if ((st = set_device(h, "mem_info")) != HIPPO_SUCCESS)
+  if ((st = enter(h, "mem_info", &sc)) != HIPPO_SUCCESS)
     return st;
   err = hipMemGetInfo(&fr, &tot);
   if (err != hipSuccess)
-    return hip_fail(err, "hipMemGetInfo", NULL);
+    return leave(&sc, hip_fail(err, "hipMemGetInfo", NULL));
   if (free_bytes)
     *free_bytes = fr;
   if (total_bytes)
     *total_bytes = tot;
-  return HIPPO_SUCCESS;
+  return leave(&sc, HIPPO_SUCCESS);
 }
 
 static void hip_destroy(hippo__backend *be) { free(hip_of(be)); }
@@ -288,8 +319,9 @@ static const hippo__backend_ops hip_ops = {
 hippo_status hippo__backend_hip_create(int32_t ordinal, hippo__backend **out) {
   hip_backend *h;
   hipError_t err;
+  hippo_status st;
   int devices = 0, mode = 0;
-  size_t fr = 0, tot = 0;
+  uint64_t tot = 0;
 
   if (!out)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -309,9 +341,6 @@ hippo_status hippo__backend_hip_create(int32_t ordinal, hippo__backend **out) {
                             "HIP device ordinal %d is out of range: %d "
                             "device(s) visible (ordinals 0..%d)",
                             (int)ordinal, devices, devices - 1);
-  err = hipSetDevice(ordinal);
-  if (err != hipSuccess)
-    return hip_fail(err, "hipSetDevice", NULL);
   err = hipDeviceGetAttribute(&mode, hipDeviceAttributeComputeMode, ordinal);
   if (err != hipSuccess)
     return hip_fail(err, "hipDeviceGetAttribute(hipDeviceAttributeComputeMode)",
@@ -321,10 +350,6 @@ hippo_status hippo__backend_hip_create(int32_t ordinal, hippo__backend **out) {
                             "HIP device %d is in prohibited compute mode; no "
                             "host thread may use it (see rocm-smi)",
                             (int)ordinal);
-  err = hipMemGetInfo(&fr, &tot);
-  if (err != hipSuccess)
-    return hip_fail(err, "hipMemGetInfo", NULL);
-
   h = calloc(1, sizeof *h);
   if (!h)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
@@ -332,10 +357,16 @@ hippo_status hippo__backend_hip_create(int32_t ordinal, hippo__backend **out) {
   h->base.ops = &hip_ops;
   h->base.kind = HIPPO_BACKEND_HIP;
   h->base.alignment = HIPPO__DEFAULT_ALIGNMENT;
-  h->base.total_memory = tot;
   h->ordinal = ordinal;
   for (unsigned k = 0; k < HIPPO_CALL_KINDS; k++)
     atomic_init(&h->calls[k], 0);
+  /* on the device, and the thread's current device back after */
+  st = hip_mem_info(&h->base, NULL, &tot);
+  if (st != HIPPO_SUCCESS) {
+    free(h);
+    return st;
+  }
+  h->base.total_memory = tot;
   *out = &h->base;
   return HIPPO_SUCCESS;
 }
