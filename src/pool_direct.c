@@ -92,15 +92,17 @@ static uint32_t map_home(const dpool *p, uint64_t size, uint32_t cap) {
   return (uint32_t)(h >> 32) & (cap - 1);
 }
 
-/* The entry holding `size`, or NIL. */
+/* The entry holding `size`, or NIL.  At most map_cap probes, so even a
+ * map broken to have no empty entry (the check walk meets one) ends. */
 static uint32_t map_find(const dpool *p, uint64_t size) {
-  uint32_t mask = p->map_cap - 1;
-  for (uint32_t e = map_home(p, size, p->map_cap);; e = (e + 1) & mask) {
+  uint32_t mask = p->map_cap - 1, e = map_home(p, size, p->map_cap);
+  for (uint32_t n = 0; n < p->map_cap; n++, e = (e + 1) & mask) {
     if (p->map[e].size == size)
       return e;
     if (p->map[e].size == 0)
       return NIL;
   }
+  return NIL;
 }
 
 /* Insert `size` (absent; the map has room). */

@@ -324,9 +324,6 @@ static hippo_status exclusive_check(const hippo__pool *pool) {
   const hippo__page_slots *s = &p->pages;
   uint64_t nfree = s->free_count, n = 0;
   uint32_t i, prev;
-  hippo_status st = hippo__page_slots_check(s, pool, exclusive_page_ok);
-  if (st != HIPPO_SUCCESS)
-    return st;
 
   /* The class free lists, and the exact pages' (CLASS_EXACT). */
   for (uint32_t c = 0; c <= CLASS_EXACT; c++) {
@@ -353,7 +350,9 @@ static hippo_status exclusive_check(const hippo__pool *pool) {
   }
   CHECK(n == nfree, "class lists hold %llu of %llu free pages",
         (unsigned long long)n, (unsigned long long)nfree);
-  return HIPPO_SUCCESS;
+  /* after the lists: the common checks read the report, which follows
+   * them */
+  return hippo__page_slots_check(s, pool, exclusive_page_ok);
 }
 
 static void exclusive_destroy(hippo__pool *pool) {
