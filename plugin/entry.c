@@ -8,6 +8,7 @@
  */
 #include <config.h>
 
+#include <pthread.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -43,18 +44,24 @@ _Static_assert(sizeof(hippo_pool_options) % 8 == 0 &&
   } while (0)
 
 /* What device_open and stream_attach hand out: a shell naming the device
- * or stream, never freed, so a pointer kept after device_close or
- * stream_detach finds a dead shell (HIPPO_INVALID_ARGUMENT) rather than
- * freed memory, or another device or stream that took its place.  Each
- * open and attach keeps its 16 bytes for the life of the process. */
+ * or stream, never freed while the plugin is loaded, so a pointer kept
+ * after device_close or stream_detach finds a dead shell
+ * (HIPPO_INVALID_ARGUMENT) rather than freed memory, or another device or
+ * stream that took its place.  Each open and attach keeps its shell (32
+ * bytes) until the plugin is unloaded; all shells are on one list, which
+ * unloading frees. */
 typedef struct shell {
   uint32_t magic; /* SHELL_DEVICE, SHELL_STREAM, or SHELL_DEAD */
   uint32_t pad;
-  void *obj; /* the hippo_device or hippo_stream; NULL once dead */
+  void *obj;          /* the hippo_device or hippo_stream; NULL once dead */
+  struct shell *next; /* the list of every shell */
 } shell;
 #define SHELL_DEVICE 0x4c454853u /* "SHEL" */
 #define SHELL_STREAM 0x4d525453u /* "STRM" */
 #define SHELL_DEAD 0x44414544u   /* "DEAD" */
+
+static pthread_mutex_t shells_lock = PTHREAD_MUTEX_INITIALIZER;
+static shell *shells; /* every shell of this copy of the plugin */
 
 /* A new live shell for obj, or NULL (no host memory). */
 static shell *shell_new(uint32_t magic, void *obj) {
@@ -62,8 +69,22 @@ static shell *shell_new(uint32_t magic, void *obj) {
   if (sh) {
     sh->magic = magic;
     sh->obj = obj;
+    pthread_mutex_lock(&shells_lock);
+    sh->next = shells;
+    shells = sh;
+    pthread_mutex_unlock(&shells_lock);
   }
   return sh;
+}
+
+/* Unloading the plugin (dlclose, exit): no pointer it gave can be used
+ * any more. */
+__attribute__((destructor)) static void shells_free(void) {
+  while (shells) {
+    shell *next = shells->next;
+    free(shells);
+    shells = next;
+  }
 }
 
 static void shell_kill(void *p) {
@@ -173,7 +194,7 @@ static hippo_status api_device_open(const hippo_device_desc *desc,
   st = hippo__device_open(&d, d.layout ? &layout.layout : NULL, layout.pools,
                           &dev);
   if (st != HIPPO_SUCCESS) {
-    free(sh); /* never handed out */
+    shell_kill(sh); /* never handed out; freed with the others */
     return st;
   }
   sh->obj = dev;
@@ -217,7 +238,7 @@ static hippo_status api_stream_attach(hippo_device *device, void *native,
                             "stream_attach: host memory for the stream");
   st = hippo__stream_attach(device, native, &s);
   if (st != HIPPO_SUCCESS) {
-    free(sh); /* never handed out */
+    shell_kill(sh); /* never handed out; freed with the others */
     return st;
   }
   sh->obj = s;
