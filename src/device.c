@@ -212,14 +212,15 @@ static hippo_status refuse_while_recording(hippo_device *dev,
     st = dev->be->ops->capture_status(dev->be, dev->natives[i], &capturing,
                                       &id);
     if (st != HIPPO_SUCCESS)
-      st = hippo__error_wrap(st, "%s: asking whether stream %u captures",
-                             call, i);
+      st = hippo__error_wrap(st, "%s: asking whether native stream %p "
+                             "captures",
+                             call, dev->natives[i]);
     else if (capturing)
       st = hippo__error_set(HIPPO_GRAPH_RECORDING,
-                            "%s: stream %u is capturing graph %llu; the "
-                            "pages it touches keep their addresses until "
-                            "the capture ends: retry after it",
-                            call, i, (unsigned long long)id);
+                            "%s: native stream %p is capturing graph %llu; "
+                            "the pages it touches keep their addresses "
+                            "until the capture ends: retry after it",
+                            call, dev->natives[i], (unsigned long long)id);
   }
   hippo__lock_drop(&dev->natives_lock);
   return st;

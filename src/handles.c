@@ -54,7 +54,8 @@ hippo_status hippo__handles_init(hippo__handles *h) {
     }
   }
   return hippo__error_set(HIPPO_BUSY,
-                          "%u streams are attached in this process, the most "
+                          "stream_attach: %u streams are attached in this "
+                          "process, the most "
                           "hippo tells apart; detach some",
                           (1u << HIPPO__HANDLE_TAG_BITS) - 1);
 }

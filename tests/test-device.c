@@ -987,6 +987,11 @@ START_TEST(test_cleanup_during_capture) {
   ck_assert_uint_ne(id, 0);
   CK_STATUS(api, api->cleanup(dev, NULL), HIPPO_GRAPH_RECORDING);
   CK_ERROR_HAS(api, "capturing");
+  {
+    char who[64]; /* the native stream the caller knows, by its address */
+    snprintf(who, sizeof who, "native stream %p", a.native);
+    CK_ERROR_HAS(api, who);
+  }
   CK_STATUS(api, api->cleanup(dev, b.s), HIPPO_GRAPH_RECORDING);
   CK_STATUS(api,
             api->pools_install(dev, tu_layout_sliced(&l2, 2 * TU_MiB, TU_MiB),

@@ -3,6 +3,7 @@
  * reused with a new generation, and the table grows without losing any. */
 #include <check.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "handles.h"
 
@@ -130,6 +131,30 @@ START_TEST(parts_and_generations) {
 }
 END_TEST
 
+/* At most 4095 tables (streams) live at once: the next one is refused
+ * with a message that says what to do, and a freed tag serves again. */
+START_TEST(tag_limit) {
+  enum { LIVE = (1 << HIPPO__HANDLE_TAG_BITS) - 1 };
+  static hippo__handles t[LIVE + 1];
+  uint32_t failed = 0;
+  for (int i = 0; i < LIVE; i++)
+    failed += hippo__handles_init(&t[i]) != HIPPO_SUCCESS;
+  ck_assert_uint_eq(failed, 0);
+  ck_assert_int_eq(hippo__handles_init(&t[LIVE]), HIPPO_BUSY);
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "stream_attach: 4095"));
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "detach some"));
+  {
+    uint32_t freed = t[7].tag;
+    hippo__handles_fini(&t[7]);
+    ck_assert_int_eq(hippo__handles_init(&t[LIVE]), HIPPO_SUCCESS);
+    ck_assert_uint_eq(t[LIVE].tag, freed); /* the only one free */
+  }
+  for (int i = 0; i <= LIVE; i++)
+    if (i != 7)
+      hippo__handles_fini(&t[i]);
+}
+END_TEST
+
 START_TEST(forged_and_foreign) {
   hippo__handles h, other;
   hippo_handle a;
@@ -199,6 +224,7 @@ int main(void) {
   tcase_add_test(t, tables_start_at_different_generations);
   tcase_add_test(t, parts_and_generations);
   tcase_add_test(t, forged_and_foreign);
+  tcase_add_test(t, tag_limit);
   tcase_add_test(t, grows_and_keeps_every_slot);
   tcase_add_test(t, check_finds_broken_counter);
   suite_add_tcase(s, t);

@@ -221,6 +221,14 @@ for trace in "$top_srcdir"/tests/bad-traces/*.csv; do
   else pass "$name: no summary"; fi
 done
 
+# A UTF-8 byte order mark before the header (some editors write one).
+printf '\357\273\277' >"$tmp/bom.csv"
+cat "$tmp/small.csv" >>"$tmp/bom.csv"
+replay --backend dry "$tmp/bom.csv"
+expect_status "trace with a UTF-8 byte order mark" 0
+if [ -s "$out" ]; then pass "trace with a byte order mark: summary printed"
+else fail "trace with a byte order mark: no summary"; fi
+
 # A missing trace, an empty one.
 replay --backend dry "$tmp/no-such-trace.csv"
 expect_status "missing trace" 1

@@ -335,13 +335,25 @@ bool trace_parse(const char *path, char *buf, size_t len, struct trace *t) {
   bool header = false;
   bool ok = true;
 
+  /* A UTF-8 byte order mark (some editors write one) is not text. */
+  if (len >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
+    p += 3;
   while (p < end) {
     char *nl = memchr(p, '\n', (size_t)(end - p));
+    char *eol = nl ? nl : end;
+    char *nul = memchr(p, '\0', (size_t)(eol - p));
     char *text;
 
+    line++;
+    if (nul) { /* the rest of the line would be silently dropped */
+      trace_error(path, line,
+                  "byte %zu of the line is NUL; is this a text file?",
+                  (size_t)(nul - p) + 1);
+      ok = false;
+      break;
+    }
     if (nl)
       *nl = '\0';
-    line++;
     text = tool_trim(p);
     p = nl ? nl + 1 : end;
     if (line > UINT32_MAX) {
