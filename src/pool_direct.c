@@ -39,7 +39,8 @@
  * Failures.  A failed page_alloc, or no host memory for metadata, fails the
  * reserve with that status.  A free allocation whose page_free fails is
  * kept: accounted, free, reusable, at its place in the FIFO; cleanup tries
- * every other one and returns the first failure, tick stops at it.
+ * every other one and returns the first failure; tick puts it back at the
+ * end of the FIFO, due a whole period later, and goes on.
  *
  * The allocation slots, the FIFO, tick, cleanup and the common checks are
  * the page-slot module's (pool_pages.h), shared with EXCLUSIVE pools; this

@@ -60,7 +60,8 @@
  * Failures.  A failed page_alloc (or host memory for the slot array)
  * changes nothing.  A page whose page_free fails is kept: still accounted,
  * still free, still reusable, still at its place in the FIFO; cleanup tries
- * every other page and returns the first failure, tick stops at it.
+ * every other page and returns the first failure; tick puts it back at the
+ * end of the FIFO, due a whole period later, and goes on.
  *
  * The page slots, the FIFO, tick, cleanup and the common checks are the
  * page-slot module's (pool_pages.h), shared with DIRECT pools; this file

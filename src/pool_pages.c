@@ -90,16 +90,26 @@ hippo_status hippo__page_slots_tick(hippo__page_slots *s, hippo__pool *pool,
     pool->now = now;
   if (period == 0)
     return HIPPO_SUCCESS;
+  hippo_status first = HIPPO_SUCCESS;
   while (s->fifo_front != NIL &&
          pool->now - s->slot[s->fifo_front].freed_at >= period) {
+    uint32_t i = s->fifo_front;
     hippo_status st;
     if (!hippo__pool_may_free(pool))
-      return HIPPO_SUCCESS; /* a capture records: wait */
-    st = hippo__page_slots_drop(s, pool, s->fifo_front);
-    if (st != HIPPO_SUCCESS)
-      return st;
+      return first; /* a capture records: wait */
+    st = hippo__page_slots_drop(s, pool, i);
+    if (st != HIPPO_SUCCESS) {
+      /* kept; it waits a whole period again, behind the others, so a
+       * free that keeps failing costs one call per period, not one per
+       * reservation, and holds back no other page */
+      hippo__page_slots_fifo_unlink(s, pool, i);
+      s->slot[i].freed_at = pool->now;
+      hippo__page_slots_fifo_push(s, pool, i);
+      if (first == HIPPO_SUCCESS)
+        first = st;
+    }
   }
-  return HIPPO_SUCCESS;
+  return first;
 }
 
 void hippo__page_slots_destroy(hippo__page_slots *s, hippo__pool *pool) {

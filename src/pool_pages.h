@@ -203,8 +203,9 @@ hippo_status hippo__page_slots_drop(hippo__page_slots *s, hippo__pool *pool,
  * cleanup gives back every FREE page, oldest first, and returns the first
  * failure ("... (and N more <one> frees failed)"); tick advances the clock
  * and gives back, oldest first, the FREE pages due after dealloc_period,
- * asking the free gate only when one is due and stopping at the first
- * failure; destroy gives back every page held and frees the array. */
+ * asking the free gate only when one is due; a page whose free fails goes
+ * to the back of the FIFO, due a whole period later, and tick returns the
+ * first failure; destroy gives back every page held and frees the array. */
 hippo_status hippo__page_slots_cleanup(hippo__page_slots *s,
                                        hippo__pool *pool);
 hippo_status hippo__page_slots_tick(hippo__page_slots *s, hippo__pool *pool,

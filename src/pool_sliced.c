@@ -36,7 +36,9 @@
  * Periodic deallocation: a page that became empty when the stream's
  * reservation clock read t goes back to the backend at the first tick with
  * now >= t + dealloc_period.  Empty pages wait in FIFO order of the time
- * they emptied, so a tick looks only at the front.
+ * they emptied, so a tick looks only at the front; a page whose free fails
+ * goes to the back, stamped anew, so it is tried again a period later and
+ * holds back no other page.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -519,16 +521,23 @@ static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
     pool->now = now;
   if (period == 0)
     return HIPPO_SUCCESS;
+  hippo_status first = HIPPO_SUCCESS;
   while (p->empty_head != NIL &&
          pool->now - p->pages[p->empty_head].empty_since >= period) {
+    uint32_t pg = p->empty_head;
     hippo_status st;
     if (!hippo__pool_may_free(pool))
-      return HIPPO_SUCCESS; /* a capture records: wait */
-    st = page_drop(p, p->empty_head);
-    if (st != HIPPO_SUCCESS)
-      return st;
+      return first; /* a capture records: wait */
+    st = page_drop(p, pg);
+    if (st != HIPPO_SUCCESS) {
+      /* kept; it waits a whole period again, behind the others */
+      empty_remove(p, pg);
+      empty_push(p, pg);
+      if (first == HIPPO_SUCCESS)
+        first = st;
+    }
   }
-  return HIPPO_SUCCESS;
+  return first;
 }
 
 static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {

@@ -686,12 +686,29 @@ START_TEST(excl_free_failure) {
   ck_assert_uint_eq(a.addr, b.addr);
   ck_assert_uint_eq(f->calls[HIPPO_CALL_ALLOC], 3);
   release(p, a, 5000); /* free since clock 0 */
-  /* tick stops at the failing page, retries later. */
+  /* tick keeps a page whose free fails and tries it again a whole period
+   * later (one call per period, not one per reservation) */
   FAILS(p->ops->tick(p, 4), HIPPO_BACKEND_ERROR, "refused");
   checked(p);
   ck_assert_uint_eq(p->pages, 1);
+  ck_assert_uint_eq(p->due, 8);
   f->fail_free_addr = 0;
-  OK(p->ops->tick(p, 4));
+  OK(p->ops->tick(p, 7));
+  ck_assert_uint_eq(p->pages, 1);
+  OK(p->ops->tick(p, 8));
+  ck_assert_uint_eq(p->pages, 0);
+  /* a failing page holds back no other: the one behind it goes */
+  a = reserve(p, 1000);
+  b = reserve(p, 5000);
+  release(p, a, 1000); /* free since clock 8, first in the FIFO */
+  release(p, b, 5000);
+  f->fail_free_addr = a.addr;
+  FAILS(p->ops->tick(p, 12), HIPPO_BACKEND_ERROR, "refused");
+  checked(p);
+  ck_assert_uint_eq(p->pages, 1);
+  ck_assert_uint_eq(f->freed[f->nfreed - 1], b.addr);
+  f->fail_free_addr = 0;
+  OK(p->ops->tick(p, 16));
   ck_assert_uint_eq(p->pages, 0);
   done(p, f);
 }

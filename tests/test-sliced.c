@@ -268,6 +268,30 @@ START_TEST(failed_page_alloc_changes_nothing) {
 }
 END_TEST
 
+/* Periodic deallocation keeps a page whose free fails and tries it a
+ * whole period later; the page behind it in the FIFO still goes. */
+START_TEST(tick_free_failure_waits_a_period) {
+  hippo__pool *p = make(MiB, MiB, 0, 4);
+  hippo__slice_ref s = take(p, 5000), t = take(p, MiB);
+  ck_assert_int_eq(p->ops->tick(p, 1), HIPPO_SUCCESS);
+  p->ops->release(p, s.slice, 5000); /* empty since 1, first */
+  p->ops->release(p, t.slice, MiB);  /* empty since 1 */
+  fb.fail_free = 1;
+  ck_assert_int_eq(p->ops->tick(p, 5), HIPPO_BACKEND_ERROR);
+  ck_assert_uint_eq(p->pages, 1); /* the second went */
+  ck_assert_uint_eq(fb.frees, 1);
+  ck_assert_uint_eq(p->due, 9);
+  CHECKED(p);
+  ck_assert_int_eq(p->ops->tick(p, 8), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 1);
+  ck_assert_int_eq(p->ops->tick(p, 9), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 0);
+  ck_assert_uint_eq(fb.held, 0);
+  CHECKED(p);
+  p->ops->destroy(p);
+}
+END_TEST
+
 START_TEST(failed_page_free_keeps_page) {
   hippo__pool *p = make(MiB, MiB, 0, 0);
   hippo__slice_ref s = take(p, 5000), t = take(p, MiB);
@@ -599,6 +623,7 @@ static Suite *suite(void) {
   tcase_add_test(t, dealloc_after_exactly_a_period);
   tcase_add_test(t, failed_page_alloc_changes_nothing);
   tcase_add_test(t, failed_page_free_keeps_page);
+  tcase_add_test(t, tick_free_failure_waits_a_period);
   tcase_add_test(t, classes_cover_large_sizes);
   tcase_add_test(t, named_release_and_resolve);
   tcase_add_test(t, record_retires_after_every_generation);
