@@ -77,20 +77,39 @@ static shell *shell_new(uint32_t magic, void *obj) {
   return sh;
 }
 
-/* Unloading the plugin (dlclose, exit): no pointer it gave can be used
- * any more. */
+/* Unloading the plugin (dlclose, or exit): the dead shells go.  Live ones
+ * stay, since at exit another thread may still be calling with them (they
+ * stay reachable from `shells` until the process ends). */
 __attribute__((destructor)) static void shells_free(void) {
-  while (shells) {
-    shell *next = shells->next;
-    free(shells);
-    shells = next;
+  pthread_mutex_lock(&shells_lock);
+  for (shell **at = &shells; *at;) {
+    shell *sh = *at;
+    if (sh->magic == SHELL_DEAD) {
+      *at = sh->next;
+      free(sh);
+    } else {
+      at = &sh->next;
+    }
   }
+  pthread_mutex_unlock(&shells_lock);
 }
 
 static void shell_kill(void *p) {
   shell *sh = p;
   sh->magic = SHELL_DEAD;
   sh->obj = NULL;
+}
+
+/* A shell that was never handed out (the open or attach failed) goes. */
+static void shell_drop(shell *sh) {
+  pthread_mutex_lock(&shells_lock);
+  for (shell **at = &shells; *at; at = &(*at)->next)
+    if (*at == sh) {
+      *at = sh->next;
+      break;
+    }
+  pthread_mutex_unlock(&shells_lock);
+  free(sh);
 }
 
 /* The object a caller's pointer names, or NULL (NULL, dead, other kind). */
@@ -146,12 +165,14 @@ static hippo_status read_layout(const hippo_layout *in, layout_in *out,
   if (out->layout.preset != HIPPO_PRESET_CUSTOM ||
       out->layout.pool_count > HIPPO__MAX_POOLS || out->layout.pool_count == 0)
     return HIPPO_SUCCESS; /* hippo__layout_resolve names what is wrong */
-  if (!out->layout.pools || out->layout.pool_options_size < MIN_STRUCT)
+  if (!out->layout.pools || out->layout.pool_options_size < MIN_STRUCT ||
+      out->layout.pool_options_size > HIPPO__STRUCT_MAX)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s: layout.pools is NULL or "
-                            "layout.pool_options_size (%u) is below %u; set "
-                            "it to sizeof(hippo_pool_options)",
-                            call, out->layout.pool_options_size, MIN_STRUCT);
+                            "layout.pool_options_size (%u) is outside "
+                            "%u..%u; set it to sizeof(hippo_pool_options)",
+                            call, out->layout.pool_options_size, MIN_STRUCT,
+                            HIPPO__STRUCT_MAX);
   for (uint32_t i = 0; i < out->layout.pool_count; i++) {
     const unsigned char *at = (const unsigned char *)out->layout.pools +
                               (size_t)i * out->layout.pool_options_size;
@@ -194,7 +215,7 @@ static hippo_status api_device_open(const hippo_device_desc *desc,
   st = hippo__device_open(&d, d.layout ? &layout.layout : NULL, layout.pools,
                           &dev);
   if (st != HIPPO_SUCCESS) {
-    shell_kill(sh); /* never handed out; freed with the others */
+    shell_drop(sh); /* never handed out */
     return st;
   }
   sh->obj = dev;
@@ -238,7 +259,7 @@ static hippo_status api_stream_attach(hippo_device *device, void *native,
                             "stream_attach: host memory for the stream");
   st = hippo__stream_attach(device, native, &s);
   if (st != HIPPO_SUCCESS) {
-    shell_kill(sh); /* never handed out; freed with the others */
+    shell_drop(sh); /* never handed out */
     return st;
   }
   sh->obj = s;

@@ -4,6 +4,7 @@
 #include <config.h>
 
 #include <check.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -193,6 +194,40 @@ START_TEST(test_two_copies) {
 }
 END_TEST
 
+/* Failed opens and attaches keep nothing (their device or stream was never
+ * handed out): the heap does not grow with them. */
+START_TEST(test_failures_keep_nothing) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = tu_open(api, HIPPO_BACKEND_DRY, TU_GiB, NULL);
+  hippo_device_desc d;
+  hippo_stream *s = NULL;
+  void *native = NULL;
+  size_t before, after;
+  memset(&d, 0, sizeof d);
+  d.struct_size = sizeof d;
+  d.backend = HIPPO_BACKEND_DRY;
+  d.alignment = 3; /* not a power of two */
+  s = tu_attach(api, dev, &native);
+  before = mallinfo2().uordblks;
+  for (int i = 0; i < 10000; i++) {
+    hippo_device *no = NULL;
+    hippo_stream *again = NULL;
+    (void)api->device_open(&d, &no);
+    (void)api->stream_attach(dev, native, &again); /* attached already */
+  }
+  after = mallinfo2().uordblks; /* 0 under valgrind or ASan: no check */
+  ck_assert_msg(after < before + 64 * 1024,
+                "the heap grew by %zu B over 20000 failed calls",
+                after - before);
+  CK_STATUS(api, api->device_open(&d, &(hippo_device *){NULL}),
+            HIPPO_INVALID_ARGUMENT);
+  CK_STATUS(api, api->stream_attach(dev, native, &(hippo_stream *){NULL}),
+            HIPPO_BUSY);
+  CK_OK(api, api->stream_detach(s));
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* ---- input structs ------------------------------------------------------------ */
 
 static hippo_device_desc dry_desc(void) {
@@ -346,9 +381,16 @@ START_TEST(test_layout_struct_sizes) {
   CK_STATUS(api, api->pools_install(dev, &l.layout, NULL),
             HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "struct_size");
-  /* A stride below the v1 prefix is refused. */
+  /* A stride below the v1 prefix is refused, and one far beyond any
+   * struct (garbage: it would walk far past the caller's array). */
   tu_layout_sliced(&l, TU_MiB, 256 * TU_KiB);
   l.layout.pool_options_size = 4;
+  CK_STATUS(api, api->pools_install(dev, &l.layout, NULL),
+            HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "pool_options_size");
+  tu_layout_sliced(&l, TU_MiB, 256 * TU_KiB);
+  tu_layout_add_sliced(&l, 2 * TU_MiB, TU_MiB, 0);
+  l.layout.pool_options_size = 1u << 20;
   CK_STATUS(api, api->pools_install(dev, &l.layout, NULL),
             HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "pool_options_size");
@@ -815,6 +857,7 @@ static Suite *abi_suite(void) {
   tcase_add_test(tc, test_load_null);
   tcase_add_test(tc, test_load_twice);
   tcase_add_test(tc, test_two_copies);
+  tcase_add_test(tc, test_failures_keep_nothing);
   suite_add_tcase(s, tc);
   tc = tcase_create("structs");
   tcase_add_test(tc, test_desc_older_caller);
