@@ -175,6 +175,24 @@ static hippo_status reserve_in(hippo_stream *s, uint64_t size, bool persistent,
   return route(s, size, pool, ref);
 }
 
+/* After the reservation's ticks: when the free gate said no (a capture
+ * records), the pages that are due wait, and asking again at every
+ * reservation would be a driver call each time: the ticks pause for 1, 2,
+ * 4, ... reservations, at most HIPPO__TICK_BACKOFF_MAX, until the gate
+ * says yes again. */
+static inline void tick_backoff(hippo_stream *s) {
+  if (HIPPO__LIKELY(s->gate.answer < 0))
+    return; /* nothing was due: not asked */
+  if (s->gate.answer > 0) {
+    s->tick_backoff = 0;
+    return;
+  }
+  s->tick_backoff = s->tick_backoff == 0 ? 1 : s->tick_backoff * 2;
+  if (s->tick_backoff > HIPPO__TICK_BACKOFF_MAX)
+    s->tick_backoff = HIPPO__TICK_BACKOFF_MAX;
+  s->tick_quiet_until = s->clock + s->tick_backoff;
+}
+
 hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
                             hippo_handle *out) {
   hippo__slice_ref ref = {0, 0, 0};
@@ -225,9 +243,12 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
    * (a failed call changes nothing); pages that are due go back now, after
    * this reservation had the chance to reuse one. */
   s->clock++;
-  for (uint32_t i = 0; i < s->ticking_count; i++)
-    if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due))
-      (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
+  if (HIPPO__LIKELY(s->clock >= s->tick_quiet_until)) {
+    for (uint32_t i = 0; i < s->ticking_count; i++)
+      if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due))
+        (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
+    tick_backoff(s);
+  }
   hippo__lock_drop(&s->lock);
   return HIPPO_SUCCESS;
 }

@@ -26,6 +26,7 @@
 #define HIPPO__MAX_POOLS 32u               /* pools in a layout */
 #define HIPPO__MAX_PAGES (UINT64_C(1) << 22) /* pages one pool may need */
 #define HIPPO__DEFAULT_DEALLOC_PERIOD 10000u /* reservations (presets) */
+#define HIPPO__TICK_BACKOFF_MAX 1024u /* reservations between capture asks */
 _Static_assert(HIPPO__MAX_POOLS + 1 < HIPPO__HANDLE_TABLE,
                "a handle names any pool of a stream apart from the table");
 
@@ -69,6 +70,8 @@ struct hippo_stream {
   hippo__pool **ticking;    /* pools with a dealloc_period */
   uint32_t ticking_count;
   uint64_t clock;           /* reservations made on this stream */
+  uint64_t tick_quiet_until; /* no ticks before this clock (gate said no) */
+  uint64_t tick_backoff;     /* the last pause, 0 after a yes */
   uint64_t in_use;          /* requested bytes live */
   uint64_t peak_in_use;
   uint64_t zero_live;       /* live zero-size reservations */

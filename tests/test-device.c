@@ -1112,6 +1112,50 @@ START_TEST(test_capture_guard_oom_retry) {
 END_TEST
 
 /* The capture guard: periodic deallocation waits while a stream captures. */
+/* While a capture records and a page is due, reservations do not ask the
+ * driver each time whether a stream captures: the ticks back off (1, 2,
+ * 4, ... up to 1024 reservations), and once the capture ends the page
+ * goes within that many. */
+START_TEST(test_capture_tick_backoff) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  stream_pair a, b;
+  hippo_handle h, z;
+  uint64_t id = 0, q0, q1, failed = 0;
+  int i;
+  layout_1m(&l);
+  l.pools[0].dealloc_period = 2;
+  dev = tu_open(api, HIPPO_BACKEND_DRY, 64 * TU_MiB, &l.layout);
+  a = attach(api, dev);
+  b = attach(api, dev);
+  CK_OK(api, api->emu_capture_begin(dev, b.native, &id));
+  h = tu_reserve(api, a.s, 1000);
+  CK_OK(api, api->release(a.s, h)); /* due two reservations later */
+  q0 = tu_counters(api, dev).calls[HIPPO_CALL_CAPTURE_QUERY];
+  for (i = 0; i < 5000; i++) {
+    failed += api->reserve(a.s, 0, HIPPO_MODE_AUTO, &z) != HIPPO_SUCCESS;
+    failed += api->release(a.s, z) != HIPPO_SUCCESS;
+  }
+  q1 = tu_counters(api, dev).calls[HIPPO_CALL_CAPTURE_QUERY];
+  ck_assert_uint_eq(failed, 0);
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  /* each ask queries both streams: 11 asks to reach 1024, then 1 per
+   * 1024 reservations */
+  ck_assert_msg(q1 - q0 <= 2 * 20, "%llu capture queries in 5000 "
+                "reservations", (unsigned long long)(q1 - q0));
+  ck_assert_uint_gt(q1 - q0, 0);
+  CK_OK(api, api->emu_capture_end(dev, b.native));
+  for (i = 0; i < 1025 && tu_counters(api, dev).pages_held != 0; i++) {
+    z = tu_reserve(api, a.s, 0);
+    CK_OK(api, api->release(a.s, z));
+  }
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
+  CK_CHECK(api, dev);
+  CLOSE(api, dev, a, b);
+}
+END_TEST
+
 START_TEST(test_capture_guard_tick) {
   const hippo_api *api = tu_api();
   tu_layout l;
@@ -1459,6 +1503,7 @@ static Suite *device_suite(void) {
   tcase_add_loop_test(tc, test_attach_unknown_native, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_guard_oom_retry, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_guard_tick, 0, N_BACKENDS);
+  tcase_add_test(tc, test_capture_tick_backoff);
   tcase_add_loop_test(tc, test_dealloc_period_exact, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_detach_free_fails, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_detach_while_capturing, 0, N_BACKENDS);
