@@ -243,11 +243,16 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
    * (a failed call changes nothing); pages that are due go back now, after
    * this reservation had the chance to reuse one. */
   s->clock++;
-  if (HIPPO__LIKELY(s->clock >= s->tick_quiet_until)) {
+  {
+    bool ticked = false;
     for (uint32_t i = 0; i < s->ticking_count; i++)
-      if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due))
+      if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due) &&
+          s->clock >= s->tick_quiet_until) {
         (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
-    tick_backoff(s);
+        ticked = true;
+      }
+    if (HIPPO__UNLIKELY(ticked))
+      tick_backoff(s);
   }
   hippo__lock_drop(&s->lock);
   return HIPPO_SUCCESS;
