@@ -48,8 +48,8 @@ _Static_assert(sizeof(hippo_pool_options) % 8 == 0 &&
  * after device_close or stream_detach finds a dead shell
  * (HIPPO_INVALID_ARGUMENT) rather than freed memory, or another device or
  * stream that took its place.  Each open and attach keeps its shell (32
- * bytes) until the plugin is unloaded; all shells are on one list, which
- * unloading frees. */
+ * bytes) until the plugin is unloaded; all shells are on one list, whose
+ * dead ones unloading frees. */
 typedef struct shell {
   uint32_t magic; /* SHELL_DEVICE, SHELL_STREAM, or SHELL_DEAD */
   uint32_t pad;
@@ -63,12 +63,12 @@ typedef struct shell {
 static pthread_mutex_t shells_lock = PTHREAD_MUTEX_INITIALIZER;
 static shell *shells; /* every shell of this copy of the plugin */
 
-/* A new live shell for obj, or NULL (no host memory). */
-static shell *shell_new(uint32_t magic, void *obj) {
+/* A new live shell (its object is set once made), or NULL (no host
+ * memory). */
+static shell *shell_new(uint32_t magic) {
   shell *sh = calloc(1, sizeof *sh);
   if (sh) {
     sh->magic = magic;
-    sh->obj = obj;
     pthread_mutex_lock(&shells_lock);
     sh->next = shells;
     shells = sh;
@@ -208,7 +208,7 @@ static hippo_status api_device_open(const hippo_device_desc *desc,
     if (st != HIPPO_SUCCESS)
       return st;
   }
-  sh = shell_new(SHELL_DEVICE, NULL); /* first: nothing to undo after */
+  sh = shell_new(SHELL_DEVICE); /* first: nothing to undo after */
   if (!sh)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "device_open: host memory for the device");
@@ -253,7 +253,7 @@ static hippo_status api_stream_attach(hippo_device *device, void *native,
   hippo_status st;
   CHECK_DEVICE(device, "stream_attach");
   CHECK_NOT_NULL(stream, "stream_attach", "stream");
-  sh = shell_new(SHELL_STREAM, NULL); /* first: nothing to undo after */
+  sh = shell_new(SHELL_STREAM); /* first: nothing to undo after */
   if (!sh)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "stream_attach: host memory for the stream");
