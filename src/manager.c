@@ -181,8 +181,8 @@ static hippo_status reserve_in(hippo_stream *s, uint64_t size, bool persistent,
  * 4, ... reservations, at most HIPPO__TICK_BACKOFF_MAX, until the gate
  * says yes again. */
 static inline void tick_backoff(hippo_stream *s) {
-  if (HIPPO__LIKELY(s->gate.answer < 0))
-    return; /* nothing was due: not asked */
+  if (s->gate.answer < 0)
+    return; /* no page was due after all: not asked */
   if (s->gate.answer > 0) {
     s->tick_backoff = 0;
     return;
