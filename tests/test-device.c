@@ -1111,7 +1111,6 @@ START_TEST(test_capture_guard_oom_retry) {
 }
 END_TEST
 
-/* The capture guard: periodic deallocation waits while a stream captures. */
 /* While a capture records and a page is due, reservations do not ask the
  * driver each time whether a stream captures: the ticks back off (1, 2,
  * 4, ... up to 1024 reservations), and once the capture ends the page
@@ -1156,6 +1155,7 @@ START_TEST(test_capture_tick_backoff) {
 }
 END_TEST
 
+/* The capture guard: periodic deallocation waits while a stream captures. */
 START_TEST(test_capture_guard_tick) {
   const hippo_api *api = tu_api();
   tu_layout l;

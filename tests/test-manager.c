@@ -19,25 +19,39 @@ void *aligned_alloc(size_t alignment, size_t size) {
 
 #define OK(call) ck_assert_msg((call) == HIPPO_SUCCESS, "%s", hippo__error_get())
 
+/* A DRY device of 1 GiB with one SLICED pool (64 KiB pages) and one
+ * attached emulated stream; close_stream undoes it. */
+static hippo_stream *open_stream(hippo_device **dev, void **native) {
+  tu_layout l;
+  hippo_device_desc desc;
+  hippo_stream *s;
+  TU_SIZED(desc);
+  desc.backend = HIPPO_BACKEND_DRY;
+  desc.capacity = TU_GiB;
+  tu_layout_sliced(&l, 64 * TU_KiB, 64 * TU_KiB);
+  OK(hippo__device_open(&desc, &l.layout, l.pools, dev));
+  OK((*dev)->be->ops->emu_stream_create((*dev)->be, native));
+  OK(hippo__stream_attach(*dev, *native, &s));
+  return s;
+}
+
+static void close_stream(hippo_device *dev, hippo_stream *s, void *native) {
+  OK(hippo__stream_detach(s));
+  OK(dev->be->ops->emu_stream_destroy(dev->be, native));
+  OK(hippo__device_close(dev));
+}
+
 /* A reservation that finds the handle table full and cannot grow it fails
  * before any pool serves it, even one a SLICED pool would name (the table
  * makes room before routing): no page taken, no figure moved. */
 START_TEST(handle_table_full) {
-  tu_layout l;
-  hippo_device_desc desc;
   hippo_device *dev;
   hippo_stream *s;
   hippo_usage before, after;
   hippo_pool_report rb, ra;
   hippo_handle h;
   void *native;
-  TU_SIZED(desc);
-  desc.backend = HIPPO_BACKEND_DRY;
-  desc.capacity = TU_GiB;
-  tu_layout_sliced(&l, 64 * TU_KiB, 64 * TU_KiB);
-  OK(hippo__device_open(&desc, &l.layout, l.pools, &dev));
-  OK(dev->be->ops->emu_stream_create(dev->be, &native));
-  OK(hippo__stream_attach(dev, native, &s));
+  s = open_stream(&dev, &native);
   /* fill the table: the SLICED pool names its reservations itself, so
    * zero-size ones take the slots */
   OK(hippo__reserve(s, 256, HIPPO_MODE_AUTO, &h));
@@ -59,29 +73,19 @@ START_TEST(handle_table_full) {
   OK(hippo__device_check(dev));
   OK(hippo__reserve(s, 60000, HIPPO_MODE_AUTO, &h)); /* memory is back */
   OK(hippo__device_check(dev));
-  OK(hippo__stream_detach(s));
-  OK(dev->be->ops->emu_stream_destroy(dev->be, native));
-  OK(hippo__device_close(dev));
+  close_stream(dev, s, native);
 }
 END_TEST
 
 /* The check walk sees a stream's page figures disagree with its pools,
  * its peak below what it holds included. */
 START_TEST(check_sees_stream_peak) {
-  tu_layout l;
-  hippo_device_desc desc;
   hippo_device *dev;
   hippo_stream *s;
   hippo_handle h;
   void *native;
   uint64_t peak;
-  TU_SIZED(desc);
-  desc.backend = HIPPO_BACKEND_DRY;
-  desc.capacity = TU_GiB;
-  tu_layout_sliced(&l, 64 * TU_KiB, 64 * TU_KiB);
-  OK(hippo__device_open(&desc, &l.layout, l.pools, &dev));
-  OK(dev->be->ops->emu_stream_create(dev->be, &native));
-  OK(hippo__stream_attach(dev, native, &s));
+  s = open_stream(&dev, &native);
   OK(hippo__reserve(s, 1000, HIPPO_MODE_AUTO, &h));
   OK(hippo__device_check(dev));
   peak = atomic_load(&s->acct.peak_bytes_reserved);
@@ -91,9 +95,7 @@ START_TEST(check_sees_stream_peak) {
   atomic_store(&s->acct.peak_bytes_reserved, peak);
   OK(hippo__device_check(dev));
   OK(hippo__release(s, h));
-  OK(hippo__stream_detach(s));
-  OK(dev->be->ops->emu_stream_destroy(dev->be, native));
-  OK(hippo__device_close(dev));
+  close_stream(dev, s, native);
 }
 END_TEST
 
