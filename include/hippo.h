@@ -85,7 +85,10 @@ extern "C" {
     "the object is still in use (streams attached, reservations live)")        \
   X(LOAD_FAILED, 14,                                                           \
     "the plugin file could not be loaded or has no hippo_plugin_entry")        \
-  X(INTERNAL, 15, "an internal consistency check failed; please report it")
+  X(INTERNAL, 15, "an internal consistency check failed; please report it") \
+  X(PAGE_SIZES_EXHAUSTED, 16,                                                  \
+    "an ARENA pool holds live slices in all the page sizes it keeps at "       \
+    "once; relocate (or reclaim) to free one")
 
 #define HIPPO__STATUS_ENUM(name, value, msg) HIPPO_##name = value,
 enum hippo_status_code { HIPPO_STATUS_MAP(HIPPO__STATUS_ENUM) };
@@ -104,18 +107,24 @@ typedef uint32_t hippo_backend;
 
 /* Device flags (hippo_device_desc.flags). */
 #define HIPPO_DEVICE_FIXED_LAYOUT 1u /* pools_install answers UNSUPPORTED */
+#define HIPPO_DEVICE_AUTO_RELOCATE 2u /* reserve calls relocate_when_wanted
+                                         first (it may then synchronize
+                                         every stream: off by default) */
 
 /* Pool kinds (hippo_pool_options.kind, hippo_pool_report.kind). */
 #define HIPPO_POOL_SLICED 1u     /* pages carved into slices */
 #define HIPPO_POOL_EXCLUSIVE 2u  /* one allocation per page */
 #define HIPPO_POOL_DIRECT 3u     /* one driver allocation per request */
 #define HIPPO_POOL_PERSISTENT 4u /* exact-size pages (reports only) */
+#define HIPPO_POOL_ARENA 5u      /* sliced pages whose size grows with the
+                                    largest request; older sizes drain */
 typedef uint32_t hippo_pool_kind;
 
 /* Layout presets (hippo_layout.preset). */
 #define HIPPO_PRESET_SUB_SLICES 0u      /* default: sliced ladder + tail */
 #define HIPPO_PRESET_EXCLUSIVE_PAGES 1u /* log-spaced exclusive buckets */
 #define HIPPO_PRESET_CUSTOM 2u          /* hippo_layout.pools */
+#define HIPPO_PRESET_ADAPTIVE 3u        /* small sliced pool + ARENA + tail */
 typedef uint32_t hippo_preset;
 
 /* Allocation modes (reserve's mode argument). */
@@ -132,6 +141,50 @@ typedef uint32_t hippo_mode;
 #define HIPPO_CALL_CAPTURE_QUERY 5u
 #define HIPPO_CALL_KINDS 6u
 typedef uint32_t hippo_call_kind;
+
+/* Why a relocation runs (relocate_with's reason, reports).  Each says where
+ * the moved slices may go. */
+#define HIPPO_RELOCATE_WANTED 0u     /* only on a need (relocate_when_wanted):
+                                        the need picks one of the below */
+#define HIPPO_RELOCATE_EXPLICIT 1u   /* outdated pages; only room held */
+#define HIPPO_RELOCATE_PRESSURE 2u   /* outdated pages; only room held */
+#define HIPPO_RELOCATE_ARENA_FULL 3u /* outdated pages; may add pages of the
+                                        current size */
+#define HIPPO_RELOCATE_CAPTURE 4u    /* outdated pages; may add pages (before
+                                        a capture's warm-up) */
+#define HIPPO_RELOCATE_SPARSE 5u     /* the sparsest current pages, into room
+                                        other current pages hold */
+typedef uint32_t hippo_relocate_reason;
+
+/* What a stream's memory wants (relocation_need). */
+#define HIPPO_NEED_NOTHING 0u   /* nothing outdated or sparse, or the pools
+                                   look as when a relocation last moved
+                                   nothing */
+#define HIPPO_NEED_ARENA_FULL 1u /* an ARENA pool uses every page size slot */
+#define HIPPO_NEED_PRESSURE 2u  /* outdated pages, and another page would
+                                   leave less than a page of device room */
+#define HIPPO_NEED_SPARSE 3u    /* an ARENA pool took a page while its pages
+                                   held far more room than its slices use */
+typedef uint32_t hippo_relocation_need;
+
+/* How a relocation ended (hippo_relocation_report.outcome). */
+#define HIPPO_RELOCATION_NONE 0u      /* none has run yet */
+#define HIPPO_RELOCATION_MOVED 1u     /* slices moved (maybe not all) */
+#define HIPPO_RELOCATION_NOTHING_TO_MOVE 2u /* no outdated (or sparse) page
+                                               holds a live slice */
+#define HIPPO_RELOCATION_NOT_WANTED 3u /* relocate_when_wanted: no need */
+#define HIPPO_RELOCATION_RECORDING 4u /* skipped: a stream captures */
+#define HIPPO_RELOCATION_NO_ROOM 5u   /* pages to empty, but none could be
+                                         (no room for all their slices) */
+#define HIPPO_RELOCATION_FAILED 6u    /* a backend call failed; nothing moved
+                                         (see failures) */
+
+/* Where a relocation failed (hippo_relocation_failure.step). */
+#define HIPPO_RELOCATION_STEP_PAGE 1u   /* a destination page was refused */
+#define HIPPO_RELOCATION_STEP_FINISH 2u /* waiting for the streams' work */
+#define HIPPO_RELOCATION_STEP_COPY 3u   /* a copy was refused */
+#define HIPPO_RELOCATION_STEP_WAIT 4u   /* waiting for the copies */
+#define HIPPO_RELOCATION_STEP_FREE 5u   /* giving an emptied page back */
 
 /* ------------------------------------------------------------------------ */
 /* Opaque objects and handles. */
@@ -203,6 +256,13 @@ typedef struct hippo_usage {
   uint64_t peak_bytes_in_use;    /* highest bytes_in_use seen */
   uint64_t peak_bytes_reserved;  /* highest bytes_reserved seen */
   uint64_t pages;                /* pages held from the driver */
+  /* Added after v1 (an older caller's smaller struct gets the above). */
+  uint64_t relocations;          /* relocations that moved slices */
+  uint64_t slices_relocated;     /* slices moved, ever */
+  uint64_t bytes_relocated;      /* bytes copied by relocations, ever */
+  uint64_t bytes_stranded;       /* destination bytes kept after a failed
+                                    wait for copies (their completion is
+                                    unknown); freed after a later wait */
 } hippo_usage;
 
 /* One pool of a stream. */
@@ -220,7 +280,43 @@ typedef struct hippo_pool_report {
   uint64_t bytes_free;          /* reserved bytes not in a live slice */
   uint64_t largest_free;        /* largest free slice (fragmentation =
                                    1 - largest_free / bytes_free) */
+  /* Added after v1. */
+  uint64_t current_page_size;   /* SLICED, ARENA: size of the next page */
+  uint64_t outdated_pages;      /* ARENA: pages that serve nothing new */
+  uint64_t outdated_bytes;      /* ARENA: their bytes */
+  uint64_t page_sizes;          /* ARENA: page sizes alive (at most 64) */
+  uint64_t bytes_stranded;      /* see hippo_usage */
+  uint64_t peak_bytes_reserved; /* most page bytes held at once */
 } hippo_pool_report;
+
+/* One failure of a relocation. */
+typedef struct hippo_relocation_failure {
+  hippo_stream *stream;   /* the stream whose memory was moving */
+  hippo_status status;    /* the backend's status */
+  uint32_t step;          /* HIPPO_RELOCATION_STEP_* */
+  uint64_t slices;        /* slices that stayed where they were */
+  uint64_t bytes;         /* their bytes */
+} hippo_relocation_failure;
+
+/* What a relocation did (relocate_with, relocation_report). */
+typedef struct hippo_relocation_report {
+  uint32_t struct_size;
+  hippo_relocate_reason reason;  /* the reason it ran for */
+  hippo_relocation_need need;    /* the need seen (HIPPO_RELOCATE_WANTED) */
+  uint32_t outcome;              /* HIPPO_RELOCATION_* */
+  uint32_t streams;              /* streams whose memory was looked at */
+  uint32_t failure_count;        /* failures; the first 4 are below */
+  uint64_t slices_moved;
+  uint64_t bytes_moved;
+  uint64_t pages_emptied;        /* pages the moves emptied */
+  uint64_t pages_freed;          /* empty pages given back afterwards */
+  uint64_t bytes_freed;
+  uint64_t pages_added;          /* destination pages taken */
+  uint64_t pages_no_room;        /* pages left whole: no room for a slice */
+  uint64_t pages_guarded;        /* pages left whole: guarded by a capture */
+  uint64_t bytes_stranded;       /* destinations kept: a wait failed */
+  hippo_relocation_failure failures[4];
+} hippo_relocation_report;
 
 /* Backend counters (HOST and DRY devices). */
 typedef struct hippo_emu_counters {
@@ -277,12 +373,28 @@ typedef struct hippo_api {
   hippo_status (*persistent_begin)(hippo_stream *stream);
   hippo_status (*persistent_end)(hippo_stream *stream);
 
-  /* Relocation and cleanup (later, but cleanup). */
+  /* Relocation: move the live slices of outdated ARENA pages onto current
+   * pages (device-to-device copies on the relocating stream, after every
+   * stream of the device finished its queued work), so the same handles
+   * resolve to the new addresses, then give the emptied pages back.  A
+   * pointer from resolve is valid until the next relocation or cleanup on
+   * the device.  Skipped (HIPPO_SUCCESS, nothing moves) while any stream of
+   * the device captures or when nothing is outdated.  A slice that cannot
+   * move (no room, a failed call) stays where it is with its bytes; the
+   * failures are collected, and the first one's status is returned after
+   * everything else was done (relocation_report has them all).
+   * relocate: the stream's memory (reason EXPLICIT: only room already
+   * held).  relocate_when_wanted: only when relocation_need says so.
+   * relocate_device: every stream's (reason CAPTURE, may add pages: call
+   * it before a capture's warm-up). */
   hippo_status (*relocate)(hippo_stream *stream);
   hippo_status (*relocate_when_wanted)(hippo_stream *stream);
   hippo_status (*relocate_device)(hippo_device *device);
   /* Frees every empty page of every stream (stream == NULL) or of one. */
   hippo_status (*cleanup)(hippo_device *device, hippo_stream *stream);
+  /* Refused with HIPPO_GRAPH_RECORDING (naming the stream) while a stream
+   * captures; else relocate (EXPLICIT) then cleanup, of one stream or
+   * (NULL) every stream. */
   hippo_status (*reclaim)(hippo_device *device, hippo_stream *stream);
   /* later: the host runtime destroyed the graph of capture_id. */
   hippo_status (*graph_retire)(hippo_device *device, uint64_t capture_id);
@@ -313,6 +425,24 @@ typedef struct hippo_api {
                             const void *host, uint64_t size);
   hippo_status (*emu_counters)(hippo_device *device,
                                hippo_emu_counters *counters);
+
+  /* ---- Added after v1: check api->struct_size before calling. ---- */
+  /* What the stream's memory wants now (cheap: no driver call). */
+  hippo_status (*relocation_need)(hippo_stream *stream,
+                                  hippo_relocation_need *need);
+  /* Relocate for `reason`: the memory of `stream`, or (stream NULL) of
+   * every stream of the device.  report may be NULL. */
+  hippo_status (*relocate_with)(hippo_device *device, hippo_stream *stream,
+                                hippo_relocate_reason reason,
+                                hippo_relocation_report *report);
+  /* The last relocation of `stream`, or (NULL) the device's last. */
+  hippo_status (*relocation_report)(hippo_device *device,
+                                    hippo_stream *stream,
+                                    hippo_relocation_report *report);
+  /* Emulation: queue a device-to-device copy on an emulated stream; it runs
+   * when the stream's work is waited for, as a kernel would (HOST, DRY). */
+  hippo_status (*emu_copy)(hippo_device *device, void *native_stream,
+                           void *dst, const void *src, uint64_t size);
 } hippo_api;
 
 /* The one exported symbol.  *abi_version: in, the newest version the caller

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "manager.h"
+#include "relocation.h"
 
 #define EXPORT __attribute__((visibility("default")))
 
@@ -263,6 +264,7 @@ static hippo_status api_stream_attach(hippo_device *device, void *native,
     return st;
   }
   sh->obj = s;
+  s->shell = sh; /* reports name the stream as the caller knows it */
   *stream = (hippo_stream *)(void *)sh;
   return HIPPO_SUCCESS;
 }
@@ -333,34 +335,88 @@ static hippo_status api_persistent_end(hippo_stream *stream) {
 
 /* ---- relocation and cleanup ---------------------------------------------- */
 static hippo_status api_relocate(hippo_stream *stream) {
-  (void)stream;
-  return not_yet("relocate");
+  CHECK_STREAM(stream, "relocate");
+  return hippo__relocate(stream->device, stream, HIPPO_RELOCATE_EXPLICIT,
+                         NULL);
 }
 
 static hippo_status api_relocate_when_wanted(hippo_stream *stream) {
-  (void)stream;
-  return not_yet("relocate_when_wanted");
+  CHECK_STREAM(stream, "relocate_when_wanted");
+  return hippo__relocate(stream->device, stream, HIPPO_RELOCATE_WANTED,
+                         NULL);
 }
 
 static hippo_status api_relocate_device(hippo_device *device) {
-  (void)device;
-  return not_yet("relocate_device");
+  CHECK_DEVICE(device, "relocate_device");
+  return hippo__relocate(device, NULL, HIPPO_RELOCATE_CAPTURE, NULL);
+}
+
+/* A stream argument that may be NULL (every stream of the device): checked
+ * and replaced by its object like CHECK_STREAM, and it must belong to
+ * `device`. */
+#define CHECK_OPTIONAL_STREAM(device, s, call)                                 \
+  do {                                                                         \
+    if (s) {                                                                   \
+      CHECK_STREAM(s, call);                                                   \
+      if ((s)->device != (device))                                             \
+        return hippo__error_set(HIPPO_INVALID_ARGUMENT,                        \
+                                call ": the stream belongs to another "        \
+                                     "device");                                \
+    }                                                                          \
+  } while (0)
+
+static hippo_status api_relocate_with(hippo_device *device,
+                                      hippo_stream *stream,
+                                      hippo_relocate_reason reason,
+                                      hippo_relocation_report *report) {
+  hippo_relocation_report mine;
+  hippo_status st;
+  CHECK_DEVICE(device, "relocate_with");
+  CHECK_OPTIONAL_STREAM(device, stream, "relocate_with");
+  if (report && (st = hippo__struct_out_ok(report, MIN_STRUCT,
+                                           "hippo_relocation_report")) !=
+                    HIPPO_SUCCESS)
+    return st; /* the size is checked before anything moves */
+  st = hippo__relocate(device, stream, reason, &mine);
+  if (report) {
+    hippo__error_kept kept;
+    hippo__error_keep(&kept);
+    (void)hippo__struct_out(report, &mine, sizeof mine, MIN_STRUCT,
+                            "hippo_relocation_report");
+    hippo__error_restore(&kept);
+  }
+  return st;
+}
+
+static hippo_status api_relocation_report(hippo_device *device,
+                                          hippo_stream *stream,
+                                          hippo_relocation_report *report) {
+  hippo_relocation_report mine;
+  CHECK_DEVICE(device, "relocation_report");
+  CHECK_NOT_NULL(report, "relocation_report", "report");
+  CHECK_OPTIONAL_STREAM(device, stream, "relocation_report");
+  (void)hippo__relocation_report(device, stream, &mine);
+  return hippo__struct_out(report, &mine, sizeof mine, MIN_STRUCT,
+                           "hippo_relocation_report");
+}
+
+static hippo_status api_relocation_need(hippo_stream *stream,
+                                        hippo_relocation_need *need) {
+  CHECK_STREAM(stream, "relocation_need");
+  CHECK_NOT_NULL(need, "relocation_need", "need");
+  return hippo__relocation_need(stream, need);
 }
 
 static hippo_status api_cleanup(hippo_device *device, hippo_stream *stream) {
   CHECK_DEVICE(device, "cleanup");
-  if (stream) {
-    CHECK_STREAM(stream, "cleanup");
-    if (stream->device != device)
-      return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                              "cleanup: the stream belongs to another device");
-  }
+  CHECK_OPTIONAL_STREAM(device, stream, "cleanup");
   return hippo__cleanup(device, stream);
 }
 
 static hippo_status api_reclaim(hippo_device *device, hippo_stream *stream) {
-  (void)device, (void)stream;
-  return not_yet("reclaim");
+  CHECK_DEVICE(device, "reclaim");
+  CHECK_OPTIONAL_STREAM(device, stream, "reclaim");
+  return hippo__reclaim(device, stream);
 }
 
 static hippo_status api_graph_retire(hippo_device *device,
@@ -376,11 +432,8 @@ static hippo_status api_usage(hippo_device *device, hippo_stream *stream,
   hippo_status st;
   CHECK_DEVICE(device, "usage");
   CHECK_NOT_NULL(usage, "usage", "usage");
+  CHECK_OPTIONAL_STREAM(device, stream, "usage");
   if (stream) {
-    CHECK_STREAM(stream, "usage");
-    if (stream->device != device)
-      return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                              "usage: the stream belongs to another device");
     st = hippo__stream_usage(stream, &mine);
   } else {
     st = hippo__device_usage(device, &mine);
@@ -429,20 +482,7 @@ static hippo_status api_emu_stream_create(hippo_device *device,
 static hippo_status api_emu_stream_destroy(hippo_device *device,
                                            void *native) {
   EMU_OP(device, emu_stream_destroy, "emu_stream_destroy");
-  hippo_status st;
-  /* under the device lock, so no stream_attach slips in between the
-   * question and the destruction */
-  hippo__lock_take(&device->lock);
-  for (uint32_t i = 0; i < device->stream_count; i++)
-    if (device->streams[i]->native == native) {
-      hippo__lock_drop(&device->lock);
-      return hippo__error_set(HIPPO_BUSY,
-                              "emu_stream_destroy: the stream is still "
-                              "attached; detach it first");
-    }
-  st = device->be->ops->emu_stream_destroy(device->be, native);
-  hippo__lock_drop(&device->lock);
-  return st;
+  return hippo__emu_stream_destroy(device, native);
 }
 
 static hippo_status api_emu_capture_begin(hippo_device *device, void *native,
@@ -478,6 +518,18 @@ static hippo_status api_emu_write(hippo_device *device, void *device_ptr,
   CHECK_NOT_NULL(host, "emu_write", "host");
   return device->be->ops->emu_write(device->be, (uint64_t)(uintptr_t)device_ptr,
                                     host, size);
+}
+
+static hippo_status api_emu_copy(hippo_device *device, void *native,
+                                 void *dst, const void *src, uint64_t size) {
+  EMU_OP(device, copy, "emu_copy");
+  if (!device->be->ops->emu_read)
+    return hippo__error_set(HIPPO_UNSUPPORTED,
+                            "emu_copy: only HOST and DRY devices emulate; "
+                            "this one is HIP");
+  return device->be->ops->copy(device->be, native,
+                               (uint64_t)(uintptr_t)dst,
+                               (uint64_t)(uintptr_t)src, size);
 }
 
 static hippo_status api_emu_counters(hippo_device *device,
@@ -523,6 +575,10 @@ static const hippo_api api_v1 = {
     .emu_read = api_emu_read,
     .emu_write = api_emu_write,
     .emu_counters = api_emu_counters,
+    .relocation_need = api_relocation_need,
+    .relocate_with = api_relocate_with,
+    .relocation_report = api_relocation_report,
+    .emu_copy = api_emu_copy,
 };
 
 EXPORT hippo_status hippo_plugin_entry(uint32_t *abi_version,

@@ -58,15 +58,24 @@ hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
   return HIPPO_SUCCESS;
 }
 
-hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
-                               size_t min_size, const char *what) {
+hippo_status hippo__struct_out_ok(const void *dst, size_t min_size,
+                                  const char *what) {
   uint32_t size;
   if (!dst)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT, "%s must not be NULL",
                             what);
   memcpy(&size, dst, sizeof size);
-  if (!size_ok(size, min_size))
-    return bad_size(what, size, min_size);
+  return size_ok(size, min_size) ? HIPPO_SUCCESS
+                                 : bad_size(what, size, min_size);
+}
+
+hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
+                               size_t min_size, const char *what) {
+  uint32_t size;
+  hippo_status st = hippo__struct_out_ok(dst, min_size, what);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  memcpy(&size, dst, sizeof size);
   if (size > src_size)
     memset((unsigned char *)dst + src_size, 0, size - src_size);
   memcpy((unsigned char *)dst + sizeof size,

@@ -74,6 +74,11 @@ static inline void hippo__lock_take(hippo__lock *lock) {
     return;
   hippo__lock_slow(lock);
 }
+/* Take the lock only if it is free now; true when taken. */
+static inline bool hippo__lock_try(hippo__lock *lock) {
+  return !atomic_load_explicit(&lock->held, memory_order_relaxed) &&
+         !atomic_exchange_explicit(&lock->held, true, memory_order_acquire);
+}
 static inline void hippo__lock_drop(hippo__lock *lock) {
   atomic_store_explicit(&lock->held, false, memory_order_release);
 }
@@ -124,5 +129,9 @@ hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
  * is kept. */
 hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
                                size_t min_size, const char *what);
+/* Whether hippo__struct_out would accept `dst` (before work that a bad
+ * output struct should not let happen). */
+hippo_status hippo__struct_out_ok(const void *dst, size_t min_size,
+                                  const char *what);
 
 #endif /* HIPPO_CORE_H */

@@ -1,8 +1,8 @@
 /* device.c -- a device: its backend, its layout, its streams; install,
  * cleanup, device-wide figures and the capture check.
  *
- * Lock order (manager.h): the device lock, then stream locks in the order of
- * the stream list.  Device-wide operations that must see every stream at one
+ * Lock order (device.h): the device lock, then stream locks in the order of
+ * the stream list, then the natives lock.  Device-wide operations that must see every stream at one
  * moment (install, check) hold all stream locks together; the others (usage,
  * cleanup) take them one at a time.
  */
@@ -198,12 +198,8 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
   return HIPPO_SUCCESS;
 }
 
-/* HIPPO_GRAPH_RECORDING when any stream of the device is capturing, or the
- * status of a failed capture query.  Takes only the natives lock (and,
- * inside the capture query, the backend's), so it may be called holding
- * the device lock or a stream lock (manager.h). */
-static hippo_status refuse_while_recording(hippo_device *dev,
-                                           const char *call) {
+hippo_status hippo__device_refuse_while_recording(hippo_device *dev,
+                                                  const char *call) {
   hippo_status st = HIPPO_SUCCESS;
   hippo__lock_take(&dev->natives_lock);
   for (uint32_t i = 0; i < dev->stream_count && st == HIPPO_SUCCESS; i++) {
@@ -232,10 +228,39 @@ hippo_status hippo__device_may_free(void *ctx, bool *may_free) {
   /* the answer is a yes or a no, not the caller's failure: last_error
    * keeps what it said (an out-of-memory's detail, say) */
   hippo__error_keep(&kept);
-  st = refuse_while_recording(ctx, "freeing pages");
+  st = hippo__device_refuse_while_recording(ctx, "freeing pages");
   hippo__error_restore(&kept);
   *may_free = st == HIPPO_SUCCESS;
   return st == HIPPO_GRAPH_RECORDING ? HIPPO_SUCCESS : st;
+}
+
+hippo_status hippo__device_finish(hippo_device *dev) {
+  hippo_status first = HIPPO_SUCCESS;
+  hippo__lock_take(&dev->natives_lock);
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    hippo_status st = dev->be->ops->stream_sync(dev->be, dev->natives[i]);
+    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+      first = hippo__error_wrap(st, "waiting for the work of native stream "
+                                "%p",
+                                dev->natives[i]);
+  }
+  hippo__lock_drop(&dev->natives_lock);
+  return first;
+}
+
+hippo_status hippo__emu_stream_destroy(hippo_device *dev, void *native) {
+  hippo_status st;
+  hippo__lock_take(&dev->lock);
+  for (uint32_t i = 0; i < dev->stream_count; i++)
+    if (dev->streams[i]->native == native) {
+      hippo__lock_drop(&dev->lock);
+      return hippo__error_set(HIPPO_BUSY,
+                              "emu_stream_destroy: the stream is still "
+                              "attached; detach it first");
+    }
+  st = dev->be->ops->emu_stream_destroy(dev->be, native);
+  hippo__lock_drop(&dev->lock);
+  return st;
 }
 
 /* Detach: every reservation of the stream is dropped and every page given
@@ -255,7 +280,7 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "stream_detach: the stream is not attached");
   }
-  st = refuse_while_recording(dev, "stream_detach");
+  st = hippo__device_refuse_while_recording(dev, "stream_detach");
   if (st != HIPPO_SUCCESS) {
     hippo__lock_drop(&dev->lock);
     return st;
@@ -290,12 +315,12 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   return HIPPO_SUCCESS;
 }
 
-static void lock_all(hippo_device *dev) {
+void hippo__device_lock_streams(hippo_device *dev) {
   for (uint32_t i = 0; i < dev->stream_count; i++)
     hippo__lock_take(&dev->streams[i]->lock);
 }
 
-static void unlock_all(hippo_device *dev) {
+void hippo__device_unlock_streams(hippo_device *dev) {
   for (uint32_t i = dev->stream_count; i-- > 0;)
     hippo__lock_drop(&dev->streams[i]->lock);
 }
@@ -320,12 +345,12 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
   if (st != HIPPO_SUCCESS)
     return st;
   hippo__lock_take(&dev->lock);
-  st = refuse_while_recording(dev, "pools_install");
+  st = hippo__device_refuse_while_recording(dev, "pools_install");
   if (st != HIPPO_SUCCESS) {
     hippo__lock_drop(&dev->lock);
     return st;
   }
-  lock_all(dev);
+  hippo__device_lock_streams(dev);
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_stream *s = dev->streams[i];
     for (uint32_t p = 1; p < s->pool_count; p++) {
@@ -377,7 +402,7 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
     hippo__manager_swap(dev->streams[i], built[i], counts[i]);
   dev->layout = layout;
 out:
-  unlock_all(dev);
+  hippo__device_unlock_streams(dev);
   hippo__lock_drop(&dev->lock);
   free(built);
   free(counts);
@@ -387,7 +412,7 @@ out:
 hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
   hippo_status first = HIPPO_SUCCESS, st;
   hippo__lock_take(&dev->lock);
-  st = refuse_while_recording(dev, "cleanup");
+  st = hippo__device_refuse_while_recording(dev, "cleanup");
   if (st != HIPPO_SUCCESS) {
     hippo__lock_drop(&dev->lock);
     return st;
@@ -417,7 +442,7 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   hippo__lock_take(&dev->lock);
-  lock_all(dev); /* one moment for every figure */
+  hippo__device_lock_streams(dev); /* one moment for every figure */
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_usage u;
     hippo__manager_usage_locked(dev->streams[i], &u);
@@ -425,13 +450,17 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
     out->bytes_in_use += u.bytes_in_use;
     out->bytes_padding += u.bytes_padding;
     out->peak_bytes_in_use += u.peak_bytes_in_use;
+    out->bytes_stranded += u.bytes_stranded;
   }
+  out->relocations = atomic_load(&dev->relocations);
+  out->slices_relocated = atomic_load(&dev->slices_relocated);
+  out->bytes_relocated = atomic_load(&dev->bytes_relocated);
   out->peak_bytes_in_use += dev->detached_peak_in_use;
   out->pool_count = dev->layout.count + 1;
   out->bytes_reserved = atomic_load(&dev->acct.bytes_reserved);
   out->peak_bytes_reserved = atomic_load(&dev->acct.peak_bytes_reserved);
   out->pages = atomic_load(&dev->acct.pages);
-  unlock_all(dev);
+  hippo__device_unlock_streams(dev);
   hippo__lock_drop(&dev->lock);
   return HIPPO_SUCCESS;
 }
@@ -440,7 +469,7 @@ hippo_status hippo__device_check(hippo_device *dev) {
   hippo_status st = HIPPO_SUCCESS;
   uint64_t reserved = 0, pages = 0;
   hippo__lock_take(&dev->lock);
-  lock_all(dev);
+  hippo__device_lock_streams(dev);
   for (uint32_t i = 0; i < dev->stream_count && st == HIPPO_SUCCESS; i++) {
     hippo_stream *s = dev->streams[i];
     if (s->device != dev)
@@ -465,7 +494,7 @@ hippo_status hippo__device_check(hippo_device *dev) {
                           (unsigned long long)atomic_load(&dev->acct.pages),
                           (unsigned long long)atomic_load(
                               &dev->acct.bytes_reserved));
-  unlock_all(dev);
+  hippo__device_unlock_streams(dev);
   hippo__lock_drop(&dev->lock);
   return st;
 }

@@ -87,9 +87,9 @@ static inline uint32_t hippo__gen_next(uint32_t gen, uint32_t first) {
 
 /* One slot.  Invariant: live slots have pool set and gen != 0; a free slot
  * is on the free list (next_free) and its gen is the one the next handle of
- * this slot will carry. */
+ * this slot will carry.  A slot keeps no address: the pool knows where the
+ * slice lives (pool.h, addr), so a slice that moves needs no slot fixed. */
 typedef struct hippo__slot {
-  uint64_t addr;      /* device address (0 for a zero-size reservation) */
   uint64_t size;      /* requested bytes */
   uint32_t slice;     /* the pool's slice id */
   uint16_t pool;      /* pool index in the manager, or HIPPO__POOL_NONE */
@@ -99,7 +99,7 @@ typedef struct hippo__slot {
   uint32_t next_free; /* next free slot index (UINT32_MAX ends the list;
                          UINT32_MAX - 1 marks a retired slot) */
 } hippo__slot;
-_Static_assert(sizeof(hippo__slot) == 32, "a slot is half a cache line");
+_Static_assert(sizeof(hippo__slot) == 24, "a slot is 24 bytes");
 
 /* Invariant: live + length of free list + retired == count <= cap;
  * slots[0 .. count) are initialized. */

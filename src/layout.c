@@ -11,6 +11,13 @@
  *   Every pool has dealloc_period HIPPO__DEFAULT_DEALLOC_PERIOD.
  * EXCLUSIVE_PAGES: exclusive pools with max_alloc_size 1 MiB, 8 MiB,
  *   64 MiB, ... (x8 each step) below T, then one accepting up to T.
+ * ADAPTIVE: CubeCL's arena, with an exclusive tail:
+ *   a SLICED pool of 8 MiB pages for requests up to 64 KiB ("small"),
+ *   an ARENA whose pages grow with the largest request, from 2 MiB up to
+ *   T/4 (ADAPTIVE_* below; pool_sliced.c has the growth rule), taking
+ *   requests up to T/4, and an EXCLUSIVE pool for anything larger, up to T.
+ *   On a small device each size is at most T/4 rounded down to A (at least
+ *   A).  Every pool has dealloc_period HIPPO__DEFAULT_DEALLOC_PERIOD.
  *
  * Validation of a custom layout (HIPPO_POOL_CONFIG, last_error naming the
  * pool index and field): no pools or more than HIPPO__MAX_POOLS; an unknown
@@ -20,15 +27,31 @@
  * max_pool_size below the alignment; sizes that
  * overflow when aligned; a page so small that the pool could need more than
  * HIPPO__MAX_PAGES pages (page count of min(cap, device memory)).
+ * ARENA pools: page_size is the smallest page, at least the alignment and
+ * at most max_slice_size, the largest request and page, which must not
+ * exceed the device; max_pool_size, when set, at least one smallest page.
  */
 #include <stdio.h>
 #include <string.h>
 
-#include "manager.h"
+#include "layout.h"
 
 #define MiB (UINT64_C(1) << 20)
+#define KiB (UINT64_C(1) << 10)
+#define ADAPTIVE_SMALL_PAGE (8 * MiB)  /* the small pool's pages */
+#define ADAPTIVE_SMALL_MAX (64 * KiB)  /* its largest request */
+#define ADAPTIVE_FLOOR (2 * MiB)       /* the arena's smallest page */
 
-static const char *kind_name(hippo_pool_kind kind) {
+/* `size`, but at most T/4 rounded down to the alignment (at least it). */
+static uint64_t at_most_quarter(uint64_t size, uint64_t total,
+                                uint64_t alignment) {
+  uint64_t quarter = hippo__align_down(total / 4, alignment);
+  if (size > quarter)
+    size = quarter;
+  return size < alignment ? alignment : size;
+}
+
+const char *hippo__pool_kind_name(hippo_pool_kind kind) {
   switch (kind) {
   case HIPPO_POOL_SLICED:
     return "SLICED";
@@ -38,6 +61,8 @@ static const char *kind_name(hippo_pool_kind kind) {
     return "DIRECT";
   case HIPPO_POOL_PERSISTENT:
     return "PERSISTENT";
+  case HIPPO_POOL_ARENA:
+    return "ARENA";
   default:
     return "unknown";
   }
@@ -47,7 +72,26 @@ void hippo__layout_preset(hippo_preset preset, uint64_t total,
                           uint64_t alignment, hippo__layout *out) {
   memset(out, 0, sizeof *out);
   out->preset = preset;
-  if (preset == HIPPO_PRESET_EXCLUSIVE_PAGES) {
+  if (preset == HIPPO_PRESET_ADAPTIVE) {
+    hippo_pool_options *o = &out->pools[out->count++];
+    uint64_t max;
+    o->struct_size = sizeof *o;
+    o->kind = HIPPO_POOL_SLICED;
+    o->page_size = at_most_quarter(ADAPTIVE_SMALL_PAGE, total, alignment);
+    o->max_slice_size = ADAPTIVE_SMALL_MAX < o->page_size ? ADAPTIVE_SMALL_MAX
+                                                          : o->page_size;
+    o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
+    o = &out->pools[out->count++];
+    o->struct_size = sizeof *o;
+    o->kind = HIPPO_POOL_ARENA;
+    o->page_size = at_most_quarter(ADAPTIVE_FLOOR, total, alignment);
+    /* the largest page: T/4, and at most 2^32 alignment units */
+    max = at_most_quarter(total, total, alignment);
+    if (max / alignment > UINT32_MAX)
+      max = UINT32_MAX * alignment;
+    o->max_slice_size = max;
+    o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
+  } else if (preset == HIPPO_PRESET_EXCLUSIVE_PAGES) {
     for (uint64_t max = MiB; max < total && out->count < HIPPO__MAX_POOLS - 1;
          max *= 8) {
       hippo_pool_options *o = &out->pools[out->count++];
@@ -94,16 +138,17 @@ void hippo__layout_preset(hippo_preset preset, uint64_t total,
                    ##__VA_ARGS__)
 
 static hippo_status unused_zero(uint32_t i, const hippo_pool_options *o) {
-  const char *kind = kind_name(o->kind);
-  bool sliced = o->kind == HIPPO_POOL_SLICED;
+  const char *kind = hippo__pool_kind_name(o->kind);
+  bool sliced = o->kind == HIPPO_POOL_SLICED || o->kind == HIPPO_POOL_ARENA;
   if (!sliced && o->page_size)
-    return BAD(i, "page_size", "only SLICED pools use it; set it to 0", kind);
+    return BAD(i, "page_size",
+               "only SLICED and ARENA pools use it; set it to 0", kind);
   if (!sliced && o->max_slice_size)
-    return BAD(i, "max_slice_size", "only SLICED pools use it; set it to 0",
-               kind);
+    return BAD(i, "max_slice_size",
+               "only SLICED and ARENA pools use it; set it to 0", kind);
   if (!sliced && o->max_pool_size)
-    return BAD(i, "max_pool_size", "only SLICED pools use it; set it to 0",
-               kind);
+    return BAD(i, "max_pool_size",
+               "only SLICED and ARENA pools use it; set it to 0", kind);
   if (o->kind != HIPPO_POOL_EXCLUSIVE && o->max_alloc_size)
     return BAD(i, "max_alloc_size", "only EXCLUSIVE pools use it; set it to 0",
                kind);
@@ -115,13 +160,13 @@ static hippo_status unused_zero(uint32_t i, const hippo_pool_options *o) {
 static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
                                   const hippo__backend *be) {
   uint64_t a = be->alignment, aligned;
-  const char *kind = kind_name(o->kind);
+  const char *kind = hippo__pool_kind_name(o->kind);
   hippo_status st;
   if (o->kind != HIPPO_POOL_SLICED && o->kind != HIPPO_POOL_EXCLUSIVE &&
-      o->kind != HIPPO_POOL_DIRECT)
+      o->kind != HIPPO_POOL_DIRECT && o->kind != HIPPO_POOL_ARENA)
     return BAD(i, "kind",
-               "%u is not a pool kind (HIPPO_POOL_SLICED, _EXCLUSIVE or "
-               "_DIRECT)",
+               "%u is not a pool kind (HIPPO_POOL_SLICED, _EXCLUSIVE, "
+               "_DIRECT or _ARENA)",
                kind, o->kind);
   st = unused_zero(i, o);
   if (st != HIPPO_SUCCESS)
@@ -171,6 +216,44 @@ static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
                  kind, (unsigned long long)o->page_size,
                  (unsigned long long)span, (unsigned long long)pages,
                  (unsigned long long)HIPPO__MAX_PAGES);
+  } else if (o->kind == HIPPO_POOL_ARENA) {
+    if (o->page_size < a)
+      return BAD(i, "page_size",
+                 "%llu is below the alignment %llu (it is the smallest page)",
+                 kind, (unsigned long long)o->page_size,
+                 (unsigned long long)a);
+    if (o->max_slice_size < o->page_size)
+      return BAD(i, "max_slice_size",
+                 "%llu is below page_size %llu (it is the largest request "
+                 "and the largest page)",
+                 kind, (unsigned long long)o->max_slice_size,
+                 (unsigned long long)o->page_size);
+    if (o->max_slice_size > be->total_memory)
+      return BAD(i, "max_slice_size",
+                 "%llu is larger than the device (%llu B)", kind,
+                 (unsigned long long)o->max_slice_size,
+                 (unsigned long long)be->total_memory);
+    if (o->max_slice_size / a > UINT32_MAX)
+      return BAD(i, "max_slice_size",
+                 "%llu is more than 2^32 alignment units of %llu B", kind,
+                 (unsigned long long)o->max_slice_size,
+                 (unsigned long long)a);
+    if (o->max_pool_size && o->max_pool_size < o->page_size)
+      return BAD(i, "max_pool_size",
+                 "%llu is below page_size %llu, so no page could be taken; "
+                 "use 0 for no cap",
+                 kind, (unsigned long long)o->max_pool_size,
+                 (unsigned long long)o->page_size);
+    if ((o->max_pool_size && o->max_pool_size < be->total_memory
+             ? o->max_pool_size
+             : be->total_memory) /
+            hippo__align_down(o->page_size, a) >
+        HIPPO__MAX_PAGES)
+      return BAD(i, "page_size",
+                 "%llu B pages could need more than %llu pages; use a "
+                 "larger smallest page or a cap",
+                 kind, (unsigned long long)o->page_size,
+                 (unsigned long long)HIPPO__MAX_PAGES);
   } else if (o->kind == HIPPO_POOL_EXCLUSIVE) {
     if (o->max_alloc_size == 0)
       return BAD(i, "max_alloc_size", "must not be 0", kind);
@@ -188,7 +271,8 @@ hippo_status hippo__layout_resolve(const hippo_layout *in,
                                    const hippo__backend *be,
                                    hippo__layout *out) {
   if (!in || in->preset == HIPPO_PRESET_SUB_SLICES ||
-      in->preset == HIPPO_PRESET_EXCLUSIVE_PAGES) {
+      in->preset == HIPPO_PRESET_EXCLUSIVE_PAGES ||
+      in->preset == HIPPO_PRESET_ADAPTIVE) {
     if (in && (in->pool_count || in->pools))
       return hippo__error_set(HIPPO_POOL_CONFIG,
                               "layout: a preset takes no pools; set "
@@ -201,8 +285,8 @@ hippo_status hippo__layout_resolve(const hippo_layout *in,
   if (in->preset != HIPPO_PRESET_CUSTOM)
     return hippo__error_set(HIPPO_POOL_CONFIG,
                             "layout: preset %u is not a preset "
-                            "(HIPPO_PRESET_SUB_SLICES, _EXCLUSIVE_PAGES or "
-                            "_CUSTOM)",
+                            "(HIPPO_PRESET_SUB_SLICES, _EXCLUSIVE_PAGES, "
+                            "_ADAPTIVE or _CUSTOM)",
                             in->preset);
   if (in->pool_count == 0)
     return hippo__error_set(HIPPO_POOL_CONFIG,

@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "manager.h"
+#include "relocation.h"
 
 hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
                                  void *native) {
@@ -37,10 +38,13 @@ hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
   s->gate.ctx = dev;
   s->gate.answer = -1;
   s->pools = calloc(1, sizeof *s->pools);
+  s->auto_relocate = (dev->flags & HIPPO_DEVICE_AUTO_RELOCATE) != 0;
   s->ticking = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->ticking);
-  if (!s->pools || !s->ticking) {
+  s->movable = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->movable);
+  if (!s->pools || !s->ticking || !s->movable) {
     free(s->pools);
     free(s->ticking);
+    free(s->movable);
     hippo__handles_fini(&s->handles);
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "host memory for a stream manager");
@@ -49,6 +53,7 @@ hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
   if (st != HIPPO_SUCCESS) {
     free(s->pools);
     free(s->ticking);
+    free(s->movable);
     hippo__handles_fini(&s->handles);
     return st;
   }
@@ -71,6 +76,7 @@ void hippo__manager_fini(hippo_stream *s) {
   hippo__pools_destroy(s->pools, 0, s->pool_count);
   free(s->pools);
   free(s->ticking);
+  free(s->movable);
   hippo__handles_fini(&s->handles);
 }
 
@@ -118,8 +124,8 @@ static void names_pass(hippo_stream *s, hippo__pool **old, uint32_t old_count,
 
 /* Install built pools (fresh: none has served yet); the old dynamic pools
  * (which must hold no page) are destroyed after handing their generation
- * histories on.  Cannot fail: the ticking list was allocated at init for
- * HIPPO__MAX_POOLS + 1 entries. */
+ * histories on.  Cannot fail: the ticking and movable lists were allocated
+ * at init for HIPPO__MAX_POOLS + 1 entries. */
 void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
                          uint32_t count) {
   hippo__pool **old = s->pools;
@@ -129,9 +135,13 @@ void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
   s->pools = pools;
   s->pool_count = count;
   s->ticking_count = 0;
-  for (uint32_t i = 0; i < count; i++)
+  s->movable_count = 0;
+  for (uint32_t i = 0; i < count; i++) {
     if (pools[i]->opt.dealloc_period)
       s->ticking[s->ticking_count++] = pools[i];
+    if (pools[i]->ops->reloc_plan)
+      s->movable[s->movable_count++] = pools[i];
+  }
   hippo__pools_destroy(old, 1, old_count);
   free(old);
 }
@@ -193,6 +203,91 @@ static inline void tick_backoff(hippo_stream *s) {
   s->tick_quiet_until = s->clock + s->tick_backoff;
 }
 
+/* The device's bytes in use, summed over the streams whose lock is free
+ * now (and `s`, whose lock the caller holds); *missed counts the others. */
+static uint64_t device_in_use(const hippo_stream *s, uint32_t *missed) {
+  hippo_device *dev = s->device;
+  uint64_t bytes = s->in_use;
+  *missed = 0;
+  hippo__lock_take(&dev->natives_lock);
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    hippo_stream *o = dev->streams[i];
+    if (o == s)
+      continue;
+    if (hippo__lock_try(&o->lock)) {
+      bytes += o->in_use;
+      hippo__lock_drop(&o->lock);
+    } else {
+      ++*missed;
+    }
+  }
+  hippo__lock_drop(&dev->natives_lock);
+  return bytes;
+}
+
+/* Out of memory after every retry: say what the device holds and how
+ * fragmented the stream's pools are. */
+static hippo_status out_of_memory(hippo_stream *s, uint64_t size) {
+  hippo__backend *be = s->device->be;
+  uint64_t free_dev = 0, total = 0, free_pools = 0, largest = 0;
+  uint32_t missed;
+  uint64_t in_use = device_in_use(s, &missed);
+  (void)be->ops->mem_info(be, &free_dev, &total);
+  for (uint32_t i = 0; i < s->pool_count; i++) {
+    hippo_pool_report r;
+    s->pools[i]->ops->report(s->pools[i], &r);
+    free_pools += r.bytes_free;
+    if (r.largest_free > largest)
+      largest = r.largest_free;
+  }
+  return hippo__error_wrap(
+      HIPPO_OUT_OF_MEMORY,
+      "reserve(%llu B): out of memory after giving empty pages back and "
+      "relocating; the device holds %llu B reserved and %llu B in use%s, "
+      "%llu B of %llu B are free; this stream's pools have %llu B free, "
+      "the largest free slice %llu B (fragmentation %.3f); release or "
+      "reclaim, then retry",
+      (unsigned long long)size,
+      (unsigned long long)atomic_load(&s->device->acct.bytes_reserved),
+      (unsigned long long)in_use,
+      missed ? " (streams busy meanwhile not counted)" : "",
+      (unsigned long long)free_dev, (unsigned long long)total,
+      (unsigned long long)free_pools, (unsigned long long)largest,
+      free_pools ? 1.0 - (double)largest / (double)free_pools : 0.0);
+}
+
+/* A reservation that found no room (st): with every page size of an
+ * ARENA taken, relocate (ARENA_FULL) and retry; out of memory, relocate
+ * what outdated pages hold into room held, give empty pages back, and
+ * retry once -- neither while a capture records (relocation skips itself,
+ * the free gate says no). */
+static hippo_status reserve_retry(hippo_stream *s, uint64_t size,
+                                  bool persistent, uint32_t *pool,
+                                  hippo__slice_ref *ref, hippo_status st) {
+  if (st == HIPPO_PAGE_SIZES_EXHAUSTED) {
+    hippo__error_kept kept;
+    hippo__error_keep(&kept);
+    if (hippo__relocate_locked(s, HIPPO_RELOCATE_ARENA_FULL, NULL) !=
+            HIPPO_SUCCESS ||
+        s->last_report.slices_moved + s->last_report.pages_freed == 0) {
+      hippo__error_restore(&kept);
+      return st;
+    }
+    st = reserve_in(s, size, persistent, pool, ref);
+  }
+  if (st == HIPPO_OUT_OF_MEMORY && hippo__gate_allows(&s->gate)) {
+    /* Room held by outdated pages and empty pages of this stream may be
+     * what the device lacks; not while a capture records (the gate), since
+     * its graph may hold them. */
+    (void)hippo__relocate_locked(s, HIPPO_RELOCATE_EXPLICIT, NULL);
+    (void)hippo__manager_cleanup_locked(s);
+    st = reserve_in(s, size, persistent, pool, ref);
+    if (st == HIPPO_OUT_OF_MEMORY)
+      return out_of_memory(s, size);
+  }
+  return st;
+}
+
 hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
                             hippo_handle *out) {
   hippo__slice_ref ref = {0, 0, 0};
@@ -211,15 +306,15 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
   }
   persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
   if (size > 0) {
+    /* CubeCL's rule, on request (HIPPO_DEVICE_AUTO_RELOCATE): relocate
+     * before an ordinary reservation when the memory wants it */
+    if (HIPPO__UNLIKELY(s->auto_relocate) && !persistent &&
+        s->movable_count &&
+        hippo__relocation_need_locked(s) != HIPPO_NEED_NOTHING)
+      (void)hippo__relocate_locked(s, HIPPO_RELOCATE_WANTED, NULL);
     st = reserve_in(s, size, persistent, &pool, &ref);
-    if (HIPPO__UNLIKELY(st == HIPPO_OUT_OF_MEMORY) &&
-        hippo__gate_allows(&s->gate)) {
-      /* Empty pages of this stream may be what the device lacks; not
-       * while a capture records (the gate), since its graph may hold
-       * them. */
-      (void)hippo__manager_cleanup_locked(s);
-      st = reserve_in(s, size, persistent, &pool, &ref);
-    }
+    if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
+      st = reserve_retry(s, size, persistent, &pool, &ref, st);
     if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
       hippo__lock_drop(&s->lock);
       return st;
@@ -229,7 +324,6 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
     *out = hippo__handle_make(s->handles.tag, pool, ref.gen, ref.slice);
   } else {
     (void)hippo__handles_alloc(&s->handles, out, &slot); /* room was made */
-    slot->addr = ref.addr;
     slot->size = size;
     slot->slice = ref.slice;
     slot->pool = (uint16_t)pool;
@@ -328,7 +422,9 @@ hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
     const hippo__slot *slot = hippo__handles_get(&s->handles, h);
     if (slot) {
       live = true;
-      addr = slot->addr;
+      if (slot->pool != HIPPO__POOL_NONE)
+        addr = s->pools[slot->pool]->ops->addr(s->pools[slot->pool],
+                                               slot->slice);
       bytes = slot->size;
     }
   }
@@ -405,6 +501,13 @@ static uint64_t live_reservations(const hippo_stream *s) {
   return n;
 }
 
+uint64_t hippo__manager_stranded_locked(const hippo_stream *s) {
+  uint64_t bytes = 0;
+  for (uint32_t i = 0; i < s->pool_count; i++)
+    bytes += s->pools[i]->bytes_stranded;
+  return bytes;
+}
+
 uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s) {
   uint64_t bytes = 0;
   for (uint32_t i = 1; i < s->pool_count; i++)
@@ -424,6 +527,10 @@ void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out) {
   out->bytes_reserved = atomic_load(&s->acct.bytes_reserved);
   out->peak_bytes_reserved = atomic_load(&s->acct.peak_bytes_reserved);
   out->pages = atomic_load(&s->acct.pages);
+  out->relocations = s->relocations;
+  out->slices_relocated = s->slices_relocated;
+  out->bytes_relocated = s->bytes_relocated;
+  out->bytes_stranded = hippo__manager_stranded_locked(s);
 }
 
 hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out) {
@@ -469,12 +576,11 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
     in_use += slot->size;
     if (slot->pool == HIPPO__POOL_NONE) {
       zero++;
-      if (slot->size != 0 || slot->addr != 0)
+      if (slot->size != 0)
         return hippo__error_set(HIPPO_INTERNAL,
                                 "manager check: slot %u has no pool but "
-                                "%llu B at %#llx",
-                                i, (unsigned long long)slot->size,
-                                (unsigned long long)slot->addr);
+                                "%llu B",
+                                i, (unsigned long long)slot->size);
       continue;
     }
     if (slot->pool >= s->pool_count ||

@@ -51,6 +51,8 @@ hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
   if (pool->pages > pool->peak_pages)
     pool->peak_pages = pool->pages;
   pool->bytes_reserved += size;
+  if (pool->bytes_reserved > pool->peak_bytes_reserved)
+    pool->peak_bytes_reserved = pool->bytes_reserved;
   acct_add(pool->acct, size);
   return HIPPO_SUCCESS;
 }
@@ -78,8 +80,10 @@ void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out) {
   out->bytes_padding = pool->bytes_padding;
   out->bytes_reserved = pool->bytes_reserved;
   out->largest_allocation = pool->largest_allocation;
-  out->bytes_free =
-      pool->bytes_reserved - pool->bytes_in_use - pool->bytes_padding;
+  out->bytes_free = pool->bytes_reserved - pool->bytes_in_use -
+                   pool->bytes_padding - pool->bytes_stranded;
+  out->bytes_stranded = pool->bytes_stranded;
+  out->peak_bytes_reserved = pool->peak_bytes_reserved;
 }
 
 hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
@@ -88,6 +92,8 @@ hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
   switch (opt->kind) {
   case HIPPO_POOL_SLICED:
     return hippo__pool_sliced_create(be, acct, opt, out);
+  case HIPPO_POOL_ARENA:
+    return hippo__pool_arena_create(be, acct, opt, out);
   case HIPPO_POOL_EXCLUSIVE:
     return hippo__pool_exclusive_create(be, acct, opt, out);
   case HIPPO_POOL_DIRECT:

@@ -16,6 +16,9 @@
  *    ...), having written last_error and changed nothing.
  *  - release(slice, size): the slice is free for the next reserve at once
  *    (stream order).  `size` is the size given to reserve (for the figures).
+ *  - addr(slice): the device address of a live slice, now.  A reservation
+ *    lives in one place only -- its pool -- so a slice that moves
+ *    (relocation) is found at its new address by everyone who asks.
  *  - optional, all three or none: release_named(slice, gen, &size) is
  *    release for a slice that is live with generation `gen` (what reserve
  *    gave in out->gen), handing back the size given to reserve; for any
@@ -37,6 +40,20 @@
  *    becomes empty with pool->now and keeps pool->due (the clock at which
  *    tick next has work), so the manager calls tick only when it is due.
  *  - report(): the figures of hippo_pool_report.
+ *  - optional, all or none (pools whose slices can move: ARENA):
+ *    reloc_shape(&shape) says what relocation may find (O(1));
+ *    reloc_plan(reason, plan) picks the pages to empty for `reason` and
+ *    reserves, all or nothing per page, a destination for each of their
+ *    live slices on pages that serve reservations (adding pages of the
+ *    current size only where the reason allows it); reloc_commit(plan),
+ *    once the copies landed, makes each moved slice's record describe its
+ *    destination (its handle now resolves there) and frees the sources;
+ *    reloc_abort(plan, strand) frees the destinations -- or, with strand
+ *    (a wait for the copies failed, so they may still write), keeps them
+ *    out of use as stranded bytes -- and leaves every source as it was;
+ *    reloc_unstrand() frees stranded destinations once a later wait on the
+ *    stream succeeded; reloc_drain() gives back the empty pages that serve
+ *    nothing.  See relocation.h.
  *  - check(): walks every page and slice and verifies the invariants written
  *    in the pool's file; HIPPO_INTERNAL with last_error naming the first
  *    broken one.  For tests; O(pages + slices).
@@ -71,10 +88,46 @@ typedef struct hippo__names {
   uint32_t count, cap, unused, retired, first_gen;
 } hippo__names;
 
+/* One planned move: the live slice `slice` (its handle's record) to the
+ * destination record `target`, reserved on a page that serves
+ * reservations.  src, dst: device addresses; bytes: the slice's size. */
+typedef struct hippo__move {
+  uint64_t src, dst, bytes;
+  uint32_t slice, target;
+} hippo__move;
+
+/* A relocation plan of one pool (relocation.c owns the array).
+ * Invariant: moves[0 .. count) reserve distinct destinations; pages_planned
+ * pages will be empty once they are committed. */
+typedef struct hippo__reloc_plan {
+  hippo__move *moves;
+  uint32_t count, cap;
+  uint64_t bytes;            /* sum of moves[].bytes */
+  uint64_t pages_planned;    /* source pages every slice of which moves */
+  uint64_t pages_no_room;    /* pages left whole: no room for a slice */
+  uint64_t pages_guarded;    /* pages left whole: guarded */
+  uint64_t pages_added;      /* destination pages taken */
+  hippo_status page_status;  /* a destination page refused: its status */
+} hippo__reloc_plan;
+
+/* What relocation can see of a pool, in O(1).  Two shapes compare equal
+ * when nothing relocation looks at has changed (the stall memo). */
+typedef struct hippo__reloc_shape {
+  uint64_t current_pages;   /* pages of the current size that serve */
+  uint64_t outdated_pages;  /* pages that serve nothing new */
+  uint64_t outdated_live;   /* of them, pages holding a live slice */
+  uint64_t page_sizes;      /* page sizes alive */
+  uint64_t guarded_pages;   /* pages a capture guards (none yet) */
+  uint64_t page_size;       /* the current page size */
+  uint32_t sizes_full;      /* every page size slot is taken */
+  uint32_t sparse;          /* a page was taken while the pool was sparse */
+} hippo__reloc_shape;
+
 typedef struct hippo__pool_ops {
   hippo_status (*reserve)(hippo__pool *pool, uint64_t size,
                           hippo__slice_ref *out);
   void (*release)(hippo__pool *pool, uint32_t slice, uint64_t size);
+  uint64_t (*addr)(const hippo__pool *pool, uint32_t slice);
   hippo_status (*cleanup)(hippo__pool *pool);
   hippo_status (*tick)(hippo__pool *pool, uint64_t now);
   void (*report)(const hippo__pool *pool, hippo_pool_report *out);
@@ -87,6 +140,18 @@ typedef struct hippo__pool_ops {
   void (*release_all)(hippo__pool *pool);
   void (*names_take)(hippo__pool *pool, hippo__names *out);
   void (*names_give)(hippo__pool *pool, const hippo__names *in);
+  void (*reloc_shape)(const hippo__pool *pool, hippo__reloc_shape *out);
+  hippo_status (*reloc_plan)(hippo__pool *pool, hippo_relocate_reason reason,
+                             hippo__reloc_plan *plan);
+  void (*reloc_commit)(hippo__pool *pool, hippo__reloc_plan *plan);
+  void (*reloc_abort)(hippo__pool *pool, hippo__reloc_plan *plan,
+                      bool strand);
+  void (*reloc_unstrand)(hippo__pool *pool);
+  /* Give back the empty pages that serve nothing (outdated, or emptied by
+   * a commit), adding to *pages and *bytes; the first failure is returned
+   * after trying every one (a page that cannot go back waits a period). */
+  hippo_status (*reloc_drain)(hippo__pool *pool, uint64_t *pages,
+                              uint64_t *bytes);
 } hippo__pool_ops;
 
 /* Page-level figures: a stream's pools share the stream's, whose parent is
@@ -114,7 +179,8 @@ typedef struct hippo__free_gate {
 
 /* The common head of every pool.
  * Invariant: allocations == number of live slices; the figures above hold;
- * pages <= peak_pages. */
+ * pages <= peak_pages; bytes_reserved == bytes_in_use + bytes_padding +
+ * bytes_stranded + the free bytes. */
 struct hippo__pool {
   const hippo__pool_ops *ops;
   hippo__backend *be;
@@ -139,6 +205,12 @@ struct hippo__pool {
   uint64_t bytes_padding;
   uint64_t bytes_reserved;
   uint64_t largest_allocation;
+  uint64_t bytes_stranded;  /* relocation destinations kept out of use */
+  uint64_t peak_bytes_reserved;
+  /* relocation's stall memo: the shape when a relocation last moved
+   * nothing (valid while stalled) */
+  hippo__reloc_shape stall;
+  bool stalled;
 };
 
 /* Constructors: `opt` has been validated (layout.c).  HIPPO_OUT_OF_MEMORY
@@ -151,6 +223,10 @@ hippo_status hippo__pool_exclusive_create(hippo__backend *be,
                                           hippo__page_acct *acct,
                                           const hippo_pool_options *opt,
                                           hippo__pool **out);
+hippo_status hippo__pool_arena_create(hippo__backend *be,
+                                      hippo__page_acct *acct,
+                                      const hippo_pool_options *opt,
+                                      hippo__pool **out);
 hippo_status hippo__pool_direct_create(hippo__backend *be,
                                        hippo__page_acct *acct,
                                        const hippo_pool_options *opt,

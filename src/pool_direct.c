@@ -277,6 +277,10 @@ static void direct_release(hippo__pool *pool, uint32_t slice, uint64_t size) {
     size_push(p, slice);
 }
 
+static uint64_t direct_addr(const hippo__pool *pool, uint32_t slice) {
+  return ((const dpool *)pool)->pages.slot[slice].addr;
+}
+
 static hippo_status direct_cleanup(hippo__pool *pool) {
   return hippo__page_slots_cleanup(&((dpool *)pool)->pages, pool);
 }
@@ -390,6 +394,7 @@ static void direct_destroy(hippo__pool *pool) {
 static const hippo__pool_ops direct_ops = {
     .reserve = direct_reserve,
     .release = direct_release,
+    .addr = direct_addr,
     .cleanup = direct_cleanup,
     .tick = direct_tick,
     .report = direct_report,

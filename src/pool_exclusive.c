@@ -244,6 +244,10 @@ static void exclusive_release(hippo__pool *pool, uint32_t slice,
     class_push(p, slice);
 }
 
+static uint64_t exclusive_addr(const hippo__pool *pool, uint32_t slice) {
+  return ((const xpool *)pool)->pages.slot[slice].addr;
+}
+
 static hippo_status exclusive_cleanup(hippo__pool *pool) {
   return hippo__page_slots_cleanup(&((xpool *)pool)->pages, pool);
 }
@@ -367,6 +371,7 @@ static void exclusive_destroy(hippo__pool *pool) {
 static const hippo__pool_ops exclusive_ops = {
     .reserve = exclusive_reserve,
     .release = exclusive_release,
+    .addr = exclusive_addr,
     .cleanup = exclusive_cleanup,
     .tick = exclusive_tick,
     .report = exclusive_report,

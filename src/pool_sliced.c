@@ -1,4 +1,5 @@
-/* pool_sliced.c -- SLICED pools: pages from the backend carved into slices.
+/* pool_sliced.c -- SLICED and ARENA pools: pages from the backend carved
+ * into slices.
  *
  * Options {page_size, max_slice_size, max_pool_size, dealloc_period}.
  * A reservation of `size` bytes (0 < size <= max_slice_size) takes a slice
@@ -39,6 +40,47 @@
  * they emptied, so a tick looks only at the front; a page whose free fails
  * goes to the back, stamped anew, so it is tried again a period later and
  * holds back no other page.
+ *
+ * ARENA pools (kind HIPPO_POOL_ARENA) are SLICED pools whose page size
+ * grows with the largest request served.  Options: page_size is the
+ * smallest page (the floor), max_slice_size the largest request and the
+ * largest page, max_pool_size a cap on the bytes of all pages (0: none).
+ * The rules and their numbers:
+ *  - A request fits the current page size when its aligned size does.
+ *    A larger one grows the pool: the new page size is the aligned request
+ *    + 1 MiB, rounded up to a whole MiB and to the alignment, clamped
+ *    between the floor and max_slice_size (HIPPO__ARENA_SLACK,
+ *    HIPPO__ARENA_ROUND).  The page size never shrinks.
+ *  - Each page size lives in one of HIPPO__ARENA_SIZES (64) slots.  The
+ *    slot of the newest size is current; the pages of every other slot are
+ *    *outdated*.  A growth takes a slot that holds no page (or the current
+ *    one, when it holds none); none free: HIPPO_PAGE_SIZES_EXHAUSTED, and
+ *    the manager relocates (reason ARENA_FULL) and retries.  A growth
+ *    takes effect only when the backend grants its first page; a refused
+ *    page changes nothing (the page size stays).
+ *  - An outdated page is *closed*: its free slices are out of the free
+ *    index, so it serves no new reservation, and its live slices stay
+ *    where they are.  Once empty it goes back to the backend at the next
+ *    tick or cleanup (the drain list), without waiting for dealloc_period;
+ *    its slot is free again when its last page went back.
+ *  - Best fit: before taking a page, an ARENA looks at up to EXACT_SCAN
+ *    slices of the request's own class and of the next non-empty class and
+ *    takes the smallest that fits (a SLICED pool takes the first of the
+ *    next class, its fast path).
+ *  - Sparse: when an ARENA takes a page (of the current size) although its
+ *    free bytes could hold the request and its pages hold more than
+ *    HIPPO__SPARSE_NUM / HIPPO__SPARSE_DEN (6/5) of the bytes its slices
+ *    use (with the request), it notes that it is sparse: relocation_need
+ *    then answers SPARSE, and a relocation for it moves the slices of the
+ *    sparsest current pages (at most half full) into room other current
+ *    pages hold, so those pages can go back.
+ *  - Relocation (pool.h, relocation.h): outdated pages are emptied
+ *    cheapest first (fewest live bytes), each all or nothing; a destination
+ *    is found as a reservation would be, on pages that serve.  Committing
+ *    makes the moved slice's record describe its destination, so its
+ *    handle (which names the record) resolves there.  Destinations of a
+ *    failed wait are kept as stranded slices (out of use, not free) until
+ *    a later wait succeeds.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +93,15 @@
 #define FL_COUNT 64u
 #define NIL UINT32_MAX
 #define EXACT_SCAN 8 /* slices of the request's own class tried at most */
+#define MiB (UINT64_C(1) << 20)
+#define HIPPO__ARENA_SIZES 64u         /* page sizes alive at once */
+#define HIPPO__ARENA_SLACK MiB         /* added to a request at a growth */
+#define HIPPO__ARENA_ROUND MiB         /* a grown page is a multiple of it */
+#define HIPPO__SPARSE_NUM 6u           /* sparse: pages > 6/5 of the bytes */
+#define HIPPO__SPARSE_DEN 5u           /*   slices use, with the request */
 
-enum { SLICE_UNUSED = 0, SLICE_FREE = 1, SLICE_LIVE = 2 };
+/* HELD: a relocation destination kept out of use after a failed wait. */
+enum { SLICE_UNUSED = 0, SLICE_FREE = 1, SLICE_LIVE = 2, SLICE_HELD = 3 };
 
 /* A slice: a run of bytes of one page, in alignment units (32 bytes, so a
  * slice is one cache line's half and never straddles two: the index stays
@@ -60,17 +109,18 @@ enum { SLICE_UNUSED = 0, SLICE_FREE = 1, SLICE_LIVE = 2 };
  * Invariant: the slices of a page, followed by next_phys from page.first,
  * tile it exactly: each starts where the previous ends, the first at
  * offset 0, the last ends at the page's end; no two neighbours are both
- * free; a free slice is in exactly the free list of its class; a live
- * slice has a generation != 0 and padding < the alignment; an UNUSED
- * record is on the unused list exactly when its generation is not 0 (else
- * it is retired). */
+ * free; a free slice of an open page is in exactly the free list of its
+ * class, one of a closed page in none (links NIL); a live slice has a
+ * generation != 0 and padding < the alignment; an UNUSED record is on the
+ * unused list exactly when its generation is not 0 (else it is retired);
+ * a HELD slice keeps its page from emptying and is in no list. */
 typedef struct slice {
   uint32_t off;       /* offset in the page, in alignment units */
   uint32_t size;      /* size in alignment units, > 0 */
   uint32_t prev_phys; /* neighbour below in the page, NIL at its start */
   uint32_t next_phys; /* neighbour above, NIL at its end */
-  uint32_t prev_free; /* FREE: free list link; LIVE: the padding in bytes
-                         (slice bytes - requested bytes) */
+  uint32_t prev_free; /* FREE: free list link; LIVE, HELD: the padding in
+                         bytes (slice bytes - requested bytes) */
   uint32_t next_free; /* FREE: free list link; UNUSED: the unused list */
   uint32_t page;      /* the page it belongs to */
   uint32_t sg;        /* state << 24 | generation (0: retired) */
@@ -84,27 +134,54 @@ static inline void set_state(slice *s, uint32_t state) {
 }
 
 /* A page held from the backend.
- * Invariant: live == number of LIVE slices in it; live == 0 exactly when the
- * page is one free slice, and then it is on the empty FIFO. */
+ * Invariant: live == number of LIVE and HELD slices in it; live == 0
+ * exactly when the page is one free slice, and then it is on the empty
+ * FIFO (on == ON_FIFO) or, closed, on the drain list (ON_DRAIN); a closed
+ * page's free slices are out of the free index; szslot names its page-size
+ * slot, whose size it has. */
+enum { ON_NONE = 0, ON_FIFO = 1, ON_DRAIN = 2 };
 typedef struct page {
   uint64_t addr;        /* device address from page_alloc */
   uint64_t size;        /* bytes */
   uint64_t empty_since; /* clock when live last went to 0 */
   uint32_t first;       /* slice at the page's start */
-  uint32_t live;        /* live slices */
-  uint32_t prev_empty;  /* empty FIFO links (live == 0) */
+  uint32_t live;        /* live (and held) slices */
+  uint32_t prev_empty;  /* empty FIFO or drain links (live == 0) */
   uint32_t next_empty;  /*  also chains unused page slots */
-  uint32_t held;        /* 1 while the page is held from the backend */
-  uint32_t pad;
+  uint8_t held;         /* 1 while the page is held from the backend */
+  uint8_t closed;       /* serves no new reservation (outdated, or being
+                           emptied by a relocation) */
+  uint8_t on;           /* ON_NONE, ON_FIFO or ON_DRAIN */
+  uint8_t mark;         /* during a relocation plan: took a destination */
+  uint32_t szslot;      /* page-size slot (ARENA; 0 for SLICED) */
 } page;
 
+/* A page-size slot (ARENA).  Invariant: pages == held pages of szslot ==
+ * this slot; a slot is alive when it is current or pages > 0. */
+typedef struct sizeslot {
+  uint64_t size;
+  uint64_t pages;
+} sizeslot;
+
 /* Invariant: fl_bitmap bit f set <=> sl_bitmap[f] != 0; sl_bitmap[f] bit s
- * set <=> heads[f][s] != NIL; free_bytes is the sum of free slices; the
- * head figures (pool.h) hold. */
+ * set <=> heads[f][s] != NIL; the head figures (pool.h) hold;
+ * page_size == sizes[cur].size; sizes_alive counts the alive slots;
+ * closed_pages, closed_bytes and closed_busy count the closed pages, their
+ * bytes and those with a live slice; stranded bytes are HELD slices'. */
 typedef struct sliced {
   hippo__pool head;
-  uint64_t page_size;  /* effective page size (0: cap below alignment) */
+  uint64_t page_size;  /* effective (current) page size (0: cap below
+                          alignment) */
   uint64_t max_pages;  /* effective cap in pages (UINT64_MAX: none) */
+  bool arena;          /* kind ARENA: grows, best fit, relocation */
+  bool sparse;         /* ARENA: took a page while sparse */
+  uint64_t floor;      /* ARENA: smallest page */
+  uint64_t cap_bytes;  /* ARENA: cap on page bytes (UINT64_MAX: none) */
+  uint32_t cur;        /* the current page-size slot */
+  uint32_t sizes_alive;
+  sizeslot sizes[HIPPO__ARENA_SIZES];
+  uint64_t closed_pages, closed_bytes, closed_busy;
+  uint32_t drain_head, drain_tail; /* empty closed pages, going back */
   slice *slices;
   uint32_t slice_count, slice_cap, slice_unused; /* unused: node free list */
   uint32_t first_gen;   /* generation of a fresh record */
@@ -160,6 +237,24 @@ static void free_remove(sliced *p, uint32_t i) {
   }
 }
 
+/* Slice i becomes free: into the free index when its page serves, else
+ * (closed page) in no list. */
+static inline void free_put(sliced *p, uint32_t i) {
+  slice *s = &p->slices[i];
+  if (HIPPO__LIKELY(!p->pages[s->page].closed)) {
+    free_insert(p, i);
+    return;
+  }
+  set_state(s, SLICE_FREE);
+  s->prev_free = s->next_free = NIL;
+}
+
+/* Free slice i leaves the free index (if its page serves). */
+static inline void free_take(sliced *p, uint32_t i) {
+  if (HIPPO__LIKELY(!p->pages[p->slices[i].page].closed))
+    free_remove(p, i);
+}
+
 /* The head of the smallest non-empty class at or above (fl, sl), or NIL. */
 static inline uint32_t find_class(const sliced *p, unsigned fl, unsigned sl) {
   uint32_t slmap = p->sl_bitmap[fl] & (~0u << sl);
@@ -192,6 +287,39 @@ static uint32_t find_free(const sliced *p, uint64_t u) {
     if (p->slices[i].size >= u)
       return i;
   return NIL;
+}
+
+/* The smallest of at most EXACT_SCAN slices of list i that holds u units
+ * (NIL: none does). */
+static inline uint32_t smallest_of(const sliced *p, uint32_t i, uint64_t u) {
+  uint32_t best = NIL;
+  for (int n = 0; i != NIL && n < EXACT_SCAN; n++, i = p->slices[i].next_free)
+    if (p->slices[i].size >= u &&
+        (best == NIL || p->slices[i].size < p->slices[best].size)) {
+      best = i;
+      if (p->slices[i].size == u)
+        break;
+    }
+  return best;
+}
+
+/* ARENA: a free slice of at least u units, best fit: the smallest of a
+ * few of the request's own class, else of the next non-empty class (every
+ * slice of which fits). */
+static uint32_t find_best(const sliced *p, uint64_t u) {
+  unsigned fl, sl;
+  uint32_t i;
+  mapping(u, &fl, &sl);
+  i = smallest_of(p, p->heads[fl][sl], u);
+  if (i != NIL)
+    return i;
+  if (++sl == SL_COUNT) {
+    sl = 0;
+    if (++fl == FL_COUNT)
+      return NIL;
+  }
+  i = find_class(p, fl, sl);
+  return i == NIL ? NIL : smallest_of(p, i, u);
 }
 
 /* Make room for `n` more slice nodes, so a reservation cannot fail halfway
@@ -271,54 +399,124 @@ static uint32_t rehome(sliced *p, uint32_t i) {
   return j;
 }
 
-static void empty_push(sliced *p, uint32_t pg) {
-  page *g = &p->pages[pg];
-  g->empty_since = p->head.now;
-  g->next_empty = NIL;
-  g->prev_empty = p->empty_tail;
-  if (p->empty_tail != NIL) {
-    p->pages[p->empty_tail].next_empty = pg;
-  } else {
-    p->empty_head = pg;
-    hippo__pool_set_due(&p->head, true, g->empty_since);
-  }
-  p->empty_tail = pg;
+/* What pool->due should be: 0 (the next tick) while a closed page waits
+ * on the drain list, else the end of the oldest empty page's period. */
+static uint64_t due_of(const sliced *p) {
+  if (p->drain_head != NIL)
+    return 0;
+  return hippo__pool_due_of(&p->head, p->empty_head != NIL,
+                            p->empty_head != NIL
+                                ? p->pages[p->empty_head].empty_since
+                                : 0);
 }
 
+/* Empty page pg waits at the back of the drain list or of the empty FIFO,
+ * stamped with the clock. */
+static void empty_push_to(sliced *p, uint32_t pg, bool drain) {
+  page *g = &p->pages[pg];
+  uint32_t *head = drain ? &p->drain_head : &p->empty_head;
+  uint32_t *tail = drain ? &p->drain_tail : &p->empty_tail;
+  g->empty_since = p->head.now;
+  g->on = drain ? ON_DRAIN : ON_FIFO;
+  g->next_empty = NIL;
+  g->prev_empty = *tail;
+  if (*tail != NIL) {
+    p->pages[*tail].next_empty = pg;
+  } else {
+    *head = pg;
+    p->head.due = due_of(p);
+  }
+  *tail = pg;
+}
+
+/* Page pg, just emptied (or taken), waits: on the drain list when closed,
+ * else on the empty FIFO. */
+static inline void empty_push(sliced *p, uint32_t pg) {
+  empty_push_to(p, pg, p->pages[pg].closed);
+}
+
+/* Page pg leaves the list it waits on. */
 static void empty_remove(sliced *p, uint32_t pg) {
   page *g = &p->pages[pg];
-  if (g->prev_empty != NIL) {
-    p->pages[g->prev_empty].next_empty = g->next_empty;
-  } else {
-    p->empty_head = g->next_empty;
-    hippo__pool_set_due(&p->head, g->next_empty != NIL,
-                        g->next_empty != NIL
-                            ? p->pages[g->next_empty].empty_since
-                            : 0);
-  }
+  uint32_t *head = g->on == ON_DRAIN ? &p->drain_head : &p->empty_head;
+  uint32_t *tail = g->on == ON_DRAIN ? &p->drain_tail : &p->empty_tail;
+  g->on = ON_NONE;
   if (g->next_empty != NIL)
     p->pages[g->next_empty].prev_empty = g->prev_empty;
   else
-    p->empty_tail = g->prev_empty;
+    *tail = g->prev_empty;
+  if (g->prev_empty != NIL) {
+    p->pages[g->prev_empty].next_empty = g->next_empty;
+  } else {
+    *head = g->next_empty;
+    p->head.due = due_of(p);
+  }
 }
 
-/* Take a page from the backend; it becomes one free slice (on the empty
- * FIFO).  Nodes were reserved by the caller. */
-static hippo_status page_add(sliced *p, uint64_t bytes, uint32_t *slice_out) {
+/* Page pg serves no new reservation: its free slices leave the index; empty,
+ * it moves to the drain list. */
+static void page_close(sliced *p, uint32_t pg) {
+  page *g = &p->pages[pg];
+  if (g->closed)
+    return;
+  for (uint32_t i = g->first; i != NIL; i = p->slices[i].next_phys)
+    if (STATE(&p->slices[i]) == SLICE_FREE) {
+      free_remove(p, i);
+      p->slices[i].prev_free = p->slices[i].next_free = NIL;
+    }
+  if (g->on != ON_NONE)
+    empty_remove(p, pg);
+  g->closed = 1;
+  p->closed_pages++;
+  p->closed_bytes += g->size;
+  if (g->live)
+    p->closed_busy++;
+  else
+    empty_push(p, pg);
+}
+
+/* Page pg (closed, of the current size) serves again. */
+static void page_open(sliced *p, uint32_t pg) {
+  page *g = &p->pages[pg];
+  if (!g->closed)
+    return;
+  if (g->on != ON_NONE)
+    empty_remove(p, pg);
+  g->closed = 0;
+  p->closed_pages--;
+  p->closed_bytes -= g->size;
+  if (g->live)
+    p->closed_busy--;
+  for (uint32_t i = g->first; i != NIL; i = p->slices[i].next_phys)
+    if (STATE(&p->slices[i]) == SLICE_FREE)
+      free_insert(p, i);
+  if (!g->live)
+    empty_push(p, pg);
+}
+
+/* The lazy message of a request no page may hold (a cap). */
+static hippo_status no_page(sliced *p, uint64_t bytes, uint64_t size) {
+  uint64_t args[] = {size, p->head.opt.max_pool_size, bytes, p->head.pages,
+                     p->max_pages == UINT64_MAX ? 0 : p->max_pages};
+  return hippo__error_lazy(
+      HIPPO_POOL_CAPACITY_EXCEEDED,
+      "SLICED pool (page %llu B, max_pool_size %llu B): %llu B do not "
+      "fit: %llu of %llu pages held and no free slice fits; release, "
+      "raise max_pool_size, or let a later pool take it",
+      args, 5);
+}
+
+/* Take a page of `size` bytes for page-size slot `slot` from the backend;
+ * it becomes one free slice (on the empty FIFO).  Nodes were reserved by
+ * the caller.  A cap or a refused page changes nothing. */
+static hippo_status page_add(sliced *p, uint64_t bytes, uint64_t size,
+                             uint32_t slot, uint32_t *slice_out) {
   uint64_t addr;
   uint32_t pg, si;
   hippo_status st;
-  if (bytes > p->page_size || (uint64_t)p->head.pages >= p->max_pages) {
-    uint64_t args[] = {p->page_size, p->head.opt.max_pool_size, bytes,
-                       p->head.pages,
-                       p->max_pages == UINT64_MAX ? 0 : p->max_pages};
-    return hippo__error_lazy(
-        HIPPO_POOL_CAPACITY_EXCEEDED,
-        "SLICED pool (page %llu B, max_pool_size %llu B): %llu B do not "
-        "fit: %llu of %llu pages held and no free slice fits; release, "
-        "raise max_pool_size, or let a later pool take it",
-        args, 5);
-  }
+  if (bytes > size || (uint64_t)p->head.pages >= p->max_pages ||
+      p->head.bytes_reserved + size > p->cap_bytes)
+    return no_page(p, bytes, size);
   if (p->page_unused == NIL && p->page_count == p->page_cap) {
     uint32_t cap = p->page_cap ? p->page_cap * 2 : 16;
     page *grown = realloc(p->pages, (size_t)cap * sizeof *grown);
@@ -329,10 +527,11 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint32_t *slice_out) {
     p->pages = grown;
     p->page_cap = cap;
   }
-  st = hippo__pool_page_alloc(&p->head, p->page_size, &addr);
+  st = hippo__pool_page_alloc(&p->head, size, &addr);
   if (st != HIPPO_SUCCESS)
-    return hippo__error_wrap(st, "SLICED pool (page %llu B)",
-                             (unsigned long long)p->page_size);
+    return hippo__error_wrap(st, "%s pool (page %llu B)",
+                             p->arena ? "ARENA" : "SLICED",
+                             (unsigned long long)size);
   if (p->page_unused != NIL) {
     pg = p->page_unused;
     p->page_unused = p->pages[pg].next_empty;
@@ -341,42 +540,79 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint32_t *slice_out) {
   }
   si = node_new(p);
   p->slices[si].off = 0;
-  p->slices[si].size = (uint32_t)(p->page_size >> p->head.align_shift);
+  p->slices[si].size = (uint32_t)(size >> p->head.align_shift);
   p->slices[si].prev_phys = p->slices[si].next_phys = NIL;
   p->slices[si].page = pg;
   p->pages[pg] = (page){.addr = addr,
-                        .size = p->page_size,
+                        .size = size,
                         .first = si,
                         .live = 0,
-                        .held = 1};
+                        .held = 1,
+                        .szslot = slot};
+  if (p->sizes[slot].pages++ == 0 && slot != p->cur)
+    p->sizes_alive++;
   free_insert(p, si);
   empty_push(p, pg);
   *slice_out = si;
   return HIPPO_SUCCESS;
 }
 
-static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
-                                   hippo__slice_ref *out) {
-  sliced *p = (sliced *)pool;
-  uint64_t bytes, u;
-  uint32_t i;
-  slice *s;
-  hippo_status st;
+/* ARENA: the page size a growth for `bytes` picks (see the top). */
+static uint64_t grown_size(const sliced *p, uint64_t bytes) {
+  uint64_t max = p->head.max_size, size;
+  size = bytes + HIPPO__ARENA_SLACK;
+  size = (size + HIPPO__ARENA_ROUND - 1) / HIPPO__ARENA_ROUND *
+         HIPPO__ARENA_ROUND;
+  size = (size + p->head.alignment - 1) & ~(p->head.alignment - 1);
+  if (size > max)
+    size = hippo__align_down(max, p->head.alignment);
+  if (size < p->floor)
+    size = p->floor;
+  return size;
+}
 
-  /* size <= max_size, validated not to overflow when aligned */
-  bytes = (size + pool->alignment - 1) & ~(pool->alignment - 1);
-  u = bytes >> pool->align_shift;
-  /* at most two: a new page's slice or a retired record's move, and a
-   * split */
-  st = reserve_nodes(p, 2);
-  if (st != HIPPO_SUCCESS)
-    return st;
-  i = find_free(p, u);
-  if (HIPPO__UNLIKELY(i == NIL)) {
-    st = page_add(p, bytes, &i);
-    if (st != HIPPO_SUCCESS)
-      return st;
+/* ARENA: a request of `bytes` above the current page size grows the pool
+ * (see the top); *slice_out is the new page's free slice. */
+static hippo_status grow(sliced *p, uint64_t bytes, uint32_t *slice_out) {
+  uint64_t size = grown_size(p, bytes);
+  uint32_t slot = p->cur, old = p->cur;
+  hippo_status st;
+  if (p->sizes[slot].pages) { /* the current size holds pages: a new slot */
+    for (slot = 0; slot < HIPPO__ARENA_SIZES; slot++)
+      if (slot != p->cur && p->sizes[slot].pages == 0)
+        break;
+    if (slot == HIPPO__ARENA_SIZES) {
+      uint64_t args[] = {bytes, HIPPO__ARENA_SIZES, p->page_size};
+      return hippo__error_lazy(
+          HIPPO_PAGE_SIZES_EXHAUSTED,
+          "ARENA pool: %llu B need a larger page, but all %llu page sizes "
+          "hold live slices (current page %llu B); relocate or reclaim to "
+          "empty outdated pages",
+          args, 3);
+    }
   }
+  st = page_add(p, bytes, size, slot, slice_out);
+  if (st != HIPPO_SUCCESS)
+    return st; /* the page size stays */
+  if (slot != old) {
+    p->cur = slot;
+    for (uint32_t pg = 0; pg < p->page_count; pg++)
+      if (p->pages[pg].held && p->pages[pg].szslot == old)
+        page_close(p, pg);
+    if (p->sizes[old].pages == 0)
+      p->sizes_alive--;
+  }
+  p->sizes[slot].size = size;
+  p->page_size = size;
+  return HIPPO_SUCCESS;
+}
+
+/* Free slice i (found in the index) now serves `size` bytes in `u` units:
+ * off the index, on a fresh record if its own is retired, split, live.
+ * Returns the record (i, or where it moved). */
+static inline uint32_t take_free(sliced *p, uint32_t i, uint64_t u,
+                                 uint32_t padding) {
+  slice *s;
   free_remove(p, i);
   if (HIPPO__UNLIKELY(GEN(&p->slices[i]) == 0))
     i = rehome(p, i);
@@ -398,9 +634,56 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
     free_insert(p, r);
   }
   set_state(s, SLICE_LIVE);
-  s->prev_free = (uint32_t)(bytes - size);
+  s->prev_free = padding;
   if (p->pages[s->page].live++ == 0)
     empty_remove(p, s->page);
+  return i;
+}
+
+/* A free slice for u units (bytes) when the index has none: a page of the
+ * current size, or (ARENA) a growth.  An ARENA notes when it takes a page
+ * while sparse. */
+static hippo_status new_room(sliced *p, uint64_t bytes, uint32_t *i) {
+  if (!p->arena)
+    return page_add(p, bytes, p->page_size, p->cur, i);
+  if (bytes > p->page_size)
+    return grow(p, bytes, i);
+  {
+    uint64_t used = p->head.bytes_in_use + p->head.bytes_padding +
+                    p->head.bytes_stranded;
+    uint64_t reserved = p->head.bytes_reserved;
+    hippo_status st = page_add(p, bytes, p->page_size, p->cur, i);
+    if (st == HIPPO_SUCCESS && reserved - used >= bytes &&
+        reserved / HIPPO__SPARSE_NUM > (used + bytes) / HIPPO__SPARSE_DEN)
+      p->sparse = true;
+    return st;
+  }
+}
+
+static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
+                                   hippo__slice_ref *out) {
+  sliced *p = (sliced *)pool;
+  uint64_t bytes, u;
+  uint32_t i;
+  slice *s;
+  hippo_status st;
+
+  /* size <= max_size, validated not to overflow when aligned */
+  bytes = (size + pool->alignment - 1) & ~(pool->alignment - 1);
+  u = bytes >> pool->align_shift;
+  /* at most two: a new page's slice or a retired record's move, and a
+   * split */
+  st = reserve_nodes(p, 2);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  i = p->arena ? find_best(p, u) : find_free(p, u);
+  if (HIPPO__UNLIKELY(i == NIL)) {
+    st = new_room(p, bytes, &i);
+    if (st != HIPPO_SUCCESS)
+      return st;
+  }
+  i = take_free(p, i, u, (uint32_t)(bytes - size));
+  s = &p->slices[i];
   hippo__pool_note_reserve(pool, size, bytes);
   out->addr = p->pages[s->page].addr + ((uint64_t)s->off << pool->align_shift);
   out->slice = i;
@@ -418,28 +701,38 @@ static void merge(sliced *p, uint32_t a, uint32_t b) {
   node_drop(p, b);
 }
 
-/* Release live slice i; returns the size it was reserved with. */
-static uint64_t release_slice(sliced *p, uint32_t i) {
+/* Live or held slice i becomes free: its generation moves on, it merges
+ * with its free neighbours, and its page waits once empty. */
+static void free_slice(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   uint32_t pg = s->page, n;
-  uint64_t bytes = (uint64_t)s->size << p->head.align_shift;
-  uint64_t size = bytes - s->prev_free;
-  hippo__pool_note_release(&p->head, size, bytes);
   s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
   n = s->prev_phys;
   if (n != NIL && STATE(&p->slices[n]) == SLICE_FREE) {
-    free_remove(p, n);
+    free_take(p, n);
     merge(p, n, i);
     i = n;
   }
   n = p->slices[i].next_phys;
   if (n != NIL && STATE(&p->slices[n]) == SLICE_FREE) {
-    free_remove(p, n);
+    free_take(p, n);
     merge(p, i, n);
   }
-  free_insert(p, i);
-  if (--p->pages[pg].live == 0)
+  free_put(p, i);
+  if (--p->pages[pg].live == 0) {
+    if (p->pages[pg].closed)
+      p->closed_busy--;
     empty_push(p, pg);
+  }
+}
+
+/* Release live slice i; returns the size it was reserved with. */
+static uint64_t release_slice(sliced *p, uint32_t i) {
+  const slice *s = &p->slices[i];
+  uint64_t bytes = (uint64_t)s->size << p->head.align_shift;
+  uint64_t size = bytes - s->prev_free;
+  hippo__pool_note_release(&p->head, size, bytes);
+  free_slice(p, i);
   return size;
 }
 
@@ -478,10 +771,15 @@ static bool sliced_resolve_named(const hippo__pool *pool, uint32_t i,
 
 static void sliced_release_all(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
-  /* a release drops only free records, so every live one is still met */
+  /* a release drops only free records, so every live one is still met;
+   * held slices go too (stream_detach: the stream is going away) */
   for (uint32_t i = 0; i < p->slice_count; i++)
-    if (STATE(&p->slices[i]) == SLICE_LIVE)
+    if (STATE(&p->slices[i]) == SLICE_LIVE) {
       (void)release_slice(p, i);
+    } else if (STATE(&p->slices[i]) == SLICE_HELD) {
+      pool->bytes_stranded -= (uint64_t)p->slices[i].size << pool->align_shift;
+      free_slice(p, i);
+    }
 }
 
 /* Give an empty page back; on failure it stays, still one free slice. */
@@ -489,61 +787,94 @@ static hippo_status page_drop(sliced *p, uint32_t pg) {
   page *g = &p->pages[pg];
   hippo_status st = hippo__pool_page_free(&p->head, g->addr, g->size);
   if (st != HIPPO_SUCCESS)
-    return hippo__error_wrap(st, "SLICED pool: freeing a page of %llu B",
+    return hippo__error_wrap(st, "%s pool: freeing a page of %llu B",
+                             p->arena ? "ARENA" : "SLICED",
                              (unsigned long long)g->size);
   empty_remove(p, pg);
-  free_remove(p, g->first);
+  free_take(p, g->first);
   node_drop(p, g->first);
+  if (g->closed) {
+    p->closed_pages--;
+    p->closed_bytes -= g->size;
+  }
+  if (--p->sizes[g->szslot].pages == 0 && g->szslot != p->cur)
+    p->sizes_alive--;
   g->held = 0;
+  g->closed = 0;
   g->next_empty = p->page_unused;
   p->page_unused = pg;
   return HIPPO_SUCCESS;
 }
 
-static hippo_status sliced_cleanup(hippo__pool *pool) {
-  sliced *p = (sliced *)pool;
+/* A page whose free failed is kept and waits a whole period behind the
+ * others (so a free that keeps failing costs a call per period, not per
+ * reservation); a closed page of the current size serves again meanwhile,
+ * so a page that cannot go back is at least used. */
+static void drop_failed(sliced *p, uint32_t pg) {
+  page *g = &p->pages[pg];
+  empty_remove(p, pg);
+  if (g->closed && g->szslot == p->cur) {
+    page_open(p, pg); /* back on the FIFO */
+    return;
+  }
+  empty_push_to(p, pg, false); /* outdated ones wait there too, closed */
+}
+
+/* Give back the pages of one list: every one (cleanup), or those due. */
+static hippo_status drop_list(sliced *p, uint32_t *head, bool due_only,
+                              bool ask) {
   hippo_status first = HIPPO_SUCCESS;
-  uint32_t pg = p->empty_head;
-  while (pg != NIL) {
+  uint64_t period = p->head.opt.dealloc_period;
+  uint32_t pg = *head, stop = NIL;
+  while (pg != NIL && pg != stop) {
     uint32_t next = p->pages[pg].next_empty;
-    hippo_status st = page_drop(p, pg);
-    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
-      first = st;
+    hippo_status st;
+    if (due_only && p->pages[pg].on == ON_FIFO &&
+        p->head.now - p->pages[pg].empty_since < period)
+      break;
+    if (ask && !hippo__pool_may_free(&p->head))
+      return first; /* a capture records: wait */
+    st = page_drop(p, pg);
+    if (st != HIPPO_SUCCESS) {
+      drop_failed(p, pg);
+      if (stop == NIL && p->pages[pg].on == ON_FIFO && head == &p->empty_head)
+        stop = pg; /* it went to the back: every other one was tried */
+      if (first == HIPPO_SUCCESS)
+        first = st;
+    }
     pg = next;
   }
   return first;
 }
 
+static hippo_status sliced_cleanup(hippo__pool *pool) {
+  sliced *p = (sliced *)pool;
+  hippo_status st = drop_list(p, &p->drain_head, false, false);
+  hippo_status st2 = drop_list(p, &p->empty_head, false, false);
+  return st != HIPPO_SUCCESS ? st : st2;
+}
+
 static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
   sliced *p = (sliced *)pool;
-  uint64_t period = pool->opt.dealloc_period;
+  hippo_status st, st2;
   if (now > pool->now)
     pool->now = now;
-  if (period == 0)
+  if (pool->opt.dealloc_period == 0)
     return HIPPO_SUCCESS;
-  hippo_status first = HIPPO_SUCCESS;
-  while (p->empty_head != NIL &&
-         pool->now - p->pages[p->empty_head].empty_since >= period) {
-    uint32_t pg = p->empty_head;
-    hippo_status st;
-    if (!hippo__pool_may_free(pool))
-      return first; /* a capture records: wait */
-    st = page_drop(p, pg);
-    if (st != HIPPO_SUCCESS) {
-      /* kept; it waits a whole period again, behind the others */
-      empty_remove(p, pg);
-      empty_push(p, pg);
-      if (first == HIPPO_SUCCESS)
-        first = st;
-    }
-  }
-  return first;
+  st = drop_list(p, &p->drain_head, false, true);
+  st2 = drop_list(p, &p->empty_head, true, true);
+  return st != HIPPO_SUCCESS ? st : st2;
 }
 
 static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
   const sliced *p = (const sliced *)pool;
   hippo__pool_report_head(pool, out);
-  out->options.page_size = p->page_size;
+  if (!p->arena)
+    out->options.page_size = p->page_size;
+  out->current_page_size = p->page_size;
+  out->outdated_pages = p->closed_pages;
+  out->outdated_bytes = p->closed_bytes;
+  out->page_sizes = p->sizes_alive;
   if (p->fl_bitmap) {
     unsigned fl = hippo__log2_floor(p->fl_bitmap);
     unsigned sl = hippo__log2_floor(p->sl_bitmap[fl]);
@@ -560,11 +891,41 @@ static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
       return hippo__error_set(HIPPO_INTERNAL, "SLICED check: " __VA_ARGS__);   \
   } while (0)
 
+/* The empty FIFO or the drain list from `head`: links, membership, and
+ * (FIFO) stamps in order; *n counts its pages. */
+static hippo_status check_list(const sliced *p, uint32_t head, uint32_t tail,
+                               uint8_t on, uint64_t pages, uint64_t *n) {
+  uint32_t prev = NIL;
+  uint64_t last = 0;
+  *n = 0;
+  for (uint32_t pg = head; pg != NIL; prev = pg, pg = p->pages[pg].next_empty) {
+    const page *g = &p->pages[pg];
+    CHECK(pg < p->page_count && g->held && g->live == 0 && g->on == on,
+          "page %u on the %s list is not an empty page of that list", pg,
+          on == ON_FIFO ? "empty FIFO" : "drain");
+    CHECK(on == ON_FIFO || g->closed, "page %u drains but serves", pg);
+    CHECK(g->prev_empty == prev, "%s list broken at page %u",
+          on == ON_FIFO ? "empty FIFO" : "drain", pg);
+    CHECK(on != ON_FIFO || g->empty_since >= last,
+          "empty FIFO: page %u emptied at %llu, before one at %llu", pg,
+          (unsigned long long)g->empty_since, (unsigned long long)last);
+    CHECK(++*n <= pages, "empty list longer than %llu pages",
+          (unsigned long long)pages);
+    last = g->empty_since;
+  }
+  CHECK(prev == tail, "empty list ends at %u, its tail is %u", prev, tail);
+  return HIPPO_SUCCESS;
+}
+
 static hippo_status sliced_check(const hippo__pool *pool) {
   const sliced *p = (const sliced *)pool;
   uint64_t pages = 0, reserved = 0, live_bytes = 0, free_slices = 0;
-  uint64_t live_slices = 0, listed = 0, empty = 0, padding = 0;
-  uint64_t unused = 0, retired = 0;
+  uint64_t live_slices = 0, listed = 0, indexed = 0, padding = 0;
+  uint64_t unused = 0, retired = 0, held_slices = 0, stranded = 0;
+  uint64_t closed = 0, closed_bytes = 0, closed_busy = 0, empty = 0;
+  uint64_t fifo = 0, drain = 0, size_pages[HIPPO__ARENA_SIZES] = {0};
+  uint32_t alive = 0;
+  hippo_status st;
 
   for (uint32_t pg = 0; pg < p->page_count; pg++) {
     const page *g = &p->pages[pg];
@@ -574,6 +935,24 @@ static hippo_status sliced_check(const hippo__pool *pool) {
       continue;
     pages++;
     reserved += g->size;
+    CHECK(g->szslot < HIPPO__ARENA_SIZES &&
+              g->size == p->sizes[g->szslot].size,
+          "page %u of %llu B in size slot %u of %llu B", pg,
+          (unsigned long long)g->size, g->szslot,
+          g->szslot < HIPPO__ARENA_SIZES
+              ? (unsigned long long)p->sizes[g->szslot].size
+              : 0ULL);
+    size_pages[g->szslot]++;
+    CHECK(g->closed || g->szslot == p->cur,
+          "page %u of an outdated size serves reservations", pg);
+    if (g->closed) {
+      closed++;
+      closed_bytes += g->size;
+      closed_busy += g->live > 0;
+    }
+    CHECK((g->live == 0) == (g->on != ON_NONE),
+          "page %u: %u live slices, on list %u", pg, g->live, g->on);
+    empty += g->live == 0;
     at = 0; /* in alignment units */
     for (uint32_t i = g->first; i != NIL; i = p->slices[i].next_phys) {
       const slice *s = &p->slices[i];
@@ -585,22 +964,31 @@ static hippo_status sliced_check(const hippo__pool *pool) {
       CHECK(s->size > 0, "slice %u has size 0", i);
       CHECK(s->prev_phys == prev, "slice %u: prev_phys %u, expected %u", i,
             s->prev_phys, prev);
-      CHECK(STATE(s) == SLICE_FREE || STATE(s) == SLICE_LIVE,
-            "slice %u in page %u is unused", i, pg);
+      CHECK(STATE(s) != SLICE_UNUSED, "slice %u in page %u is unused", i, pg);
       CHECK(GEN(s) <= HIPPO__HANDLE_GEN_MASK, "slice %u: generation %u", i,
             GEN(s));
       if (STATE(s) == SLICE_FREE) {
         CHECK(prev == NIL || STATE(&p->slices[prev]) != SLICE_FREE,
               "slices %u and %u are free neighbours (not coalesced)", prev, i);
+        CHECK(!g->closed ||
+                  (s->prev_free == NIL && s->next_free == NIL),
+              "free slice %u of closed page %u is linked", i, pg);
         free_slices++;
+        indexed += !g->closed;
       } else {
-        CHECK(GEN(s) != 0, "live slice %u has a retired record", i);
+        CHECK(GEN(s) != 0, "slice %u in use has a retired record", i);
         CHECK(s->prev_free < pool->alignment,
-              "live slice %u: %u B of padding, alignment %llu B", i,
-              s->prev_free, (unsigned long long)pool->alignment);
+              "slice %u: %u B of padding, alignment %llu B", i, s->prev_free,
+              (unsigned long long)pool->alignment);
         live++;
-        live_bytes += (uint64_t)s->size << pool->align_shift;
-        padding += s->prev_free;
+        if (STATE(s) == SLICE_HELD) {
+          held_slices++;
+          stranded += (uint64_t)s->size << pool->align_shift;
+        } else {
+          live_slices++;
+          live_bytes += (uint64_t)s->size << pool->align_shift;
+          padding += s->prev_free;
+        }
       }
       at += s->size;
       prev = i;
@@ -609,9 +997,8 @@ static hippo_status sliced_check(const hippo__pool *pool) {
           "page %u: slices end at byte %llu of %llu (bytes missing)", pg,
           (unsigned long long)(at << pool->align_shift),
           (unsigned long long)g->size);
-    CHECK(live == g->live, "page %u: %llu live slices, counter says %u", pg,
+    CHECK(live == g->live, "page %u: %llu slices in use, counter says %u", pg,
           (unsigned long long)live, g->live);
-    live_slices += live;
   }
   for (unsigned fl = 0; fl < FL_COUNT; fl++) {
     CHECK(!!(p->fl_bitmap & (UINT64_C(1) << fl)) == !!p->sl_bitmap[fl],
@@ -623,21 +1010,25 @@ static hippo_status sliced_check(const hippo__pool *pool) {
       for (uint32_t i = p->heads[fl][sl]; i != NIL;
            i = p->slices[i].next_free) {
         unsigned f, s;
-        CHECK(STATE(&p->slices[i]) == SLICE_FREE,
+        CHECK(i < p->slice_count && STATE(&p->slices[i]) == SLICE_FREE &&
+                  p->slices[i].page < p->page_count,
               "slice %u in free list %u/%u is not free", i, fl, sl);
+        CHECK(!p->pages[p->slices[i].page].closed,
+              "slice %u in free list %u/%u is on a closed page", i, fl, sl);
         CHECK(p->slices[i].prev_free == prev, "free list %u/%u broken at %u",
               fl, sl, i);
         mapping(p->slices[i].size, &f, &s);
         CHECK(f == fl && s == sl, "slice %u of %u units is in class %u/%u", i,
               p->slices[i].size, fl, sl);
-        CHECK(++listed <= free_slices, "free lists hold more than %llu slices",
-              (unsigned long long)free_slices);
+        CHECK(++listed <= indexed, "free lists hold more than %llu slices",
+              (unsigned long long)indexed);
         prev = i;
       }
     }
   }
-  CHECK(listed == free_slices, "%llu free slices, %llu in free lists",
-        (unsigned long long)free_slices, (unsigned long long)listed);
+  CHECK(listed == indexed, "%llu free slices on open pages, %llu in free "
+        "lists",
+        (unsigned long long)indexed, (unsigned long long)listed);
   for (uint32_t i = p->slice_unused; i != NIL; i = p->slices[i].next_free) {
     CHECK(i < p->slice_count && STATE(&p->slices[i]) == SLICE_UNUSED &&
               GEN(&p->slices[i]) != 0,
@@ -648,31 +1039,44 @@ static hippo_status sliced_check(const hippo__pool *pool) {
   for (uint32_t i = 0; i < p->slice_count; i++)
     retired += STATE(&p->slices[i]) == SLICE_UNUSED && GEN(&p->slices[i]) == 0;
   CHECK(retired == p->retired &&
-            live_slices + free_slices + unused + retired == p->slice_count,
-        "%llu live + %llu free + %llu unused + %llu retired records of %u "
-        "(%u retired counted)",
-        (unsigned long long)live_slices, (unsigned long long)free_slices,
-        (unsigned long long)unused, (unsigned long long)retired,
-        p->slice_count, p->retired);
-  for (uint32_t pg = p->empty_head, prev = NIL; pg != NIL;
-       prev = pg, pg = p->pages[pg].next_empty) {
-    CHECK(p->pages[pg].held && p->pages[pg].live == 0,
-          "page %u on the empty FIFO is not empty", pg);
-    CHECK(p->pages[pg].prev_empty == prev, "empty FIFO broken at page %u", pg);
-    CHECK(++empty <= pages, "empty FIFO longer than %llu pages",
-          (unsigned long long)pages);
+            live_slices + held_slices + free_slices + unused + retired ==
+                p->slice_count,
+        "%llu live + %llu held + %llu free + %llu unused + %llu retired "
+        "records of %u (%u retired counted)",
+        (unsigned long long)live_slices, (unsigned long long)held_slices,
+        (unsigned long long)free_slices, (unsigned long long)unused,
+        (unsigned long long)retired, p->slice_count, p->retired);
+  if ((st = check_list(p, p->empty_head, p->empty_tail, ON_FIFO, pages,
+                       &fifo)) != HIPPO_SUCCESS ||
+      (st = check_list(p, p->drain_head, p->drain_tail, ON_DRAIN, pages,
+                       &drain)) != HIPPO_SUCCESS)
+    return st;
+  CHECK(fifo + drain == empty, "%llu empty pages, %llu on the lists",
+        (unsigned long long)empty, (unsigned long long)(fifo + drain));
+  CHECK(due_of(p) == pool->due,
+        "due at clock %llu, the empty lists say %llu",
+        (unsigned long long)pool->due, (unsigned long long)due_of(p));
+  for (uint32_t k = 0; k < HIPPO__ARENA_SIZES; k++) {
+    CHECK(size_pages[k] == p->sizes[k].pages,
+          "size slot %u holds %llu pages, counted %llu", k,
+          (unsigned long long)size_pages[k],
+          (unsigned long long)p->sizes[k].pages);
+    alive += k == p->cur || size_pages[k] > 0;
   }
-  for (uint32_t pg = 0; pg < p->page_count; pg++)
-    if (p->pages[pg].held && p->pages[pg].live == 0)
-      empty--;
-  CHECK(empty == 0, "empty FIFO and empty pages disagree");
-  {
-    uint64_t due = hippo__pool_due_of(
-        pool, p->empty_head != NIL,
-        p->empty_head != NIL ? p->pages[p->empty_head].empty_since : 0);
-    CHECK(due == pool->due, "due at clock %llu, the oldest empty page says "
-          "%llu", (unsigned long long)pool->due, (unsigned long long)due);
-  }
+  CHECK(alive == p->sizes_alive && p->page_size == p->sizes[p->cur].size,
+        "%u page sizes alive, counted %u; page size %llu B, current slot "
+        "%llu B",
+        alive, p->sizes_alive, (unsigned long long)p->page_size,
+        (unsigned long long)p->sizes[p->cur].size);
+  CHECK(p->arena || alive == 1, "a SLICED pool with %u page sizes", alive);
+  CHECK(closed == p->closed_pages && closed_bytes == p->closed_bytes &&
+            closed_busy == p->closed_busy,
+        "%llu closed pages of %llu B (%llu busy), counted %llu of %llu B "
+        "(%llu)",
+        (unsigned long long)closed, (unsigned long long)closed_bytes,
+        (unsigned long long)closed_busy, (unsigned long long)p->closed_pages,
+        (unsigned long long)p->closed_bytes,
+        (unsigned long long)p->closed_busy);
   CHECK(pages == pool->pages && reserved == pool->bytes_reserved,
         "%llu pages of %llu B held, figures say %llu pages of %llu B",
         (unsigned long long)pages, (unsigned long long)reserved,
@@ -688,10 +1092,18 @@ static hippo_status sliced_check(const hippo__pool *pool) {
         (unsigned long long)live_bytes, (unsigned long long)padding,
         (unsigned long long)pool->bytes_in_use,
         (unsigned long long)pool->bytes_padding);
+  CHECK(stranded == pool->bytes_stranded,
+        "held slices hold %llu B, stranded figure %llu B",
+        (unsigned long long)stranded,
+        (unsigned long long)pool->bytes_stranded);
   CHECK(pool->pages <= pool->peak_pages, "pages above peak");
   CHECK(p->max_pages == UINT64_MAX || pool->pages <= p->max_pages,
         "%llu pages held, cap is %llu", (unsigned long long)pool->pages,
         (unsigned long long)p->max_pages);
+  CHECK(p->cap_bytes == UINT64_MAX || pool->bytes_reserved <= p->cap_bytes,
+        "%llu B of pages held, cap is %llu B",
+        (unsigned long long)pool->bytes_reserved,
+        (unsigned long long)p->cap_bytes);
   return HIPPO_SUCCESS;
 }
 
@@ -736,14 +1148,254 @@ static void sliced_names_give(hippo__pool *pool, const hippo__names *in) {
   p->first_gen = in->first_gen;
 }
 
+static uint64_t sliced_addr(const hippo__pool *pool, uint32_t i) {
+  const sliced *p = (const sliced *)pool;
+  return p->pages[p->slices[i].page].addr +
+         ((uint64_t)p->slices[i].off << pool->align_shift);
+}
+
+/* ---- relocation (ARENA) --------------------------------------------------
+ * See pool.h for the operations and the top of this file for the rules. */
+
+static void arena_reloc_shape(const hippo__pool *pool,
+                              hippo__reloc_shape *out) {
+  const sliced *p = (const sliced *)pool;
+  memset(out, 0, sizeof *out);
+  out->current_pages = p->sizes[p->cur].pages;
+  out->outdated_pages = p->closed_pages;
+  out->outdated_live = p->closed_busy;
+  out->page_sizes = p->sizes_alive;
+  out->page_size = p->page_size;
+  /* a growth reuses the current slot while it holds no page */
+  out->sizes_full = p->sizes_alive >= HIPPO__ARENA_SIZES &&
+                    p->sizes[p->cur].pages > 0;
+  out->sparse = p->sparse;
+}
+
+/* A page to empty, and the live bytes that would move. */
+typedef struct candidate {
+  uint64_t live_bytes;
+  uint32_t page;
+  uint32_t sparse; /* an open page of the current size (SPARSE) */
+} candidate;
+
+static int candidate_cmp(const void *a, const void *b) {
+  const candidate *x = a, *y = b;
+  if (x->sparse != y->sparse) /* outdated pages first */
+    return x->sparse < y->sparse ? -1 : 1;
+  if (x->live_bytes != y->live_bytes)
+    return x->live_bytes < y->live_bytes ? -1 : 1;
+  return x->page < y->page ? -1 : x->page > y->page;
+}
+
+/* Live bytes of page pg; false when a held slice keeps it from emptying. */
+static bool page_movable(const sliced *p, uint32_t pg, uint64_t *bytes) {
+  *bytes = 0;
+  for (uint32_t i = p->pages[pg].first; i != NIL; i = p->slices[i].next_phys)
+    if (STATE(&p->slices[i]) == SLICE_HELD)
+      return false;
+    else if (STATE(&p->slices[i]) == SLICE_LIVE)
+      *bytes += (uint64_t)p->slices[i].size << p->head.align_shift;
+  return true;
+}
+
+static hippo_status plan_room(hippo__reloc_plan *plan) {
+  if (plan->count < plan->cap)
+    return HIPPO_SUCCESS;
+  {
+    uint32_t cap = plan->cap ? plan->cap * 2 : 64;
+    hippo__move *grown = realloc(plan->moves, (size_t)cap * sizeof *grown);
+    if (!grown)
+      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "relocation: host memory for %u moves", cap);
+    plan->moves = grown;
+    plan->cap = cap;
+  }
+  return HIPPO_SUCCESS;
+}
+
+/* Reserve a destination for every live slice of page pg (closed), all or
+ * nothing; false leaves the pool as it was (but pages added, which wait
+ * empty on the FIFO). */
+static bool plan_page(sliced *p, uint32_t pg, bool may_add,
+                      hippo__reloc_plan *plan) {
+  uint32_t first = plan->count;
+  for (uint32_t i = p->pages[pg].first; i != NIL; i = p->slices[i].next_phys) {
+    slice *s = &p->slices[i];
+    uint64_t u = s->size, bytes = u << p->head.align_shift;
+    uint32_t j;
+    if (STATE(s) != SLICE_LIVE)
+      continue;
+    if (reserve_nodes(p, 2) != HIPPO_SUCCESS ||
+        plan_room(plan) != HIPPO_SUCCESS)
+      goto undo;
+    j = find_best(p, u);
+    if (j == NIL && may_add && plan->page_status == HIPPO_SUCCESS) {
+      hippo_status st = page_add(p, bytes, p->page_size, p->cur, &j);
+      if (st != HIPPO_SUCCESS) {
+        plan->page_status = st;
+        j = NIL;
+      } else {
+        plan->pages_added++;
+      }
+    }
+    if (j == NIL)
+      goto undo;
+    s = &p->slices[i]; /* reserve_nodes may have moved the array */
+    j = take_free(p, j, u, s->prev_free);
+    hippo__pool_note_reserve(&p->head, bytes - s->prev_free, bytes);
+    p->pages[p->slices[j].page].mark = 1;
+    plan->moves[plan->count++] = (hippo__move){
+        .src = sliced_addr(&p->head, i),
+        .dst = sliced_addr(&p->head, j),
+        .bytes = bytes,
+        .slice = i,
+        .target = j};
+    plan->bytes += bytes;
+  }
+  plan->pages_planned++;
+  return true;
+undo:
+  while (plan->count > first) {
+    hippo__move *m = &plan->moves[--plan->count];
+    plan->bytes -= m->bytes;
+    (void)release_slice(p, m->target);
+  }
+  plan->pages_no_room++;
+  return false;
+}
+
+static hippo_status arena_reloc_plan(hippo__pool *pool,
+                                     hippo_relocate_reason reason,
+                                     hippo__reloc_plan *plan) {
+  sliced *p = (sliced *)pool;
+  bool may_add = reason == HIPPO_RELOCATE_ARENA_FULL ||
+                 reason == HIPPO_RELOCATE_CAPTURE;
+  bool sparse = reason == HIPPO_RELOCATE_SPARSE;
+  candidate *c;
+  uint32_t n = 0;
+  if (p->page_count == 0)
+    return HIPPO_SUCCESS;
+  c = malloc((size_t)p->page_count * sizeof *c);
+  if (!c)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "relocation: host memory to plan %u pages",
+                            p->page_count);
+  for (uint32_t pg = 0; pg < p->page_count; pg++) {
+    const page *g = &p->pages[pg];
+    uint64_t bytes;
+    bool open_sparse = sparse && !g->closed && g->szslot == p->cur;
+    if (!g->held || g->live == 0 || !(g->closed || open_sparse) ||
+        !page_movable(p, pg, &bytes))
+      continue;
+    /* a page at least half full is not worth emptying */
+    if (open_sparse && bytes * 2 > g->size)
+      continue;
+    c[n++] = (candidate){bytes, pg, open_sparse};
+  }
+  qsort(c, n, sizeof *c, candidate_cmp);
+  for (uint32_t k = 0; k < n; k++) {
+    uint32_t pg = c[k].page;
+    if (c[k].sparse) {
+      if (p->pages[pg].mark)
+        continue; /* it took destinations of this plan */
+      page_close(p, pg);
+    }
+    if (!plan_page(p, pg, may_add && !c[k].sparse, plan) && c[k].sparse)
+      page_open(p, pg);
+  }
+  for (uint32_t pg = 0; pg < p->page_count; pg++)
+    p->pages[pg].mark = 0;
+  free(c);
+  return HIPPO_SUCCESS;
+}
+
+/* Records i (live, at the source) and j (live, at the destination, as
+ * large) trade places: i now describes the destination, j the source. */
+static void swap_places(sliced *p, uint32_t i, uint32_t j) {
+  slice *a = &p->slices[i], *b = &p->slices[j];
+  slice ta = *a;
+  uint32_t k, r;
+  a->off = b->off;
+  a->page = b->page;
+  a->prev_phys = b->prev_phys;
+  a->next_phys = b->next_phys;
+  b->off = ta.off;
+  b->page = ta.page;
+  b->prev_phys = ta.prev_phys;
+  b->next_phys = ta.next_phys;
+  for (k = 0, r = i; k < 2; k++, r = j) { /* the neighbours of each place */
+    slice *x = &p->slices[r];
+    if (x->prev_phys != NIL)
+      p->slices[x->prev_phys].next_phys = r;
+    else
+      p->pages[x->page].first = r;
+    if (x->next_phys != NIL)
+      p->slices[x->next_phys].prev_phys = r;
+  }
+}
+
+static void arena_reloc_commit(hippo__pool *pool, hippo__reloc_plan *plan) {
+  sliced *p = (sliced *)pool;
+  for (uint32_t k = 0; k < plan->count; k++) {
+    swap_places(p, plan->moves[k].slice, plan->moves[k].target);
+    (void)release_slice(p, plan->moves[k].target);
+  }
+  if (plan->count)
+    p->sparse = false;
+}
+
+static void arena_reloc_abort(hippo__pool *pool, hippo__reloc_plan *plan,
+                              bool strand) {
+  sliced *p = (sliced *)pool;
+  for (uint32_t k = 0; k < plan->count; k++) {
+    uint32_t j = plan->moves[k].target;
+    if (strand) { /* a copy may still write it: out of use, not free */
+      slice *t = &p->slices[j];
+      uint64_t bytes = (uint64_t)t->size << pool->align_shift;
+      hippo__pool_note_release(pool, bytes - t->prev_free, bytes);
+      set_state(t, SLICE_HELD);
+      pool->bytes_stranded += bytes;
+    } else {
+      (void)release_slice(p, j);
+    }
+  }
+  /* pages of the current size closed to be emptied serve again */
+  for (uint32_t pg = 0; pg < p->page_count; pg++)
+    if (p->pages[pg].held && p->pages[pg].closed &&
+        p->pages[pg].szslot == p->cur)
+      page_open(p, pg);
+}
+
+static void arena_reloc_unstrand(hippo__pool *pool) {
+  sliced *p = (sliced *)pool;
+  for (uint32_t i = 0; i < p->slice_count && pool->bytes_stranded; i++)
+    if (STATE(&p->slices[i]) == SLICE_HELD) {
+      pool->bytes_stranded -= (uint64_t)p->slices[i].size << pool->align_shift;
+      free_slice(p, i);
+    }
+}
+
+static hippo_status arena_reloc_drain(hippo__pool *pool, uint64_t *pages,
+                                      uint64_t *bytes) {
+  sliced *p = (sliced *)pool;
+  uint64_t n = pool->pages, b = pool->bytes_reserved;
+  hippo_status st = drop_list(p, &p->drain_head, false, false);
+  *pages += n - pool->pages;
+  *bytes += b - pool->bytes_reserved;
+  return st;
+}
+
 void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
   sliced *p = (sliced *)pool;
   p->max_records = n < HIPPO__HANDLE_MAX_SLOTS ? n : HIPPO__HANDLE_MAX_SLOTS;
 }
 
+
 static const hippo__pool_ops sliced_ops = {
     .reserve = sliced_reserve,
     .release = sliced_release,
+    .addr = sliced_addr,
     .cleanup = sliced_cleanup,
     .tick = sliced_tick,
     .report = sliced_report,
@@ -756,24 +1408,69 @@ static const hippo__pool_ops sliced_ops = {
     .names_give = sliced_names_give,
 };
 
+static const hippo__pool_ops arena_ops = {
+    .reserve = sliced_reserve,
+    .release = sliced_release,
+    .addr = sliced_addr,
+    .cleanup = sliced_cleanup,
+    .tick = sliced_tick,
+    .report = sliced_report,
+    .check = sliced_check,
+    .destroy = sliced_destroy,
+    .release_named = sliced_release_named,
+    .resolve_named = sliced_resolve_named,
+    .release_all = sliced_release_all,
+    .names_take = sliced_names_take,
+    .names_give = sliced_names_give,
+    .reloc_shape = arena_reloc_shape,
+    .reloc_plan = arena_reloc_plan,
+    .reloc_commit = arena_reloc_commit,
+    .reloc_abort = arena_reloc_abort,
+    .reloc_unstrand = arena_reloc_unstrand,
+    .reloc_drain = arena_reloc_drain,
+};
+
+/* What both kinds set up alike; NULL (last_error set) without host
+ * memory. */
+static sliced *sliced_new(hippo__backend *be, hippo__page_acct *acct,
+                          const hippo__pool_ops *ops, hippo_pool_kind kind,
+                          const hippo_pool_options *opt, uint64_t page_size) {
+  sliced *p = calloc(1, sizeof *p);
+  if (!p) {
+    hippo__error_set(HIPPO_OUT_OF_MEMORY, "host memory for a %s pool",
+                     kind == HIPPO_POOL_ARENA ? "ARENA" : "SLICED");
+    return NULL;
+  }
+  hippo__pool_head_init(&p->head, ops, be, acct, kind, opt,
+                        opt->max_slice_size);
+  p->page_size = page_size;
+  p->sizes[0].size = page_size;
+  p->sizes_alive = 1;
+  p->max_pages = UINT64_MAX;
+  p->cap_bytes = UINT64_MAX;
+  p->slice_unused = NIL;
+  p->first_gen = hippo__gen_first();
+  p->max_records = HIPPO__HANDLE_MAX_SLOTS;
+  p->page_unused = NIL;
+  p->empty_head = p->empty_tail = NIL;
+  p->drain_head = p->drain_tail = NIL;
+  memset(p->heads, 0xff, sizeof p->heads);
+  return p;
+}
+
 hippo_status hippo__pool_sliced_create(hippo__backend *be,
                                        hippo__page_acct *acct,
                                        const hippo_pool_options *opt,
                                        hippo__pool **out) {
-  sliced *p = calloc(1, sizeof *p);
+  sliced *p;
   uint64_t page_size = hippo__align_down(opt->page_size, be->alignment);
   uint64_t max_pages = UINT64_MAX;
-  if (!p)
-    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                            "host memory for a SLICED pool");
-  if ((page_size >> hippo__log2_floor(be->alignment)) > UINT32_MAX) {
-    free(p);
+  if ((page_size >> hippo__log2_floor(be->alignment)) > UINT32_MAX)
     return hippo__error_set(HIPPO_POOL_CONFIG,
                             "SLICED pool: page_size %llu is more than 2^32 "
                             "alignment units of %llu B",
                             (unsigned long long)page_size,
                             (unsigned long long)be->alignment);
-  }
   if (opt->max_pool_size) {
     if (opt->max_pool_size < page_size)
       page_size = hippo__align_down(opt->max_pool_size, be->alignment);
@@ -781,16 +1478,37 @@ hippo_status hippo__pool_sliced_create(hippo__backend *be,
   }
   /* It accepts up to max_slice_size even where the page shrank below it:
    * such a request fails with HIPPO_POOL_CAPACITY_EXCEEDED and spills. */
-  hippo__pool_head_init(&p->head, &sliced_ops, be, acct, HIPPO_POOL_SLICED,
-                        opt, opt->max_slice_size);
-  p->page_size = page_size;
+  p = sliced_new(be, acct, &sliced_ops, HIPPO_POOL_SLICED, opt, page_size);
+  if (!p)
+    return HIPPO_OUT_OF_MEMORY;
   p->max_pages = max_pages;
-  p->slice_unused = NIL;
-  p->first_gen = hippo__gen_first();
-  p->max_records = HIPPO__HANDLE_MAX_SLOTS;
-  p->page_unused = NIL;
-  p->empty_head = p->empty_tail = NIL;
-  memset(p->heads, 0xff, sizeof p->heads);
+  *out = &p->head;
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__pool_arena_create(hippo__backend *be,
+                                      hippo__page_acct *acct,
+                                      const hippo_pool_options *opt,
+                                      hippo__pool **out) {
+  uint64_t floor = hippo__align_down(opt->page_size, be->alignment);
+  uint64_t max = hippo__align_down(opt->max_slice_size, be->alignment);
+  sliced *p;
+  if (floor == 0 || max < floor ||
+      (max >> hippo__log2_floor(be->alignment)) > UINT32_MAX)
+    return hippo__error_set(HIPPO_POOL_CONFIG,
+                            "ARENA pool: pages of %llu .. %llu B do not fit "
+                            "alignment %llu B and 2^32 alignment units",
+                            (unsigned long long)floor,
+                            (unsigned long long)max,
+                            (unsigned long long)be->alignment);
+  p = sliced_new(be, acct, &arena_ops, HIPPO_POOL_ARENA, opt, floor);
+  if (!p)
+    return HIPPO_OUT_OF_MEMORY;
+  p->arena = true;
+  p->floor = floor;
+  p->head.max_size = max;
+  if (opt->max_pool_size)
+    p->cap_bytes = opt->max_pool_size;
   *out = &p->head;
   return HIPPO_SUCCESS;
 }

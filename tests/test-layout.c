@@ -111,8 +111,8 @@ END_TEST
 
 START_TEST(test_bad_preset) {
   tu_layout l;
-  tu_layout_preset(&l, 3);
-  EXPECT_CONFIG(&l, "preset 3");
+  tu_layout_preset(&l, 4);
+  EXPECT_CONFIG(&l, "preset 4");
   tu_layout_preset(&l, 99);
   EXPECT_CONFIG(&l, "preset 99");
 }

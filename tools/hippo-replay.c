@@ -1,7 +1,9 @@
 /* hippo-replay.c -- replay an allocation trace through the hippo plugin.
  *
  *   hippo-replay [--plugin PATH] [--backend auto|host|dry|hip]
- *                [--capacity BYTES] [--layout sub_slices|exclusive_pages]
+ *                [--capacity BYTES]
+ *                [--layout sub_slices|exclusive_pages|adaptive]
+ *                [--relocate never|wanted|explicit-every=N] [--json FILE]
  *                [--check] [--strict] [--quiet] TRACE.csv
  *
  * The trace is a CSV file with the header line `op,id,size,stream` and one
@@ -27,7 +29,14 @@
  * stream is mapped to a single manager on the default (NULL) stream; the
  * summary says so.
  *
- * The summary goes to stdout as `key: value` lines.  Exit status:
+ * Relocation policy (--relocate): `wanted` (the default) calls
+ * relocate_when_wanted on the stream before every reservation, as a host
+ * runtime following README would; `never` relocates nothing; an
+ * `explicit-every=N` relocates every stream of the device (reason
+ * EXPLICIT) after every N events.
+ *
+ * The summary goes to stdout as `key: value` lines; --json FILE writes the
+ * figures as one JSON object as well (keys: README).  Exit status:
  *   0  replayed (some reservations may have failed; see the summary)
  *   1  the trace is malformed or missing, or the plugin or device could not
  *      be used (a message on stderr; for the trace: TRACE:LINE: REASON)
@@ -38,7 +47,9 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,8 +71,11 @@ enum exit_code {
 
 static const char *const usage_line =
     "usage: hippo-replay [--plugin PATH] [--backend auto|host|dry|hip] "
-    "[--capacity BYTES] [--layout sub_slices|exclusive_pages] [--check] "
+    "[--capacity BYTES] [--layout sub_slices|exclusive_pages|adaptive] "
+    "[--relocate never|wanted|explicit-every=N] [--json FILE] [--check] "
     "[--strict] [--quiet] TRACE.csv";
+
+enum policy { RELOCATE_WANTED, RELOCATE_NEVER, RELOCATE_EVERY };
 
 /* ------------------------------------------------------------------------ */
 /* Options. */
@@ -69,8 +83,48 @@ static const char *const usage_line =
 struct options {
   struct tool_device_options dev; /* --plugin --backend --capacity --layout */
   bool check, strict, quiet;
+  enum policy policy;             /* --relocate */
+  uint64_t every;                 /* explicit-every=N */
+  const char *json;               /* --json FILE */
   const char *trace;
 };
+
+static const char *policy_name(const struct options *o) {
+  static char buf[48];
+  switch (o->policy) {
+  case RELOCATE_NEVER:
+    return "never";
+  case RELOCATE_EVERY:
+    snprintf(buf, sizeof buf, "explicit-every=%" PRIu64, o->every);
+    return buf;
+  default:
+    return "wanted";
+  }
+}
+
+/* --relocate's argument; false when it is none of the forms. */
+static bool parse_policy(const char *arg, struct options *o) {
+  const char *prefix = "explicit-every=";
+  if (strcmp(arg, "never") == 0) {
+    o->policy = RELOCATE_NEVER;
+  } else if (strcmp(arg, "wanted") == 0) {
+    o->policy = RELOCATE_WANTED;
+  } else if (strncmp(arg, prefix, strlen(prefix)) == 0) {
+    char *end;
+    const char *n = arg + strlen(prefix);
+    unsigned long long v;
+    if (*n < '0' || *n > '9')
+      return false;
+    v = strtoull(n, &end, 10);
+    if (*end || v == 0 || v == ULLONG_MAX)
+      return false;
+    o->policy = RELOCATE_EVERY;
+    o->every = v;
+  } else {
+    return false;
+  }
+  return true;
+}
 
 static void print_help(void) {
   printf("%s\n\n", usage_line);
@@ -78,6 +132,10 @@ static void print_help(void) {
          "hippo\nplugin and prints a summary of `key: value` lines.\n\n");
   tool_device_options_help();
   printf(
+      "  --relocate POLICY wanted (default: relocate_when_wanted before\n"
+      "                    every reservation), never, or explicit-every=N\n"
+      "                    (relocate every stream after every N events)\n"
+      "  --json FILE       also write the figures as a JSON object to FILE\n"
       "  --check           verify hippo's bookkeeping after every event\n"
       "                    (exit 4 on the first failure)\n"
       "  --strict          exit 3 when any reservation failed\n"
@@ -89,12 +147,22 @@ static void print_help(void) {
 
 /* Returns -1 to go on, else an exit status. */
 static int parse_options(int argc, char **argv, struct options *o) {
-  enum { OPT_DEVICE = 256, OPT_CHECK, OPT_STRICT, OPT_QUIET, OPT_HELP };
+  enum {
+    OPT_DEVICE = 256,
+    OPT_CHECK,
+    OPT_STRICT,
+    OPT_QUIET,
+    OPT_HELP,
+    OPT_RELOCATE,
+    OPT_JSON
+  };
   static const struct option longopts[] = {
       {"plugin", required_argument, NULL, OPT_DEVICE},
       {"backend", required_argument, NULL, OPT_DEVICE},
       {"capacity", required_argument, NULL, OPT_DEVICE},
       {"layout", required_argument, NULL, OPT_DEVICE},
+      {"relocate", required_argument, NULL, OPT_RELOCATE},
+      {"json", required_argument, NULL, OPT_JSON},
       {"check", no_argument, NULL, OPT_CHECK},
       {"strict", no_argument, NULL, OPT_STRICT},
       {"quiet", no_argument, NULL, OPT_QUIET},
@@ -114,6 +182,18 @@ static int parse_options(int argc, char **argv, struct options *o) {
         tool_usage_error("hippo-replay", usage_line, bad, optarg);
         return EXIT_USAGE;
       }
+      break;
+    case OPT_RELOCATE:
+      if (!parse_policy(optarg, o)) {
+        tool_usage_error("hippo-replay", usage_line,
+                         "--relocate takes never, wanted or "
+                         "explicit-every=N (N >= 1), not",
+                         optarg);
+        return EXIT_USAGE;
+      }
+      break;
+    case OPT_JSON:
+      o->json = optarg;
       break;
     case OPT_CHECK:
       o->check = true;
@@ -168,7 +248,7 @@ struct session {
 
 /* Results of the replay loop. */
 struct results {
-  uint64_t failed_reserves, skipped_releases, failed_releases;
+  uint64_t failed_reserves, skipped_releases, failed_releases, oom_count;
   uint64_t live_bytes, peak_live_bytes, live_at_end;
   uint32_t first_fail_line;
   hippo_status first_fail_status;
@@ -203,6 +283,13 @@ static int session_open(struct session *s, const struct options *o,
     return EXIT_INPUT;
   }
   s->backend = info.backend;
+  if (o->policy == RELOCATE_EVERY &&
+      api->struct_size < offsetof(hippo_api, relocate_with) +
+                             sizeof api->relocate_with) {
+    fprintf(stderr, "hippo-replay: --relocate explicit-every needs a plugin "
+                    "with relocate_with (this one is older)\n");
+    return EXIT_INPUT;
+  }
   if (s->backend == HIPPO_BACKEND_HIP && o->dev.capacity_given)
     fprintf(stderr, "hippo-replay: note: --capacity is ignored on a HIP "
                     "device (it has its own memory size)\n");
@@ -266,6 +353,8 @@ static int replay(struct session *s, const struct options *o,
 
     if (e->op == TRACE_RESERVE) {
       hippo_handle h = 0;
+      if (o->policy == RELOCATE_WANTED)
+        (void)api->relocate_when_wanted(m); /* failures: in the report */
       st = api->reserve(m, e->size, HIPPO_MODE_AUTO, &h);
       if (st == HIPPO_SUCCESS) {
         handles[e->slot] = h;
@@ -274,6 +363,7 @@ static int replay(struct session *s, const struct options *o,
           r->peak_live_bytes = r->live_bytes;
       } else {
         handles[e->slot] = 0;
+        r->oom_count += st == HIPPO_OUT_OF_MEMORY;
         if (r->failed_reserves++ == 0) {
           r->first_fail_line = e->line;
           r->first_fail_status = st;
@@ -297,6 +387,8 @@ static int replay(struct session *s, const struct options *o,
         }
       }
     }
+    if (o->policy == RELOCATE_EVERY && (i + 1) % o->every == 0)
+      (void)api->relocate_with(s->dev, NULL, HIPPO_RELOCATE_EXPLICIT, NULL);
     if (o->check) {
       st = api->check(s->dev);
       if (st != HIPPO_SUCCESS) {
@@ -425,10 +517,99 @@ static void print_summary(const struct session *s, const struct options *o,
   } else {
     printf("driver allocations: n/a\ndriver frees: n/a\n");
   }
+  printf("relocation policy: %s\n", policy_name(o));
+  if (have_usage) {
+    printf("relocations: %" PRIu64 "\n", u->relocations);
+    printf("relocated slices: %" PRIu64 "\n", u->slices_relocated);
+    printf("relocated bytes: %" PRIu64 "\n", u->bytes_relocated);
+  }
+  printf("out-of-memory reservations: %" PRIu64 "\n", r->oom_count);
   printf("wall time: %.6f s%s\n", r->wall_s,
          o->check ? " (includes --check after every event)" : "");
   printf("ns per event: %.1f\n",
          t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
+}
+
+/* Writes the figures as one JSON object to o->json.  EXIT_OK or
+ * EXIT_INPUT (message printed). */
+static int write_json(const struct session *s, const struct options *o,
+                      const struct trace *t, const struct results *r,
+                      const hippo_usage *u, bool have_counters,
+                      const hippo_emu_counters *c) {
+  const hippo_api *api = s->api;
+  FILE *f = strcmp(o->json, "-") == 0 ? stdout : fopen(o->json, "w");
+  bool first = true;
+  if (!f) {
+    fprintf(stderr, "hippo-replay: cannot write %s: ", o->json);
+    perror(NULL);
+    return EXIT_INPUT;
+  }
+  fprintf(f, "{\n  \"trace\": \"");
+  for (const char *p = o->trace; *p; p++) /* a path: escape what JSON needs */
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if ((unsigned char)*p < 0x20)
+      fprintf(f, "\\u%04x", (unsigned)(unsigned char)*p);
+    else
+      fputc(*p, f);
+  fprintf(f, "\",\n");
+  fprintf(f, "  \"backend\": \"%s\",\n", tool_backend_name(s->backend));
+  fprintf(f, "  \"layout\": \"%s\",\n", tool_preset_name(o->dev.preset));
+  fprintf(f, "  \"relocate\": \"%s\",\n", policy_name(o));
+  fprintf(f, "  \"events\": %zu,\n", t->count);
+  fprintf(f, "  \"streams\": %" PRIu32 ",\n", t->streams);
+  fprintf(f, "  \"failed_reservations\": %" PRIu64 ",\n", r->failed_reserves);
+  fprintf(f, "  \"peak_live_bytes\": %" PRIu64 ",\n", r->peak_live_bytes);
+  fprintf(f, "  \"peak_reserved_bytes\": %" PRIu64 ",\n",
+          u->peak_bytes_reserved);
+  fprintf(f, "  \"reserved_to_live\": %.6f,\n",
+          r->peak_live_bytes
+              ? (double)u->peak_bytes_reserved / (double)r->peak_live_bytes
+              : 0.0);
+  if (have_counters) {
+    fprintf(f, "  \"driver_allocs\": %" PRIu64 ",\n",
+            c->calls[HIPPO_CALL_ALLOC]);
+    fprintf(f, "  \"driver_frees\": %" PRIu64 ",\n",
+            c->calls[HIPPO_CALL_FREE]);
+  } else {
+    fprintf(f, "  \"driver_allocs\": null,\n  \"driver_frees\": null,\n");
+  }
+  fprintf(f, "  \"relocated_bytes\": %" PRIu64 ",\n", u->bytes_relocated);
+  fprintf(f, "  \"relocated_slices\": %" PRIu64 ",\n", u->slices_relocated);
+  fprintf(f, "  \"relocations\": %" PRIu64 ",\n", u->relocations);
+  fprintf(f, "  \"oom_count\": %" PRIu64 ",\n", r->oom_count);
+  fprintf(f, "  \"wall_seconds\": %.6f,\n", r->wall_s);
+  fprintf(f, "  \"ns_per_event\": %.1f,\n",
+          t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
+  fprintf(f, "  \"pools\": [");
+  for (uint32_t k = 0; k < s->attached_count; k++) {
+    hippo_usage su;
+    memset(&su, 0, sizeof su);
+    su.struct_size = sizeof su;
+    if (api->usage(s->dev, s->attached[k], &su) != HIPPO_SUCCESS)
+      continue;
+    for (uint32_t i = 0; i < su.pool_count; i++) {
+      hippo_pool_report pr;
+      memset(&pr, 0, sizeof pr);
+      pr.struct_size = sizeof pr;
+      if (api->pool_report(s->attached[k], i, &pr) != HIPPO_SUCCESS)
+        continue;
+      fprintf(f,
+              "%s\n    {\"stream\": %" PRIu32 ", \"index\": %" PRIu32
+              ", \"kind\": \"%s\", \"peak_reserved_bytes\": %" PRIu64
+              ", \"peak_pages\": %" PRIu64 "}",
+              first ? "" : ",", k, i, tool_pool_kind_name(pr.kind),
+              pr.peak_bytes_reserved, pr.peak_pages);
+      first = false;
+    }
+  }
+  fprintf(f, "%s]\n}\n", first ? "" : "\n  ");
+  if (f != stdout && fclose(f) != 0) {
+    fprintf(stderr, "hippo-replay: cannot write %s: ", o->json);
+    perror(NULL);
+    return EXIT_INPUT;
+  }
+  return EXIT_OK;
 }
 
 int main(int argc, char **argv) {
@@ -495,6 +676,8 @@ int main(int argc, char **argv) {
                     &c);
       fflush(stdout);
     }
+    if (o.json && have_usage)
+      rc = write_json(&s, &o, &t, &r, &u, have_counters, &c);
     if (r.failed_releases) {
       fprintf(stderr,
               "hippo-replay: %" PRIu64 " release(s) failed; first: %s:%" PRIu32

@@ -126,6 +126,7 @@ static const struct name_value backends[] = {
 static const struct name_value presets[] = {
     {"sub_slices", HIPPO_PRESET_SUB_SLICES},
     {"exclusive_pages", HIPPO_PRESET_EXCLUSIVE_PAGES},
+    {"adaptive", HIPPO_PRESET_ADAPTIVE},
     {NULL, 0}};
 
 static const struct name_value pool_kinds[] = {
@@ -133,6 +134,7 @@ static const struct name_value pool_kinds[] = {
     {"EXCLUSIVE", HIPPO_POOL_EXCLUSIVE},
     {"DIRECT", HIPPO_POOL_DIRECT},
     {"PERSISTENT", HIPPO_POOL_PERSISTENT},
+    {"ARENA", HIPPO_POOL_ARENA},
     {NULL, 0}};
 
 static const char *name_of(const struct name_value *table, uint32_t value) {
@@ -203,7 +205,8 @@ void tool_device_options_help(void) {
          "  --backend NAME    auto (default), host, dry or hip\n"
          "  --capacity BYTES  emulated device memory for host/dry (suffixes\n"
          "                    K, M, G, T; default: the backend's 16 GiB)\n"
-         "  --layout NAME     sub_slices (default) or exclusive_pages\n",
+         "  --layout NAME     sub_slices (default), exclusive_pages or "
+         "adaptive\n",
          tool_build_plugin, tool_installed_plugin);
 }
 
@@ -220,7 +223,7 @@ const char *tool_device_option(struct tool_device_options *o,
     o->capacity_given = true;
   } else if (strcmp(name, "layout") == 0) {
     if (!tool_parse_preset(value, &o->preset))
-      return "--layout takes sub_slices or exclusive_pages, not";
+      return "--layout takes sub_slices, exclusive_pages or adaptive, not";
   } else {
     return "unknown option";
   }
