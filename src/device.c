@@ -52,10 +52,11 @@ hippo_status hippo__device_open(const hippo_device_desc *desc,
   hippo_device *dev;
   hippo__backend *be;
   hippo_status st;
-  if (desc->flags & ~(uint32_t)HIPPO_DEVICE_FIXED_LAYOUT)
+  const uint32_t known = HIPPO_DEVICE_FIXED_LAYOUT | HIPPO_DEVICE_AUTO_RELOCATE;
+  if (desc->flags & ~known)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "device_open: unknown flags %#x",
-                            desc->flags & ~(uint32_t)HIPPO_DEVICE_FIXED_LAYOUT);
+                            desc->flags & ~known);
   dev = calloc(1, sizeof *dev);
   if (!dev)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY, "host memory for a device");

@@ -38,7 +38,7 @@
 
 #define MiB (UINT64_C(1) << 20)
 #define KiB (UINT64_C(1) << 10)
-#define ADAPTIVE_SMALL_PAGE (8 * MiB)  /* the small pool's pages */
+#define ADAPTIVE_SMALL_PAGE (2 * MiB)  /* the small pool's pages */
 #define ADAPTIVE_SMALL_MAX (64 * KiB)  /* its largest request */
 #define ADAPTIVE_FLOOR (2 * MiB)       /* the arena's smallest page */
 

@@ -97,8 +97,8 @@
 #define HIPPO__ARENA_SIZES 64u         /* page sizes alive at once */
 #define HIPPO__ARENA_SLACK MiB         /* added to a request at a growth */
 #define HIPPO__ARENA_ROUND MiB         /* a grown page is a multiple of it */
-#define HIPPO__SPARSE_NUM 6u           /* sparse: pages > 6/5 of the bytes */
-#define HIPPO__SPARSE_DEN 5u           /*   slices use, with the request */
+#define HIPPO__SPARSE_NUM 11u          /* sparse: pages > 6/5 of the bytes */
+#define HIPPO__SPARSE_DEN 10u          /*   slices use, with the request */
 
 /* HELD: a relocation destination kept out of use after a failed wait. */
 enum { SLICE_UNUSED = 0, SLICE_FREE = 1, SLICE_LIVE = 2, SLICE_HELD = 3 };
@@ -295,11 +295,10 @@ static inline uint32_t smallest_of(const sliced *p, uint32_t i, uint64_t u) {
   uint32_t best = NIL;
   for (int n = 0; i != NIL && n < EXACT_SCAN; n++, i = p->slices[i].next_free)
     if (p->slices[i].size >= u &&
-        (best == NIL || p->slices[i].size < p->slices[best].size)) {
+        (best == NIL || p->slices[i].size < p->slices[best].size ||
+         (p->slices[i].size == p->slices[best].size &&
+          p->slices[i].page < p->slices[best].page)))
       best = i;
-      if (p->slices[i].size == u)
-        break;
-    }
   return best;
 }
 
@@ -1381,6 +1380,15 @@ static hippo_status arena_reloc_drain(hippo__pool *pool, uint64_t *pages,
   sliced *p = (sliced *)pool;
   uint64_t n = pool->pages, b = pool->bytes_reserved;
   hippo_status st = drop_list(p, &p->drain_head, false, false);
+  /* and the outdated ones whose free failed before (waiting on the FIFO) */
+  for (uint32_t pg = p->empty_head, next; pg != NIL; pg = next) {
+    next = p->pages[pg].next_empty;
+    if (p->pages[pg].closed) {
+      hippo_status fst = page_drop(p, pg);
+      if (fst != HIPPO_SUCCESS && st == HIPPO_SUCCESS)
+        st = fst; /* it stays where it is */
+    }
+  }
   *pages += n - pool->pages;
   *bytes += b - pool->bytes_reserved;
   return st;

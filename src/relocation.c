@@ -137,7 +137,9 @@ static void plan_stream(run *u, first_error *first) {
     hippo__pool *p = s->movable[k];
     hippo__reloc_plan *plan = &u->plans[k];
     hippo_status st = p->ops->reloc_plan(p, u->reason, plan);
-    if (st == HIPPO_SUCCESS)
+    /* a destination page the device has no room for is no room, not a
+     * failure: the page it was for stays whole (pages_no_room) */
+    if (st == HIPPO_SUCCESS && plan->page_status != HIPPO_OUT_OF_MEMORY)
       st = plan->page_status;
     if (st != HIPPO_SUCCESS)
       fail(&u->rep, first, s, st, HIPPO_RELOCATION_STEP_PAGE, 0, 0);
@@ -374,9 +376,23 @@ static void keep_reports(hippo_device *dev, run *runs, uint32_t n,
 hippo_status hippo__relocate_locked(hippo_stream *s,
                                     hippo_relocate_reason reason,
                                     hippo_relocation_report *report) {
-  run *u = calloc(1, sizeof *u);
+  run *u;
   hippo_relocation_report rep;
   hippo_status st;
+  if (reason == HIPPO_RELOCATE_WANTED &&
+      hippo__relocation_need_locked(s) == HIPPO_NEED_NOTHING) {
+    /* the common answer, in O(1): the stream's report says so, the
+     * device's keeps the last relocation that looked at pages */
+    if (s->last_report.outcome != HIPPO_RELOCATION_NOT_WANTED) {
+      report_init(&s->last_report, reason);
+      s->last_report.streams = 1;
+      s->last_report.outcome = HIPPO_RELOCATION_NOT_WANTED;
+    }
+    if (report)
+      *report = s->last_report;
+    return HIPPO_SUCCESS;
+  }
+  u = calloc(1, sizeof *u);
   if (!u)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "relocate: host memory for a plan");
