@@ -481,7 +481,10 @@ typedef struct a_result {
   uint64_t final_live;
 } a_result;
 
-static void a_case(const options *o, int log2_sizes, double p, a_result *res) {
+/* One case of A; `preset` NULL: the 4 GiB sliced pool, else that preset
+ * layout on the A_CAPACITY device. */
+static void a_case(const options *o, int log2_sizes, double p,
+                   const hippo_layout *preset, a_result *res) {
   hippo_pool_options pool;
   hippo_layout layout;
   uint64_t n = o->ops;
@@ -493,6 +496,8 @@ static void a_case(const options *o, int log2_sizes, double p, a_result *res) {
   release_fn release = api->release;
 
   one_sliced_pool(&pool, &layout, A_SPACE, A_MAX_SIZE, A_SPACE);
+  if (preset)
+    layout = *preset;
 
   memset(res, 0, sizeof *res);
   res->failures_min = UINT64_MAX;
@@ -578,7 +583,7 @@ static void workload_a(const options *o) {
     char name[40], fig[64], lives[64], target[40];
     snprintf(name, sizeof name, "%s p=%.1f",
              cases[c].log2_sizes ? "log2" : "uniform", cases[c].p);
-    a_case(o, cases[c].log2_sizes, cases[c].p, &r);
+    a_case(o, cases[c].log2_sizes, cases[c].p, NULL, &r);
     if (r.failures)
       snprintf(lives, sizeof lives, "%.3f/%.3f/%.3f", r.live_min,
                r.live_median, r.live_max);
@@ -608,6 +613,48 @@ static void workload_a(const options *o) {
   }
   printf("(live/4GiB at failure: min/median/max over the failures of one "
          "repetition)\n");
+}
+
+/* A's operations through the two preset layouts on the same 8 GiB device,
+ * in turn: the reservation path of ADAPTIVE (small pool, ARENA) against
+ * SUB_SLICES' (sliced ladder, exclusive tail), failures included. */
+#define A_PRESET_TARGET 1.10
+static void workload_a_presets(const options *o) {
+  static const struct {
+    int log2_sizes;
+    double p;
+  } cases[2] = {{0, 0.5}, {1, 0.5}};
+  hippo_layout sub, ada;
+  memset(&sub, 0, sizeof sub);
+  sub.struct_size = sizeof sub;
+  sub.preset = HIPPO_PRESET_SUB_SLICES;
+  ada = sub;
+  ada.preset = HIPPO_PRESET_ADAPTIVE;
+  printf("\n## A (presets): the same operations on an 8 GiB DRY device "
+         "with each preset\n\n");
+  printf("%-18s %14s %14s %9s %9s %7s\n", "case", "SUB_SLICES ns", "ADAPTIVE ns",
+         "fail SUB", "fail ADA", "ratio");
+  for (int c = 0; c < 2; c++) {
+    a_result rs, ra;
+    char name[40], fig[64], target[48];
+    double ratio;
+    snprintf(name, sizeof name, "%s p=%.1f",
+             cases[c].log2_sizes ? "log2" : "uniform", cases[c].p);
+    a_case(o, cases[c].log2_sizes, cases[c].p, &sub, &rs);
+    a_case(o, cases[c].log2_sizes, cases[c].p, &ada, &ra);
+    ratio = rs.ns_median > 0 ? ra.ns_median / rs.ns_median : 0.0;
+    printf("%-18s %14.1f %14.1f %9llu %9llu %7.2f  (target <= %.2f: %s)\n",
+           name, rs.ns_median, ra.ns_median, (unsigned long long)rs.failures,
+           (unsigned long long)ra.failures, ratio, A_PRESET_TARGET,
+           ratio <= A_PRESET_TARGET ? "met" : "MISSED");
+    snprintf(fig, sizeof fig, "%.1f vs %.1f ns/op, ratio %.2f", ra.ns_median,
+             rs.ns_median, ratio);
+    snprintf(target, sizeof target, "ADAPTIVE / SUB_SLICES <= 1.10 (%s)",
+             ratio <= A_PRESET_TARGET ? "met" : "MISSED");
+    snprintf(name + strlen(name), sizeof name - strlen(name),
+             ", ADAPTIVE vs SUB_SLICES");
+    add_row("A", name, fig, target);
+  }
 }
 
 /* ------------------------------------------------------------------------ */
@@ -718,15 +765,24 @@ static double b_run(const hippo_layout *layout, uint32_t n, uint64_t m,
 static void workload_b(const options *o) {
   enum { NCOUNTS = 4 };
   static const uint32_t counts[NCOUNTS] = {100, 1000, 10000, 100000};
+  enum { NLAYOUTS = 3 };
   hippo_pool_options pool;
-  hippo_layout custom;
+  hippo_layout custom, sub, ada;
   const struct {
     const char *name;
     const hippo_layout *layout;
-  } layouts[2] = {{"sliced 4 GiB page", &custom}, {"default preset", NULL}};
+  } layouts[NLAYOUTS] = {{"sliced 4 GiB page", &custom},
+                         {"SUB_SLICES preset", &sub},
+                         {"ADAPTIVE preset", &ada}};
   double *ns = xcalloc((size_t)NCOUNTS * o->reps, sizeof *ns);
+  double med100k[NLAYOUTS] = {0};
 
   one_sliced_pool(&pool, &custom, B_PAGE, B_MAX_SIZE, 0);
+  memset(&sub, 0, sizeof sub);
+  sub.struct_size = sizeof sub;
+  sub.preset = HIPPO_PRESET_SUB_SLICES;
+  ada = sub;
+  ada.preset = HIPPO_PRESET_ADAPTIVE;
 
   printf("\n## B: ns per reserve+release pair with N live slices "
          "(256 B..64 KiB log-uniform, %llu pairs, DRY, %u reps)\n\n",
@@ -735,7 +791,7 @@ static void workload_b(const options *o) {
          "the machine is shared by every N rather than falling on one)\n");
   printf("%-20s %8s %10s %10s\n", "layout", "N live", "ns/pair med",
          "ns/pair min");
-  for (int l = 0; l < 2; l++) {
+  for (int l = 0; l < NLAYOUTS; l++) {
     double med[NCOUNTS], mins[NCOUNTS], ratio;
     char what[64], fig[64], target[40];
     for (unsigned rep = 0; rep < o->reps; rep++)
@@ -760,6 +816,18 @@ static void workload_b(const options *o) {
     snprintf(target, sizeof target, "ratio <= 1.3 (%s)",
              ratio <= B_TARGET_RATIO ? "met" : "MISSED");
     add_row("B", what, fig, target);
+    med100k[l] = med[0] + med[1] + med[2] + med[3];
+  }
+  {
+    double r = med100k[1] > 0 ? med100k[2] / med100k[1] : 0.0;
+    char fig[64], target[48];
+    printf("ADAPTIVE / SUB_SLICES, sum of the four medians: %.2f (target <= "
+           "%.2f: %s)\n",
+           r, A_PRESET_TARGET, r <= A_PRESET_TARGET ? "met" : "MISSED");
+    snprintf(fig, sizeof fig, "sum of medians ratio %.2f", r);
+    snprintf(target, sizeof target, "ADAPTIVE / SUB_SLICES <= 1.10 (%s)",
+             r <= A_PRESET_TARGET ? "met" : "MISSED");
+    add_row("B", "ADAPTIVE vs SUB_SLICES presets", fig, target);
   }
   free(ns);
 }
@@ -1029,8 +1097,10 @@ int main(int argc, char **argv) {
           o.plugin, api->struct_size);
   printf("hippo-bench: plugin %s (ABI v%u)\n", o.plugin, api->abi_version);
 
-  if (o.run_a)
+  if (o.run_a) {
     workload_a(&o);
+    workload_a_presets(&o);
+  }
   if (o.run_b)
     workload_b(&o);
   if (o.run_c)

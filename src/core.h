@@ -38,9 +38,13 @@ hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...)
  * (a full pool): keep `fmt` (a string literal whose only conversions are
  * %llu) and up to HIPPO__LAZY_ARGS numbers, and format them only when
  * last_error() is read. */
-#define HIPPO__LAZY_ARGS 6u
+#define HIPPO__LAZY_ARGS 8u
 hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
                                const uint64_t *args, unsigned n);
+/* hippo__error_wrap, lazily: `fmt` (only %llu) with `args` will prefix the
+ * current message when last_error() is read. */
+hippo_status hippo__error_lazy_wrap(hippo_status status, const char *fmt,
+                                    const uint64_t *args, unsigned n);
 void hippo__error_clear(void);
 const char *hippo__error_get(void);
 /* A question asked on the way (may pages be freed?) must not replace the

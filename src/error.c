@@ -16,41 +16,77 @@
 static _Thread_local char last_error_buf[HIPPO__ERROR_MAX];
 static _Thread_local const char *lazy_fmt;
 static _Thread_local uint64_t lazy_args[HIPPO__LAZY_ARGS];
+/* A pending prefix (hippo__error_lazy_wrap) of the message below it. */
+static _Thread_local const char *prefix_fmt;
+static _Thread_local uint64_t prefix_args[HIPPO__LAZY_ARGS];
 
-/* Format a pending lazy message into last_error_buf. */
-static void materialize(void) {
-  const char *f = lazy_fmt;
+/* Format `f` with `args` (its only conversions are %llu) into buf. */
+static size_t format_lazy(char *buf, size_t cap, const char *f,
+                          const uint64_t *args) {
   size_t at = 0;
   unsigned arg = 0;
-  if (!f)
-    return;
-  lazy_fmt = NULL;
-  while (*f && at + 1 < sizeof last_error_buf) {
+  while (*f && at + 1 < cap) {
     if (f[0] == '%' && f[1] == 'l' && f[2] == 'l' && f[3] == 'u' &&
         arg < HIPPO__LAZY_ARGS) {
-      int n = snprintf(last_error_buf + at, sizeof last_error_buf - at, "%llu",
-                       (unsigned long long)lazy_args[arg++]);
+      int n = snprintf(buf + at, cap - at, "%llu",
+                       (unsigned long long)args[arg++]);
       at += n > 0 ? (size_t)n : 0;
       f += 4;
     } else {
-      last_error_buf[at++] = *f++;
+      buf[at++] = *f++;
     }
   }
-  last_error_buf[at < sizeof last_error_buf ? at : sizeof last_error_buf - 1] =
-      '\0';
+  at = at < cap ? at : cap - 1;
+  buf[at] = '\0';
+  return at;
+}
+
+/* Format a pending lazy message (and its pending prefix) into
+ * last_error_buf. */
+static void materialize(void) {
+  if (lazy_fmt) {
+    const char *f = lazy_fmt;
+    lazy_fmt = NULL;
+    (void)format_lazy(last_error_buf, sizeof last_error_buf, f, lazy_args);
+  }
+  if (prefix_fmt) {
+    char inner[HIPPO__ERROR_MAX];
+    const char *f = prefix_fmt;
+    size_t at;
+    prefix_fmt = NULL;
+    memcpy(inner, last_error_buf, sizeof inner);
+    at = format_lazy(last_error_buf, sizeof last_error_buf, f, prefix_args);
+    if (at + 2 < sizeof last_error_buf) {
+      memcpy(last_error_buf + at, ": ", 2);
+      at += 2;
+      strncpy(last_error_buf + at, inner, sizeof last_error_buf - at - 1);
+      last_error_buf[sizeof last_error_buf - 1] = '\0';
+    }
+  }
 }
 
 hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
                                const uint64_t *args, unsigned n) {
+  prefix_fmt = NULL;
   lazy_fmt = fmt;
   for (unsigned i = 0; i < n && i < HIPPO__LAZY_ARGS; i++)
     lazy_args[i] = args[i];
   return status;
 }
 
+hippo_status hippo__error_lazy_wrap(hippo_status status, const char *fmt,
+                                    const uint64_t *args, unsigned n) {
+  materialize(); /* an older pending prefix goes into the message */
+  prefix_fmt = fmt;
+  for (unsigned i = 0; i < n && i < HIPPO__LAZY_ARGS; i++)
+    prefix_args[i] = args[i];
+  return status;
+}
+
 hippo_status hippo__error_set(hippo_status status, const char *fmt, ...) {
   va_list ap;
   lazy_fmt = NULL;
+  prefix_fmt = NULL;
   va_start(ap, fmt);
   vsnprintf(last_error_buf, sizeof last_error_buf, fmt, ap);
   va_end(ap);
@@ -79,6 +115,7 @@ hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...) {
 
 void hippo__error_clear(void) {
   lazy_fmt = NULL;
+  prefix_fmt = NULL;
   last_error_buf[0] = '\0';
 }
 
@@ -94,6 +131,7 @@ void hippo__error_keep(hippo__error_kept *kept) {
 
 void hippo__error_restore(const hippo__error_kept *kept) {
   lazy_fmt = NULL;
+  prefix_fmt = NULL;
   memcpy(last_error_buf, kept->text, sizeof last_error_buf);
 }
 

@@ -226,7 +226,8 @@ static uint64_t device_in_use(const hippo_stream *s, uint32_t *missed) {
 }
 
 /* Out of memory after every retry: say what the device holds and how
- * fragmented the stream's pools are. */
+ * fragmented the stream's pools are (formatted only when last_error is
+ * read: a full device may see many failures). */
 static hippo_status out_of_memory(hippo_stream *s, uint64_t size) {
   hippo__backend *be = s->device->be;
   uint64_t free_dev = 0, total = 0, free_pools = 0, largest = 0;
@@ -240,20 +241,27 @@ static hippo_status out_of_memory(hippo_stream *s, uint64_t size) {
     if (r.largest_free > largest)
       largest = r.largest_free;
   }
-  return hippo__error_wrap(
-      HIPPO_OUT_OF_MEMORY,
-      "reserve(%llu B): out of memory after giving empty pages back and "
-      "relocating; the device holds %llu B reserved and %llu B in use%s, "
-      "%llu B of %llu B are free; this stream's pools have %llu B free, "
-      "the largest free slice %llu B (fragmentation %.3f); release or "
-      "reclaim, then retry",
-      (unsigned long long)size,
-      (unsigned long long)atomic_load(&s->device->acct.bytes_reserved),
-      (unsigned long long)in_use,
-      missed ? " (streams busy meanwhile not counted)" : "",
-      (unsigned long long)free_dev, (unsigned long long)total,
-      (unsigned long long)free_pools, (unsigned long long)largest,
-      free_pools ? 1.0 - (double)largest / (double)free_pools : 0.0);
+  {
+    uint64_t args[] = {
+        size,
+        atomic_load(&s->device->acct.bytes_reserved),
+        in_use,
+        missed,
+        free_dev,
+        total,
+        free_pools,
+        free_pools ? 1000 - largest * 1000 / free_pools : 0};
+    (void)largest;
+    return hippo__error_lazy_wrap(
+        HIPPO_OUT_OF_MEMORY,
+        "reserve(%llu B): out of memory after giving empty pages back and "
+        "relocating; the device holds %llu B reserved and %llu B in use "
+        "(%llu streams busy meanwhile not counted), %llu B of %llu B are "
+        "free; this stream's pools have %llu B free (fragmentation %llu per "
+        "mille: 1 - largest free slice / free bytes); release or reclaim, "
+        "then retry",
+        args, 8);
+  }
 }
 
 /* A reservation that found no room (st): with every page size of an

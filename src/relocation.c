@@ -392,6 +392,15 @@ hippo_status hippo__relocate_locked(hippo_stream *s,
       *report = s->last_report;
     return HIPPO_SUCCESS;
   }
+  if (reason != HIPPO_RELOCATE_WANTED && !has_work(s, reason)) {
+    /* nothing outdated: no plan to make (the out-of-memory path asks) */
+    report_init(&s->last_report, reason);
+    s->last_report.streams = 1;
+    s->last_report.outcome = HIPPO_RELOCATION_NOTHING_TO_MOVE;
+    if (report)
+      *report = s->last_report;
+    return HIPPO_SUCCESS;
+  }
   u = calloc(1, sizeof *u);
   if (!u)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
