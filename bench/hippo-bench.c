@@ -21,6 +21,18 @@
  *      usage(); one extra, untimed replay reads usage() after every event
  *      to cross-check the device-wide peaks.
  *
+ *   R  relocation throughput on a HOST device: 64 patterned 4 MiB slices
+ *      on outdated pages moved by relocate_device (reason CAPTURE, onto
+ *      fresh pages), bytes per second against a plain memcpy of the same
+ *      bytes into fresh memory in the same run (target >= 0.8 x); the bytes
+ *      are read back after the move.
+ *   F  footprint: peak reserved / peak live of every trace (the bundled
+ *      one and each --footprint trace) with each layout and relocation
+ *      policy on a 141 GiB DRY device, as hippo-replay replays it
+ *      (policy wanted: relocate_when_wanted before every reservation;
+ *      explicit-every=1000: relocate every stream after every 1000 events),
+ *      with the targets of the default (ADAPTIVE, wanted).
+ *
  * Every random stream (operations, sizes, release indices) is generated
  * before the clock starts, from a fixed seed (splitmix64 seeding
  * xoshiro256**), so every repetition and every plugin sees the same work.
@@ -28,8 +40,8 @@
  * (CLOCK_MONOTONIC around the whole loop).  Figures are the median (and
  * minimum) over --reps repetitions.
  *
- * Usage: hippo-bench [--plugin PATH] [--trace PATH] [--reps N] [--ops N]
- *                    [--only A|B|C] [--quick]
+ * Usage: hippo-bench [--plugin PATH] [--trace PATH] [--footprint PATH]...
+ *                    [--reps N] [--ops N] [--only A|B|C|R|F] [--quick]
  *
  * The plugin is --plugin, else $HIPPO_PLUGIN, else the build tree's plugin
  * when that file exists, else the installed one (tool_plugin_path() of
@@ -331,7 +343,9 @@ typedef struct options {
   const char *trace;
   unsigned reps;
   uint64_t ops;
-  int run_a, run_b, run_c;
+  int run_a, run_b, run_c, run_r, run_f;
+  const char *footprint[16];
+  int nfootprint;
   int quick;
   int reps_set, ops_set;
 } options;
@@ -339,17 +353,18 @@ typedef struct options {
 static void usage_exit(int code) {
   FILE *f = code ? stderr : stdout;
   fprintf(f,
-          "usage: hippo-bench [--plugin PATH] [--trace PATH] [--reps N] "
-          "[--ops N]\n"
-          "                   [--only A|B|C] [--quick]\n"
+          "usage: hippo-bench [--plugin PATH] [--trace PATH] "
+          "[--footprint PATH]... [--reps N]\n"
+          "                   [--ops N] [--only A|B|C|R|F] [--quick]\n"
           "  --plugin PATH  the plugin (default: $HIPPO_PLUGIN, else\n"
           "                 %s if it exists, else\n"
           "                 %s)\n"
-          "  --trace PATH   trace for workload C (op,id,size,stream)\n"
+          "  --trace PATH   trace for workloads C and F (op,id,size,stream)\n"
+          "  --footprint PATH  another trace for F (may repeat, 16 at most)\n"
           "  --reps N       repetitions per figure (default 5)\n"
           "  --ops N        operations of A, timed pairs of B (default "
           "1000000)\n"
-          "  --only A|B|C   run one workload (may repeat)\n"
+          "  --only A|B|C|R|F  run one workload (may repeat)\n"
           "  --quick        small sizes, a smoke test\n",
           tool_build_plugin, tool_installed_plugin);
   exit(code);
@@ -377,7 +392,8 @@ static void parse_options(int argc, char **argv, options *o) {
       continue;
     }
     if (!strcmp(a, "--plugin") || !strcmp(a, "--trace") ||
-        !strcmp(a, "--reps") || !strcmp(a, "--ops") || !strcmp(a, "--only")) {
+        !strcmp(a, "--reps") || !strcmp(a, "--ops") || !strcmp(a, "--only") ||
+        !strcmp(a, "--footprint")) {
       if (i + 1 >= argc)
         fatal("%s needs a value", a);
       val = argv[++i];
@@ -389,6 +405,10 @@ static void parse_options(int argc, char **argv, options *o) {
       o->plugin = val;
     } else if (!strcmp(a, "--trace")) {
       o->trace = val;
+    } else if (!strcmp(a, "--footprint")) {
+      if (o->nfootprint == 16)
+        fatal("--footprint: at most 16 traces");
+      o->footprint[o->nfootprint++] = val;
     } else if (!strcmp(a, "--reps")) {
       uint64_t r = parse_count(a, val);
       if (r > 1000)
@@ -408,12 +428,16 @@ static void parse_options(int argc, char **argv, options *o) {
         o->run_b = 1;
       else if (!strcmp(val, "C") || !strcmp(val, "c"))
         o->run_c = 1;
+      else if (!strcmp(val, "R") || !strcmp(val, "r"))
+        o->run_r = 1;
+      else if (!strcmp(val, "F") || !strcmp(val, "f"))
+        o->run_f = 1;
       else
-        fatal("--only wants A, B or C, not '%s'", val);
+        fatal("--only wants A, B, C, R or F, not '%s'", val);
     }
   }
   if (!only)
-    o->run_a = o->run_b = o->run_c = 1;
+    o->run_a = o->run_b = o->run_c = o->run_r = o->run_f = 1;
   if (o->quick) {
     if (!o->ops_set)
       o->ops = 20000;
@@ -426,7 +450,7 @@ static void parse_options(int argc, char **argv, options *o) {
 /* ------------------------------------------------------------------------ */
 /* The summary table, filled as the workloads run. */
 
-#define MAX_ROWS 32
+#define MAX_ROWS 64
 typedef struct row {
   char workload[8];
   char what[64];
@@ -1045,6 +1069,247 @@ static void workload_c(const options *o) {
 }
 
 /* ------------------------------------------------------------------------ */
+/* Workload R: relocation throughput on HOST. */
+
+#define R_SLICES 64
+#define R_SLICE (4 * MiB)
+#define R_TARGET 0.8
+
+static void workload_r(const options *o) {
+  unsigned reps = o->reps;
+  double *rel = xcalloc(reps, sizeof *rel), *cpy = xcalloc(reps, sizeof *cpy);
+  uint64_t bytes = (uint64_t)R_SLICES * R_SLICE;
+  unsigned char *pattern = xmalloc(R_SLICE);
+  double rmed, cmed, ratio;
+  char fig[64], target[48];
+
+  for (size_t i = 0; i < R_SLICE; i++)
+    pattern[i] = (unsigned char)(i * 131u + (i >> 12));
+  printf("\n## R: relocation throughput, %u x %llu MiB slices on a HOST "
+         "device (%u reps)\n\n",
+         R_SLICES, (unsigned long long)(R_SLICE / MiB), reps);
+  for (unsigned rep = 0; rep < reps; rep++) {
+    hippo_pool_options pool;
+    hippo_layout layout;
+    hippo_device_desc desc;
+    hippo_device *dev;
+    hippo_stream *s;
+    hippo_handle h[R_SLICES], big;
+    hippo_relocation_report rr;
+    void *native, *ptr;
+    uint64_t size;
+    unsigned char *src, *dst;
+    double t0, t1;
+
+    memset(&pool, 0, sizeof pool);
+    pool.struct_size = sizeof pool;
+    pool.kind = HIPPO_POOL_ARENA;
+    pool.page_size = 2 * MiB;
+    pool.max_slice_size = 512 * MiB;
+    memset(&layout, 0, sizeof layout);
+    layout.struct_size = sizeof layout;
+    layout.preset = HIPPO_PRESET_CUSTOM;
+    layout.pool_count = 1;
+    layout.pool_options_size = sizeof pool;
+    layout.pools = &pool;
+    memset(&desc, 0, sizeof desc);
+    desc.struct_size = sizeof desc;
+    desc.backend = HIPPO_BACKEND_HOST;
+    desc.capacity = 4 * GiB;
+    desc.layout = &layout;
+    CHECK(api->device_open(&desc, &dev), "R: device_open (HOST)");
+    CHECK(api->emu_stream_create(dev, &native), "R: emu_stream_create");
+    CHECK(api->stream_attach(dev, native, &s), "R: stream_attach");
+    for (int i = 0; i < R_SLICES; i++) {
+      CHECK(api->reserve(s, R_SLICE, HIPPO_MODE_AUTO, &h[i]), "R: reserve");
+      CHECK(api->resolve(s, h[i], &ptr, &size), "R: resolve");
+      CHECK(api->emu_write(dev, ptr, pattern, R_SLICE), "R: emu_write");
+    }
+    /* a larger request: the 5 MiB pages become outdated */
+    CHECK(api->reserve(s, 256 * MiB, HIPPO_MODE_AUTO, &big), "R: reserve");
+    memset(&rr, 0, sizeof rr);
+    rr.struct_size = sizeof rr;
+    t0 = now_ns();
+    CHECK(api->relocate_with(dev, NULL, HIPPO_RELOCATE_CAPTURE, &rr),
+          "R: relocate_with");
+    t1 = now_ns();
+    if (rr.bytes_moved != bytes)
+      fatal("R: moved %llu bytes, expected %llu",
+            (unsigned long long)rr.bytes_moved, (unsigned long long)bytes);
+    rel[rep] = (double)bytes / ((t1 - t0) * 1e-9);
+    for (int i = 0; i < R_SLICES; i++) { /* untimed: the bytes moved */
+      unsigned char *back = xmalloc(R_SLICE);
+      CHECK(api->resolve(s, h[i], &ptr, &size), "R: resolve");
+      CHECK(api->emu_read(dev, ptr, back, R_SLICE), "R: emu_read");
+      if (memcmp(back, pattern, R_SLICE) != 0)
+        fatal("R: slice %d lost its bytes in the move", i);
+      free(back);
+      CHECK(api->release(s, h[i]), "R: release");
+    }
+    CHECK(api->release(s, big), "R: release");
+    CHECK(api->stream_detach(s), "R: stream_detach");
+    CHECK(api->emu_stream_destroy(dev, native), "R: emu_stream_destroy");
+    CHECK(api->device_close(dev), "R: device_close");
+
+    /* the same bytes, from memory written once, into fresh memory */
+    src = xmalloc(bytes);
+    for (int i = 0; i < R_SLICES; i++)
+      memcpy(src + (size_t)i * R_SLICE, pattern, R_SLICE);
+    dst = xmalloc(bytes);
+    t0 = now_ns();
+    for (int i = 0; i < R_SLICES; i++)
+      memcpy(dst + (size_t)i * R_SLICE, src + (size_t)i * R_SLICE, R_SLICE);
+    t1 = now_ns();
+    cpy[rep] = (double)bytes / ((t1 - t0) * 1e-9);
+    if (dst[bytes - 1] != src[bytes - 1])
+      fatal("R: memcpy went wrong");
+    free(dst);
+    free(src);
+  }
+  rmed = median(rel, reps);
+  cmed = median(cpy, reps);
+  ratio = cmed > 0 ? rmed / cmed : 0.0;
+  printf("relocation: %.2f GB/s median (%.2f max); memcpy into fresh "
+         "memory: %.2f GB/s median; ratio %.2f (target >= %.1f: %s)\n",
+         rmed / 1e9, minimum(rel, reps) > 0 ? rel[reps - 1] / 1e9 : 0.0,
+         cmed / 1e9, ratio, R_TARGET, ratio >= R_TARGET ? "met" : "MISSED");
+  snprintf(fig, sizeof fig, "%.2f GB/s vs memcpy %.2f GB/s (%.2f x)",
+           rmed / 1e9, cmed / 1e9, ratio);
+  snprintf(target, sizeof target, ">= 0.8 x memcpy (%s)",
+           ratio >= R_TARGET ? "met" : "MISSED");
+  add_row("R", "relocation, HOST, 256 MiB", fig, target);
+  free(rel);
+  free(cpy);
+  free(pattern);
+}
+
+/* ------------------------------------------------------------------------ */
+/* Workload F: footprint of traces, every layout and relocation policy. */
+
+#define F_CAPACITY (141 * GiB)
+
+/* The target of a trace with the default (ADAPTIVE, wanted), by name; 0:
+ * none. */
+static double f_target(const char *path) {
+  if (strstr(path, "pt_cs336_medium_ctx1024_train"))
+    return 1.040; /* PyTorch's caching allocator in the same run */
+  if (strstr(path, "somas_pangu_2p6b"))
+    return 1.25;
+  if (strstr(path, "train.csv"))
+    return 1.05;
+  return 0.0;
+}
+
+/* Replays t with `preset` and `policy` (0 never, 1 wanted, 2 explicit
+ * every 1000 events); peak reserved / peak live, and bytes relocated. */
+static double f_replay(const c_trace *t, hippo_preset preset, int policy,
+                       uint64_t *relocated) {
+  hippo_layout layout;
+  hippo_device_desc desc;
+  hippo_device *dev;
+  void *native[TRACE_MAX_STREAMS];
+  hippo_stream *streams[TRACE_MAX_STREAMS];
+  hippo_handle *handles = xcalloc(t->nslots, sizeof *handles);
+  hippo_usage u;
+  memset(&layout, 0, sizeof layout);
+  layout.struct_size = sizeof layout;
+  layout.preset = preset;
+  memset(&desc, 0, sizeof desc);
+  desc.struct_size = sizeof desc;
+  desc.backend = HIPPO_BACKEND_DRY;
+  desc.capacity = F_CAPACITY;
+  desc.layout = &layout;
+  CHECK(api->device_open(&desc, &dev), "F: device_open (DRY)");
+  for (unsigned s = 0; s < t->nstreams; s++) {
+    CHECK(api->emu_stream_create(dev, &native[s]), "F: emu_stream_create");
+    CHECK(api->stream_attach(dev, native[s], &streams[s]), "F: stream_attach");
+  }
+  for (size_t i = 0; i < t->nev; i++) {
+    const c_event *e = &t->ev[i];
+    if (e->alloc && policy == 1)
+      (void)api->relocate_when_wanted(streams[e->stream]);
+    c_apply(e, streams, handles, api->reserve, api->release);
+    if (policy == 2 && (i + 1) % 1000 == 0)
+      (void)api->relocate_with(dev, NULL, HIPPO_RELOCATE_EXPLICIT, NULL);
+  }
+  memset(&u, 0, sizeof u);
+  u.struct_size = sizeof u;
+  CHECK(api->usage(dev, NULL, &u), "F: usage");
+  dev_check(dev, "F: check");
+  *relocated = u.bytes_relocated;
+  for (size_t i = 0; i < t->nev; i++) {
+    const c_event *e = &t->ev[i];
+    if (e->alloc && !t->slot_freed[e->slot])
+      CHECK(api->release(streams[e->stream], handles[e->slot]),
+            "F: release (teardown)");
+  }
+  for (unsigned s = 0; s < t->nstreams; s++) {
+    CHECK(api->stream_detach(streams[s]), "F: stream_detach");
+    CHECK(api->emu_stream_destroy(dev, native[s]), "F: emu_stream_destroy");
+  }
+  CHECK(api->device_close(dev), "F: device_close");
+  free(handles);
+  return t->peak_live ? (double)u.peak_bytes_reserved / (double)t->peak_live
+                      : 0.0;
+}
+
+static void workload_f(const options *o) {
+  static const struct {
+    const char *name;
+    hippo_preset preset;
+  } layouts[] = {{"sub_slices", HIPPO_PRESET_SUB_SLICES},
+                 {"exclusive_pages", HIPPO_PRESET_EXCLUSIVE_PAGES},
+                 {"adaptive", HIPPO_PRESET_ADAPTIVE}};
+  static const char *const policies[] = {"never", "wanted",
+                                         "explicit-every=1000"};
+  const char *paths[17];
+  int n = 0;
+  if (o->trace)
+    paths[n++] = o->trace;
+  for (int i = 0; i < o->nfootprint; i++)
+    paths[n++] = o->footprint[i];
+  printf("\n## F: peak reserved / peak live, 141 GiB DRY device, every "
+         "layout x relocation policy\n\n");
+  if (!n) {
+    printf("skipped: no trace given (--trace, --footprint)\n");
+    return;
+  }
+  printf("%-40s %-16s %-20s %8s %12s\n", "trace", "layout", "policy",
+         "ratio", "relocated");
+  for (int k = 0; k < n; k++) {
+    const char *base = strrchr(paths[k], '/') ? strrchr(paths[k], '/') + 1
+                                              : paths[k];
+    c_trace t;
+    double target = f_target(paths[k]);
+    c_load(paths[k], &t);
+    for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++)
+      for (int p = 0; p < 3; p++) {
+        uint64_t moved = 0;
+        double ratio = f_replay(&t, layouts[l].preset, p, &moved);
+        bool deflt = layouts[l].preset == HIPPO_PRESET_ADAPTIVE && p == 1;
+        char fig[64], what[64], tgt[48];
+        printf("%-40s %-16s %-20s %8.4f %9.0f MB%s\n", base,
+               layouts[l].name, policies[p], ratio, (double)moved / 1e6,
+               deflt ? "  (default)" : "");
+        if (deflt && target > 0) {
+          printf("%-40s target <= %.3f: %s (by %+.4f)\n", "", target,
+                 ratio <= target ? "met" : "MISSED", target - ratio);
+          snprintf(tgt, sizeof tgt, "<= %.3f (%s by %+.3f)", target,
+                   ratio <= target ? "met" : "MISSED", target - ratio);
+        } else {
+          tgt[0] = '\0';
+        }
+        snprintf(what, sizeof what, "%.28s %s %s", base, layouts[l].name,
+                 policies[p]);
+        snprintf(fig, sizeof fig, "reserved/live %.4f", ratio);
+        add_row("F", what, fig, tgt);
+      }
+    free(t.ev);
+    free(t.slot_freed);
+  }
+}
+
+/* ------------------------------------------------------------------------ */
 /* The machine and the summary. */
 
 static void cpu_model(char *buf, size_t n) {
@@ -1092,8 +1357,9 @@ int main(int argc, char **argv) {
   parse_options(argc, argv, &o);
   if (tool_load("hippo-bench", o.plugin, &lib, &api) != HIPPO_SUCCESS)
     exit(1);
-  if (api->struct_size < offsetof(hippo_api, emu_counters) + sizeof(void *))
-    fatal("plugin '%s' has a table of %u bytes; the bench needs a v1 table",
+  if (api->struct_size < offsetof(hippo_api, emu_copy) + sizeof(void *))
+    fatal("plugin '%s' has a table of %u bytes; the bench needs one with "
+          "relocate_with",
           o.plugin, api->struct_size);
   printf("hippo-bench: plugin %s (ABI v%u)\n", o.plugin, api->abi_version);
 
@@ -1105,6 +1371,10 @@ int main(int argc, char **argv) {
     workload_b(&o);
   if (o.run_c)
     workload_c(&o);
+  if (o.run_r)
+    workload_r(&o);
+  if (o.run_f)
+    workload_f(&o);
   print_summary(&o);
   dlclose(lib);
   return 0;

@@ -121,10 +121,11 @@ typedef uint32_t hippo_backend;
 typedef uint32_t hippo_pool_kind;
 
 /* Layout presets (hippo_layout.preset). */
-#define HIPPO_PRESET_SUB_SLICES 0u      /* default: sliced ladder + tail */
+#define HIPPO_PRESET_SUB_SLICES 0u      /* sliced ladder + exclusive tail */
 #define HIPPO_PRESET_EXCLUSIVE_PAGES 1u /* log-spaced exclusive buckets */
 #define HIPPO_PRESET_CUSTOM 2u          /* hippo_layout.pools */
-#define HIPPO_PRESET_ADAPTIVE 3u        /* small sliced pool + ARENA + tail */
+#define HIPPO_PRESET_ADAPTIVE 3u        /* small sliced pool + ARENA + tail;
+                                           the default (layout NULL) */
 typedef uint32_t hippo_preset;
 
 /* Allocation modes (reserve's mode argument). */
@@ -229,7 +230,7 @@ typedef struct hippo_device_desc {
                              only touched bytes cost host RAM. */
   uint64_t alignment;     /* HOST/DRY: slice alignment, a power of two;
                              0 = 256.  HIP uses 256. */
-  const hippo_layout *layout; /* NULL = the SUB_SLICES preset */
+  const hippo_layout *layout; /* NULL = the ADAPTIVE preset */
 } hippo_device_desc;
 
 /* What a device is. */

@@ -1,6 +1,6 @@
 /* layout.c -- presets and validation of pool layouts.
  *
- * SUB_SLICES (default), for a device of T bytes and alignment A:
+ * SUB_SLICES, for a device of T bytes and alignment A:
  *   sliced pools whose page sizes form a ladder 4 MiB (or 4 alignments if
  *   larger), 16 MiB, 64 MiB, ...
  *   (x4 each step) up to T/4 (and at most 2^32 alignment units), each
@@ -11,7 +11,8 @@
  *   Every pool has dealloc_period HIPPO__DEFAULT_DEALLOC_PERIOD.
  * EXCLUSIVE_PAGES: exclusive pools with max_alloc_size 1 MiB, 8 MiB,
  *   64 MiB, ... (x8 each step) below T, then one accepting up to T.
- * ADAPTIVE: CubeCL's arena, with an exclusive tail:
+ * ADAPTIVE (the default: a device opened with layout NULL), CubeCL's
+ * arena with an exclusive tail:
  *   a SLICED pool of 8 MiB pages for requests up to 64 KiB ("small"),
  *   an ARENA whose pages grow with the largest request, from 2 MiB up to
  *   T/4 (ADAPTIVE_* below; pool_sliced.c has the growth rule), taking
@@ -278,7 +279,7 @@ hippo_status hippo__layout_resolve(const hippo_layout *in,
                               "layout: a preset takes no pools; set "
                               "pool_count 0 and pools NULL, or use "
                               "HIPPO_PRESET_CUSTOM");
-    hippo__layout_preset(in ? in->preset : HIPPO_PRESET_SUB_SLICES,
+    hippo__layout_preset(in ? in->preset : HIPPO_PRESET_ADAPTIVE,
                          be->total_memory, be->alignment, out);
     return HIPPO_SUCCESS;
   }

@@ -254,7 +254,7 @@ START_TEST(test_desc_older_caller) {
   ck_assert_uint_eq(info.backend, HIPPO_BACKEND_DRY);
   ck_assert_uint_eq(info.total_memory, 16 * TU_GiB);
   ck_assert_uint_eq(info.alignment, 256);
-  ck_assert_uint_eq(info.preset, HIPPO_PRESET_SUB_SLICES);
+  ck_assert_uint_eq(info.preset, HIPPO_PRESET_ADAPTIVE); /* layout NULL */
   {
     tu_layout l;
     CK_OK(api, api->pools_install(
@@ -765,12 +765,12 @@ START_TEST(test_bad_arguments) {
   CK_STATUS(api, api->emu_counters(dev, NULL), HIPPO_INVALID_ARGUMENT);
   {
     hippo_pool_report r = {.struct_size = sizeof r};
-    /* 1 GiB, default preset: 4 sliced pools, the tail, the persistent */
+    /* the default preset (ADAPTIVE): small, arena, tail, persistent */
     uint32_t n = tu_usage(api, dev, s).pool_count;
-    ck_assert_uint_eq(n, 6);
+    ck_assert_uint_eq(n, 4);
     CK_OK(api, api->pool_report(s, n - 1, &r));
     CK_STATUS(api, api->pool_report(s, n, &r), HIPPO_INVALID_ARGUMENT);
-    CK_ERROR_HAS(api, "pool index 6");
+    CK_ERROR_HAS(api, "pool index 4");
     CK_STATUS(api, api->pool_report(s, UINT32_MAX, &r),
               HIPPO_INVALID_ARGUMENT);
   }

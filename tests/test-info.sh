@@ -6,11 +6,14 @@
 #   HIPPO_INFO=tools/hippo-info HIPPO_PLUGIN=plugin/.libs/hippo.so \
 #     top_srcdir=. sh tests/test-info.sh
 #
-# The expected ladders are those of src/layout.c: SUB_SLICES on a device of
-# T bytes has SLICED pages 4 MiB, 16 MiB, ... (x4) up to T/4, each taking
-# slices up to a quarter of its page, then an EXCLUSIVE pool up to T;
-# EXCLUSIVE_PAGES has EXCLUSIVE pools up to 1 MiB, 8 MiB, ... (x8) below T,
-# then one up to T.  Every preset pool has dealloc_period 10000.
+# The expected layouts are those of src/layout.c: ADAPTIVE (the default) on
+# a device of T bytes has a SLICED pool of 2 MiB pages for requests up to
+# 64 KiB, an ARENA whose pages grow from 2 MiB up to T/4, and an EXCLUSIVE
+# pool up to T; SUB_SLICES has SLICED pages 4 MiB, 16 MiB, ... (x4) up to
+# T/4, each taking slices up to a quarter of its page, then an EXCLUSIVE
+# pool up to T; EXCLUSIVE_PAGES has EXCLUSIVE pools up to 1 MiB, 8 MiB, ...
+# (x8) below T, then one up to T.  Every preset pool has dealloc_period
+# 10000.
 
 set -u
 
@@ -44,7 +47,7 @@ expect_pools() {
   fi
 }
 
-# ---- DRY, 16 GiB, SUB_SLICES: the default ladder ---------------------------
+# ---- DRY, 16 GiB, ADAPTIVE: the default -------------------------------------
 name="--backend dry --capacity 16G"
 info --backend dry --capacity 16G
 expect_status "$name" 0
@@ -53,6 +56,22 @@ expect_line "$name" "abi version: 1"
 expect_line "$name" "backend: dry"
 expect_line "$name" "total memory: 17179869184 (16 GiB)"
 expect_line "$name" "alignment: 256"
+expect_line "$name" "preset: adaptive"
+expect_line "$name" "pools: 4 (index 0 is the persistent pool)"
+expect_pools "$name" <<'ROWS'
+0 PERSISTENT - - - never
+1 SLICED 2 MiB 64 KiB none 10000
+2 ARENA 2 MiB 4 GiB none 10000
+3 EXCLUSIVE - 16 GiB - 10000
+
+(ARENA: page_size is the smallest page; the pages grow with the largest request
+served, up to max_size)
+ROWS
+
+# ---- DRY, 16 GiB, SUB_SLICES: the ladder ------------------------------------
+name="--backend dry --capacity 16G --layout sub_slices"
+info --backend dry --capacity 16G --layout sub_slices
+expect_status "$name" 0
 expect_line "$name" "preset: sub_slices"
 expect_line "$name" "pools: 8 (index 0 is the persistent pool)"
 expect_pools "$name" <<'ROWS'
@@ -67,8 +86,8 @@ expect_pools "$name" <<'ROWS'
 ROWS
 
 # ---- HOST, 1 GiB: the ladder stops at T/4 ----------------------------------
-name="--backend host --capacity 1G"
-info --backend host --capacity 1G
+name="--backend host --capacity 1G --layout sub_slices"
+info --backend host --capacity 1G --layout sub_slices
 expect_status "$name" 0
 expect_line "$name" "backend: host"
 expect_pools "$name" <<'ROWS'

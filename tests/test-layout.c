@@ -52,10 +52,10 @@ static void expect_config_at(const tu_layout *l, hippo_backend backend,
   }
   ck_assert_ptr_null(none);
   ck_assert_uint_eq(live, 0);
-  /* the old layout is kept */
+  /* the old layout (the default, ADAPTIVE on 16 GiB) is kept */
   info = tu_info(api, dev);
-  ck_assert_uint_eq(info.preset, HIPPO_PRESET_SUB_SLICES);
-  ck_assert_uint_eq(info.pool_count, 7);
+  ck_assert_uint_eq(info.preset, HIPPO_PRESET_ADAPTIVE);
+  ck_assert_uint_eq(info.pool_count, 3);
   CK_CHECK(api, dev);
   CK_OK(api, api->device_close(dev));
 }
@@ -191,6 +191,51 @@ START_TEST(test_cap_below_alignment) {
   EXPECT_CONFIG(&l, "layout pool 1", "max_pool_size", "alignment");
   o->max_pool_size = 256; /* a cap of one alignment unit is allowed */
   EXPECT_OK(&l);
+}
+END_TEST
+
+/* ARENA: page_size is the smallest page (at least the alignment),
+ * max_slice_size the largest request and page (at least page_size, at most
+ * the 16 GiB device and 2^32 alignment units), max_pool_size 0 or at least
+ * one smallest page; the fields of other kinds must be 0. */
+START_TEST(test_arena_fields) {
+  tu_layout l;
+  hippo_pool_options *o = second(&l, HIPPO_POOL_ARENA);
+  o->page_size = 2 * TU_MiB;
+  o->max_slice_size = TU_GiB;
+  EXPECT_OK(&l);
+  o->page_size = 128;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "page_size", "128",
+                "alignment 256");
+  o->page_size = 0;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "page_size");
+  o->page_size = 2 * TU_MiB;
+  o->max_slice_size = TU_MiB;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size",
+                "below page_size");
+  o->max_slice_size = 17 * TU_GiB;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size",
+                "larger than the device");
+  o->max_slice_size = UINT64_MAX;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size");
+  o->max_slice_size = TU_GiB;
+  o->max_pool_size = TU_MiB;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_pool_size",
+                "below page_size");
+  o->max_pool_size = 4 * TU_GiB;
+  EXPECT_OK(&l);
+  o->max_pool_size = 0;
+  o->page_size = 2048; /* 16 GiB of 2 KiB pages: too many */
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "page_size", "more than");
+  o->page_size = 2 * TU_MiB;
+  o->max_alloc_size = TU_MiB;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_alloc_size");
+  o->max_alloc_size = 0;
+  o->reclaim_at = 1;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "reclaim_at");
+  o->reclaim_at = 0;
+  o->kind = 6;
+  EXPECT_CONFIG(&l, "layout pool 1", "kind", "6", "_ARENA");
 }
 END_TEST
 
@@ -344,10 +389,38 @@ static const want_pool sub_slices_4p[] = {
     E(4096 * 1024 * TU_GiB)};
 #define N(a) ((uint32_t)(sizeof(a) / sizeof((a)[0])))
 
+/* ADAPTIVE: 2 MiB pages for up to 64 KiB, an ARENA of 2 MiB .. T/4 pages
+ * (at most 2^32 alignment units), the tail up to T. */
+#define SMALL {HIPPO_POOL_SLICED, 2 * TU_MiB, 64 * TU_KiB, 0}
+#define ARENA(floor, max) {HIPPO_POOL_ARENA, (floor), (max), 0}
+static const want_pool adaptive_16g[] = {SMALL, ARENA(2 * TU_MiB, 4 * TU_GiB),
+                                         E(16 * TU_GiB)};
+static const want_pool adaptive_8m[] = {SMALL, ARENA(2 * TU_MiB, 2 * TU_MiB),
+                                        E(8 * TU_MiB)};
+static const want_pool adaptive_4p[] = {
+    SMALL, ARENA(2 * TU_MiB, UINT64_C(0xffffffff) * 256),
+    E(4096 * 1024 * TU_GiB)};
+static const want_pool adaptive_align8m[] = {
+    {HIPPO_POOL_SLICED, 8 * TU_MiB, 64 * TU_KiB, 0},
+    ARENA(8 * TU_MiB, 4 * TU_GiB), E(16 * TU_GiB)};
+
+/* A device of `backend` with `capacity` and the SUB_SLICES preset. */
+static hippo_device *open_sub_slices(const hippo_api *api,
+                                     hippo_backend backend,
+                                     uint64_t capacity) {
+  tu_layout l;
+  return tu_open(api, backend, capacity,
+                 tu_layout_preset(&l, HIPPO_PRESET_SUB_SLICES));
+}
+
 START_TEST(test_preset_default) {
   const hippo_api *api = tu_api();
   hippo_device *dev = tu_open(api, backends[_i], 0, NULL); /* 16 GiB */
   ck_assert_uint_eq(tu_info(api, dev).total_memory, 16 * TU_GiB);
+  expect_pools(api, dev, HIPPO_PRESET_ADAPTIVE, adaptive_16g,
+               N(adaptive_16g));
+  CK_OK(api, api->device_close(dev));
+  dev = open_sub_slices(api, backends[_i], 0);
   expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_16g,
                N(sub_slices_16g));
   CK_OK(api, api->device_close(dev));
@@ -389,14 +462,19 @@ END_TEST
 
 START_TEST(test_preset_small_devices) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = tu_open(api, backends[_i], TU_GiB, NULL);
+  hippo_device *dev = open_sub_slices(api, backends[_i], TU_GiB);
   expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_1g,
                N(sub_slices_1g));
   CK_OK(api, api->device_close(dev));
   /* below 16 MiB the first page is a quarter of the device */
-  dev = tu_open(api, backends[_i], 8 * TU_MiB, NULL);
+  dev = open_sub_slices(api, backends[_i], 8 * TU_MiB);
   expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_8m,
                N(sub_slices_8m));
+  CK_OK(api, api->device_close(dev));
+  /* ADAPTIVE: no page above a quarter of the device */
+  dev = tu_open(api, backends[_i], 8 * TU_MiB, NULL);
+  expect_pools(api, dev, HIPPO_PRESET_ADAPTIVE, adaptive_8m,
+               N(adaptive_8m));
   CK_OK(api, api->device_close(dev));
 }
 END_TEST
@@ -411,12 +489,19 @@ START_TEST(test_preset_large_alignment) {
   const hippo_api *api = tu_api();
   hippo_device_desc d;
   hippo_device *dev = NULL;
+  tu_layout l;
   TU_SIZED(d);
   d.backend = HIPPO_BACKEND_DRY;
   d.alignment = 8 * TU_MiB;
+  d.layout = tu_layout_preset(&l, HIPPO_PRESET_SUB_SLICES);
   CK_OK(api, api->device_open(&d, &dev));
   expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_16g_align8m,
                N(sub_slices_16g_align8m));
+  CK_OK(api, api->device_close(dev));
+  d.layout = NULL; /* ADAPTIVE: no page below the alignment */
+  CK_OK(api, api->device_open(&d, &dev));
+  expect_pools(api, dev, HIPPO_PRESET_ADAPTIVE, adaptive_align8m,
+               N(adaptive_align8m));
   CK_OK(api, api->device_close(dev));
 }
 END_TEST
@@ -426,9 +511,12 @@ START_TEST(test_preset_huge_device) {
    * 2^32 alignment units */
   const hippo_api *api = tu_api();
   hippo_device *dev =
-      tu_open(api, HIPPO_BACKEND_DRY, 4096 * 1024 * TU_GiB, NULL);
+      open_sub_slices(api, HIPPO_BACKEND_DRY, 4096 * 1024 * TU_GiB);
   expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_4p,
                N(sub_slices_4p));
+  CK_OK(api, api->device_close(dev));
+  dev = tu_open(api, HIPPO_BACKEND_DRY, 4096 * 1024 * TU_GiB, NULL);
+  expect_pools(api, dev, HIPPO_PRESET_ADAPTIVE, adaptive_4p, N(adaptive_4p));
   CK_OK(api, api->device_close(dev));
 }
 END_TEST
@@ -476,6 +564,7 @@ static Suite *layout_suite(void) {
   tcase_add_test(tc, test_page_below_alignment);
   tcase_add_test(tc, test_cap_below_alignment);
   tcase_add_test(tc, test_unused_fields);
+  tcase_add_test(tc, test_arena_fields);
   tcase_add_test(tc, test_overflow);
   tcase_add_test(tc, test_too_many_pages);
   tcase_add_test(tc, test_bad_pool_at_end);

@@ -121,7 +121,7 @@ static bool failed(const hippo_api *api, hippo_status st, const char *what) {
 static bool print_pools(const hippo_api *api, hippo_device *dev,
                         hippo_stream *stream) {
   hippo_usage u;
-  uint32_t i;
+  uint32_t i, arenas = 0;
 
   memset(&u, 0, sizeof u);
   u.struct_size = sizeof u;
@@ -141,8 +141,9 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
     r.struct_size = sizeof r;
     if (failed(api, api->pool_report(stream, i, &r), "pool_report"))
       return false;
-    sliced = r.kind == HIPPO_POOL_SLICED;
+    sliced = r.kind == HIPPO_POOL_SLICED || r.kind == HIPPO_POOL_ARENA;
     exclusive = r.kind == HIPPO_POOL_EXCLUSIVE;
+    arenas += r.kind == HIPPO_POOL_ARENA;
     if (po->dealloc_period)
       snprintf(period, sizeof period, "%" PRIu64, po->dealloc_period);
     else
@@ -156,6 +157,9 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
            field_text(sliced, po->max_pool_size, "none", cap, sizeof cap),
            period);
   }
+  if (arenas)
+    printf("\n(ARENA: page_size is the smallest page; the pages grow with "
+           "the largest request\n served, up to max_size)\n");
   return true;
 }
 

@@ -195,7 +195,7 @@ void tool_bad_option(const char *prog, const char *usage, int c,
 void tool_device_options_init(struct tool_device_options *o) {
   memset(o, 0, sizeof *o);
   o->backend = HIPPO_BACKEND_AUTO;
-  o->preset = HIPPO_PRESET_SUB_SLICES;
+  o->preset = HIPPO_PRESET_ADAPTIVE;
 }
 
 void tool_device_options_help(void) {
@@ -205,8 +205,8 @@ void tool_device_options_help(void) {
          "  --backend NAME    auto (default), host, dry or hip\n"
          "  --capacity BYTES  emulated device memory for host/dry (suffixes\n"
          "                    K, M, G, T; default: the backend's 16 GiB)\n"
-         "  --layout NAME     sub_slices (default), exclusive_pages or "
-         "adaptive\n",
+         "  --layout NAME     adaptive (default), sub_slices or "
+         "exclusive_pages\n",
          tool_build_plugin, tool_installed_plugin);
 }
 
@@ -223,7 +223,7 @@ const char *tool_device_option(struct tool_device_options *o,
     o->capacity_given = true;
   } else if (strcmp(name, "layout") == 0) {
     if (!tool_parse_preset(value, &o->preset))
-      return "--layout takes sub_slices, exclusive_pages or adaptive, not";
+      return "--layout takes adaptive, sub_slices or exclusive_pages, not";
   } else {
     return "unknown option";
   }
