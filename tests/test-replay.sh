@@ -89,9 +89,9 @@ expect_figures() {
   fi
 }
 
-# ---- the bundled trace, HOST and DRY, both layouts -----------------------
+# ---- the bundled trace, HOST and DRY, every layout ------------------------
 for backend in host dry; do
-  for layout in sub_slices exclusive_pages; do
+  for layout in adaptive sub_slices exclusive_pages; do
     name="train.csv --backend $backend --layout $layout"
     replay --backend "$backend" --layout "$layout" "$train"
     expect_status "$name" 0
@@ -109,6 +109,75 @@ for backend in host dry; do
       *) fail "$name: ns per event is not a number" ;;
     esac
   done
+done
+
+# ---- relocation policies and --json ----------------------------------------
+# A 44 MiB device, ADAPTIVE: arena pages up to 11 MiB.  1 MiB takes a 2 MiB
+# page; 10 MiB grows the arena to 11 MiB pages (the 2 MiB page is outdated);
+# a second 10 MiB takes a second 11 MiB page: 24 MiB held, and the next page
+# would leave less than a page (24 + 11 > 44 - 11), so `wanted` moves the
+# 1 MiB slice into the last MiB of the first 11 MiB page before the 4 KiB
+# reservation; explicit-every=1 moves it right after the growth; never
+# leaves it.
+printf '%s\n' 'op,id,size,stream' 'a,1,1048576,0' 'a,2,10485760,0' \
+  'a,3,10485760,0' 'a,4,4096,0' 'f,1,,' 'f,2,,' 'f,3,,' 'f,4,,' \
+  >"$tmp/reloc.csv"
+for policy in wanted explicit-every=1 never; do
+  name="reloc.csv --relocate $policy"
+  replay --backend host --capacity 44M --relocate "$policy" --check \
+    "$tmp/reloc.csv"
+  expect_status "$name" 0
+  expect_line "$name" "layout: adaptive"
+  expect_line "$name" "relocation policy: $policy"
+  if [ "$policy" = never ]; then
+    expect_line "$name" "relocations: 0"
+    expect_line "$name" "relocated bytes: 0"
+  else
+    expect_line "$name" "relocations: 1"
+    expect_line "$name" "relocated slices: 1"
+    expect_line "$name" "relocated bytes: 1048576"
+  fi
+  expect_line "$name" "out-of-memory reservations: 0"
+done
+# the default policy is `wanted`
+replay --backend host --capacity 44M "$tmp/reloc.csv"
+expect_line "reloc.csv (default policy)" "relocation policy: wanted"
+expect_line "reloc.csv (default policy)" "relocations: 1"
+
+# --json FILE: one object with the keys README lists
+replay --backend dry --capacity 44M --json "$tmp/out.json" "$tmp/reloc.csv"
+expect_status "--json" 0
+for key in events streams peak_live_bytes peak_reserved_bytes \
+    reserved_to_live driver_allocs driver_frees relocated_bytes relocations \
+    oom_count wall_seconds ns_per_event pools; do
+  if grep -q "^  \"$key\": " "$tmp/out.json"; then pass "--json: key $key"
+  else fail "--json: no key $key"; fi
+done
+for pair in '"events": 8,' '"streams": 1,' '"peak_live_bytes": 22024192,' \
+    '"relocated_bytes": 1048576,' '"relocations": 1,' '"oom_count": 0,' \
+    '"layout": "adaptive",' '"relocate": "wanted",'; do
+  if grep -qF "$pair" "$tmp/out.json"; then pass "--json: $pair"
+  else fail "--json: no $pair"; fi
+done
+if grep -q '"kind": "ARENA", "peak_reserved_bytes": 25165824' "$tmp/out.json"
+then pass "--json: the ARENA pool's peak (2 + 11 + 11 MiB)"
+else fail "--json: no ARENA pool with a peak of 25165824 B"; fi
+# braces balance and the object closes
+if [ "$(tr -cd '{' <"$tmp/out.json" | wc -c)" = \
+     "$(tr -cd '}' <"$tmp/out.json" | wc -c)" ] &&
+   [ "$(tail -n 1 "$tmp/out.json")" = "}" ]; then pass "--json: well formed"
+else fail "--json: braces do not balance"; fi
+replay --backend dry --quiet --json - "$tmp/reloc.csv"
+if grep -q '"reserved_to_live": ' "$out"; then pass "--json -: on stdout"
+else fail "--json -: nothing on stdout"; fi
+replay --backend dry --json "$tmp/no-such-dir/out.json" "$tmp/reloc.csv"
+expect_status "--json into a missing directory" 1
+if grep -qF "no-such-dir/out.json" "$err"; then pass "--json: unwritable named"
+else fail "--json: the unwritable file is not named"; fi
+for bad in sometimes explicit-every=0 explicit-every= explicit-every=x \
+    explicit-every=-1 explicit-every=5x; do
+  replay --relocate "$bad" "$tmp/reloc.csv"
+  expect_status "--relocate $bad" 2
 done
 
 # ---- --check on small traces ---------------------------------------------
