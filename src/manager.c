@@ -268,12 +268,15 @@ static hippo_status out_of_memory(hippo_stream *s, uint64_t size) {
  * ARENA taken, relocate (ARENA_FULL) and retry; out of memory, relocate
  * what outdated pages hold into room held, give empty pages back, and
  * retry once -- neither while a capture records (relocation skips itself,
- * the free gate says no). */
+ * the free gate says no), and no relocation where the last one moved
+ * nothing from the same pages (hippo__relocation_may_help_locked). */
 static hippo_status reserve_retry(hippo_stream *s, uint64_t size,
                                   bool persistent, uint32_t *pool,
                                   hippo__slice_ref *ref, hippo_status st) {
   if (st == HIPPO_PAGE_SIZES_EXHAUSTED) {
     hippo__error_kept kept;
+    if (!hippo__relocation_may_help_locked(s))
+      return st;
     hippo__error_keep(&kept);
     if (hippo__relocate_locked(s, HIPPO_RELOCATE_ARENA_FULL, NULL) !=
             HIPPO_SUCCESS ||
@@ -287,7 +290,8 @@ static hippo_status reserve_retry(hippo_stream *s, uint64_t size,
     /* Room held by outdated pages and empty pages of this stream may be
      * what the device lacks; not while a capture records (the gate), since
      * its graph may hold them. */
-    (void)hippo__relocate_locked(s, HIPPO_RELOCATE_EXPLICIT, NULL);
+    if (hippo__relocation_may_help_locked(s))
+      (void)hippo__relocate_locked(s, HIPPO_RELOCATE_EXPLICIT, NULL);
     (void)hippo__manager_cleanup_locked(s);
     st = reserve_in(s, size, persistent, pool, ref);
     if (st == HIPPO_OUT_OF_MEMORY)

@@ -49,6 +49,17 @@ static hippo_relocation_need pool_need(const hippo_device *dev,
   return sh.sparse ? HIPPO_NEED_SPARSE : HIPPO_NEED_NOTHING;
 }
 
+bool hippo__relocation_may_help_locked(const hippo_stream *s) {
+  for (uint32_t k = 0; k < s->movable_count; k++) {
+    const hippo__pool *p = s->movable[k];
+    hippo__reloc_shape sh;
+    p->ops->reloc_shape(p, &sh);
+    if (sh.outdated_pages && !(p->stalled && shape_eq(&sh, &p->stall)))
+      return true;
+  }
+  return false;
+}
+
 hippo_relocation_need hippo__relocation_need_locked(const hippo_stream *s) {
   for (uint32_t k = 0; k < s->movable_count; k++) {
     hippo_relocation_need need = pool_need(s->device, s->movable[k]);

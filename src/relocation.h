@@ -58,6 +58,12 @@
  * reserved bytes, an atomic). */
 hippo_relocation_need hippo__relocation_need_locked(const hippo_stream *s);
 
+/* Whether a relocation could change anything for a reservation that
+ * found no room: outdated pages, and not the shape a relocation last moved
+ * nothing from (the stall memo), so a full device does not plan the same
+ * pages at every failed reservation (O(1) per movable pool). */
+bool hippo__relocation_may_help_locked(const hippo_stream *s);
+
 /* Relocate the memory of stream `s` (its lock held) for `reason`
  * (HIPPO_RELOCATE_WANTED: only on a need).  report may be NULL. */
 hippo_status hippo__relocate_locked(hippo_stream *s,
