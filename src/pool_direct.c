@@ -217,12 +217,12 @@ static void size_unlink_alloc(hippo__pool *pool, uint32_t i) {
  * while the free gate says no (a capture records). */
 static void reclaim(dpool *p) {
   uint64_t mark = p->head.opt.reclaim_at;
-  uint32_t i = p->pages.fifo_front;
+  uint32_t i = p->pages.fifo.front;
   if (i == NIL || p->head.bytes_reserved <= mark ||
       !hippo__pool_may_free(&p->head))
     return;
   while (i != NIL && p->head.bytes_reserved > mark) {
-    uint32_t newer = p->pages.slot[i].newer;
+    uint32_t newer = p->pages.slot[i].fifo.newer;
     (void)hippo__page_slots_drop(&p->pages, &p->head, i);
     i = newer;
   }

@@ -14,7 +14,9 @@ void hippo__page_slots_init(hippo__page_slots *s, const char *name,
                             const char *one, const char *many,
                             void (*unlink)(hippo__pool *, uint32_t)) {
   memset(s, 0, sizeof *s);
-  s->empty = s->fifo_front = s->fifo_back = NIL;
+  s->empty = NIL;
+  hippo__fifo_init(&s->fifo, sizeof(hippo__page_slot),
+                   offsetof(hippo__page_slot, fifo));
   s->name = name;
   s->one = one;
   s->many = many;
@@ -54,62 +56,51 @@ hippo_status hippo__page_slots_drop(hippo__page_slots *s, hippo__pool *pool,
   s->bytes_free -= sl->size;
   memset(sl, 0, sizeof *sl);
   sl->state = HIPPO__SLOT_EMPTY;
-  sl->prev = sl->older = sl->newer = NIL;
+  sl->prev = NIL;
+  sl->fifo.older = sl->fifo.newer = NIL;
   sl->next = s->empty;
   s->empty = i;
   return HIPPO_SUCCESS;
 }
 
+/* What hippo__fifo_give_back needs of page slots. */
+typedef struct slots_ctx {
+  hippo__page_slots *s;
+  hippo__pool *pool;
+} slots_ctx;
+
+static hippo_status slots_drop(void *ctx, uint32_t i) {
+  slots_ctx *c = ctx;
+  return hippo__page_slots_drop(c->s, c->pool, i);
+}
+
+/* kept; it waits a whole period again, behind the others */
+static void slots_failed(void *ctx, uint32_t i) {
+  slots_ctx *c = ctx;
+  hippo__page_slots_fifo_unlink(c->s, c->pool, i);
+  hippo__page_slots_fifo_push(c->s, c->pool, i);
+}
+
+static hippo_status give_back(hippo__page_slots *s, hippo__pool *pool,
+                              bool tick) {
+  slots_ctx c = {s, pool};
+  hippo__fifo_drop how = {slots_drop, slots_failed, s->one};
+  return hippo__fifo_give_back(&s->fifo, s->slot, pool, tick, tick, &how,
+                               &c);
+}
+
 hippo_status hippo__page_slots_cleanup(hippo__page_slots *s,
                                        hippo__pool *pool) {
-  hippo_status first = HIPPO_SUCCESS;
-  char msg[512];
-  unsigned failed = 0;
-  uint32_t i = s->fifo_front;
-  while (i != NIL) {
-    uint32_t newer = s->slot[i].newer;
-    hippo_status st = hippo__page_slots_drop(s, pool, i);
-    if (st != HIPPO_SUCCESS && failed++ == 0) {
-      first = st;
-      snprintf(msg, sizeof msg, "%s", hippo__error_get());
-    }
-    i = newer;
-  }
-  if (failed > 1)
-    hippo__error_set(first, "%s (and %u more %s frees failed)", msg,
-                     failed - 1, s->one);
-  else if (failed == 1)
-    hippo__error_set(first, "%s", msg);
-  return first;
+  return give_back(s, pool, false);
 }
 
 hippo_status hippo__page_slots_tick(hippo__page_slots *s, hippo__pool *pool,
                                     uint64_t now) {
-  uint64_t period = pool->opt.dealloc_period;
   if (now > pool->now)
     pool->now = now;
-  if (period == 0)
+  if (pool->opt.dealloc_period == 0)
     return HIPPO_SUCCESS;
-  hippo_status first = HIPPO_SUCCESS;
-  while (s->fifo_front != NIL &&
-         pool->now - s->slot[s->fifo_front].freed_at >= period) {
-    uint32_t i = s->fifo_front;
-    hippo_status st;
-    if (!hippo__pool_may_free(pool))
-      return first; /* a capture records: wait */
-    st = hippo__page_slots_drop(s, pool, i);
-    if (st != HIPPO_SUCCESS) {
-      /* kept; it waits a whole period again, behind the others, so a
-       * free that keeps failing costs one call per period, not one per
-       * reservation, and holds back no other page */
-      hippo__page_slots_fifo_unlink(s, pool, i);
-      s->slot[i].freed_at = pool->now;
-      hippo__page_slots_fifo_push(s, pool, i);
-      if (first == HIPPO_SUCCESS)
-        first = st;
-    }
-  }
-  return first;
+  return give_back(s, pool, true);
 }
 
 void hippo__page_slots_destroy(hippo__page_slots *s, hippo__pool *pool) {
@@ -166,9 +157,10 @@ static hippo_status check_slots(
       padding += sl->size - sl->requested;
     } else {
       CHECK(sl->requested == 0, "free %s %u still has a request", one, i);
-      CHECK(sl->freed_at <= pool->now,
+      CHECK(sl->fifo.since <= pool->now,
             "free %s %u freed at %llu, after the clock %llu", one, i,
-            (unsigned long long)sl->freed_at, (unsigned long long)pool->now);
+            (unsigned long long)sl->fifo.since,
+            (unsigned long long)pool->now);
       nfree++;
       free_bytes += sl->size;
       if (sl->size > largest_free)
@@ -204,11 +196,15 @@ static hippo_status check_slots(
   return HIPPO_SUCCESS;
 }
 
+static bool slot_free(const void *ctx, uint32_t i) {
+  return ((const hippo__page_slots *)ctx)->slot[i].state == HIPPO__SLOT_FREE;
+}
+
 hippo_status hippo__page_slots_check(
     const hippo__page_slots *s, const hippo__pool *pool,
     hippo_status (*held_ok)(const hippo__pool *pool, uint32_t i)) {
-  uint64_t nempty = 0, largest_free = 0, nfree, n, last = 0;
-  uint32_t i, prev = NIL;
+  uint64_t nempty = 0, largest_free = 0, nfree, n;
+  uint32_t i;
   hippo_pool_report r;
   hippo_status st;
 
@@ -237,32 +233,20 @@ hippo_status hippo__page_slots_check(
         (unsigned long long)n, (unsigned long long)nempty);
 
   /* The FIFO. */
-  n = 0;
-  for (i = s->fifo_front; i != NIL; i = s->slot[i].newer) {
-    CHECK(i < s->nslots, "FIFO reaches slot %u of %u", i, s->nslots);
-    CHECK(s->slot[i].state == HIPPO__SLOT_FREE,
-          "FIFO holds slot %u in state %u", i, s->slot[i].state);
-    CHECK(s->slot[i].older == prev, "FIFO: %s %u links back to %u, not %u",
-          s->one, i, s->slot[i].older, prev);
-    CHECK(s->slot[i].freed_at >= last,
-          "FIFO: %s %u freed at %llu after one freed at %llu", s->one, i,
-          (unsigned long long)s->slot[i].freed_at, (unsigned long long)last);
-    CHECK(++n <= nfree, "FIFO is longer than the %llu free %s",
-          (unsigned long long)nfree, s->many);
-    last = s->slot[i].freed_at;
-    prev = i;
+  {
+    char name[48];
+    snprintf(name, sizeof name, "%s check: the FIFO", s->name);
+    st = hippo__fifo_check(&s->fifo, s->slot, s->nslots, nfree, slot_free, s,
+                           name, &n);
+    if (st != HIPPO_SUCCESS)
+      return st;
   }
-  CHECK(prev == s->fifo_back, "FIFO ends at %u, its back is %u", prev,
-        s->fifo_back);
   CHECK(n == nfree, "FIFO holds %llu of %llu free %s", (unsigned long long)n,
         (unsigned long long)nfree, s->many);
-  {
-    uint64_t due = hippo__pool_due_of(
-        pool, s->fifo_front != NIL,
-        s->fifo_front != NIL ? s->slot[s->fifo_front].freed_at : 0);
-    CHECK(due == pool->due, "due at clock %llu, the FIFO's front says %llu",
-          (unsigned long long)pool->due, (unsigned long long)due);
-  }
+  CHECK(hippo__fifo_due(&s->fifo, s->slot, pool) == pool->due,
+        "due at clock %llu, the FIFO's front says %llu",
+        (unsigned long long)pool->due,
+        (unsigned long long)hippo__fifo_due(&s->fifo, s->slot, pool));
 
   /* The report. */
   pool->ops->report(pool, &r);

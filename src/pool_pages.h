@@ -25,6 +25,7 @@
 #define HIPPO_POOL_PAGES_H
 
 #include "pool.h"
+#include "pool_fifo.h"
 
 #define HIPPO__SLOT_NIL UINT32_MAX
 #define HIPPO__SLOT_MAX (UINT32_MAX - 1u) /* slot ids stay below NIL */
@@ -36,26 +37,24 @@ enum { HIPPO__SLOT_EMPTY = 0, HIPPO__SLOT_FREE = 1, HIPPO__SLOT_LIVE = 2 };
  *  EMPTY: holds no page (addr == size == requested == 0); on the empty-slot
  *         list through `next`.
  *  FREE:  holds a page of `size` bytes, requested == 0; on exactly one list
- *         of the pool's own index (prev/next) and on the FIFO (older/newer)
- *         at its free time `freed_at` <= the clock.
+ *         of the pool's own index (prev/next) and on the FIFO (fifo), which
+ *         it joined at its free time fifo.since <= the clock.
  *  LIVE:  holds a page serving one reservation of `requested` bytes (the
  *         pool states how `size` relates to it); on no list. */
 typedef struct hippo__page_slot {
   uint64_t addr;      /* device address of the page (0: none) */
   uint64_t size;      /* page bytes, a multiple of the alignment */
   uint64_t requested; /* LIVE: the reservation's size */
-  uint64_t freed_at;  /* FREE: pool clock when it became free */
   uint32_t state;     /* HIPPO__SLOT_EMPTY, _FREE or _LIVE */
   uint32_t cls;       /* the pool's own key (EXCLUSIVE: class index) */
   uint32_t prev;      /* FREE: links of the pool's own free list; */
   uint32_t next;      /*  EMPTY: next empty slot */
-  uint32_t older;     /* FREE: FIFO neighbour freed earlier (NIL: front) */
-  uint32_t newer;     /* FREE: FIFO neighbour freed later (NIL: back) */
+  hippo__fifo_link fifo; /* FREE: its place on the FIFO */
 } hippo__page_slot;
 
 /* Invariant: slot[0..nslots) are the slots ever used, cap >= nslots;
- * `empty` chains every EMPTY slot; fifo_front..fifo_back chain every FREE
- * slot with non-decreasing freed_at <= clock; free_count and bytes_free
+ * `empty` chains every EMPTY slot; the FIFO (pool_fifo.h) chains every FREE
+ * slot, which joined at a clock <= the pool's; free_count and bytes_free
  * count and sum the FREE pages; the pool's head figures (pool.h) count FREE
  * and LIVE pages, and only LIVE ones as allocations. */
 typedef struct hippo__page_slots {
@@ -63,9 +62,7 @@ typedef struct hippo__page_slots {
   uint32_t nslots;        /* slots in use (any state) */
   uint32_t cap;           /* slots allocated */
   uint32_t empty;         /* first EMPTY slot (NIL: none) */
-  uint32_t fifo_front;    /* FREE page freed first */
-  uint32_t fifo_back;     /* FREE page freed last */
-  uint32_t pad;
+  hippo__fifo fifo;       /* the FREE pages, in the order they became free */
   uint64_t free_count;    /* FREE pages */
   uint64_t bytes_free;    /* their bytes */
   uint64_t bad_releases;  /* releases of a slice that was not live, or with
@@ -106,43 +103,25 @@ static inline uint32_t hippo__page_slots_take(hippo__page_slots *s,
   sl = &s->slot[i];
   sl->addr = addr;
   sl->size = size;
-  sl->prev = sl->next = sl->older = sl->newer = HIPPO__SLOT_NIL;
+  sl->prev = sl->next = HIPPO__SLOT_NIL;
+  sl->fifo.older = sl->fifo.newer = HIPPO__FIFO_NIL;
   return i;
 }
 
-/* The FIFO's front changes only here: pool->due follows it. */
+/* Slot i joins the FIFO at the pool's clock; pool->due follows its front. */
 static inline void hippo__page_slots_fifo_push(hippo__page_slots *s,
                                                hippo__pool *pool, uint32_t i) {
-  hippo__page_slot *sl = &s->slot[i];
-  sl->newer = HIPPO__SLOT_NIL;
-  sl->older = s->fifo_back;
-  if (s->fifo_back != HIPPO__SLOT_NIL) {
-    s->slot[s->fifo_back].newer = i;
-  } else {
-    s->fifo_front = i;
-    hippo__pool_set_due(pool, true, sl->freed_at);
-  }
-  s->fifo_back = i;
+  bool first = s->fifo.front == HIPPO__FIFO_NIL;
+  hippo__fifo_push(&s->fifo, s->slot, i, pool->now);
+  if (first)
+    pool->due = hippo__fifo_due(&s->fifo, s->slot, pool);
 }
 
 static inline void hippo__page_slots_fifo_unlink(hippo__page_slots *s,
                                                  hippo__pool *pool,
                                                  uint32_t i) {
-  hippo__page_slot *sl = &s->slot[i];
-  if (sl->older != HIPPO__SLOT_NIL) {
-    s->slot[sl->older].newer = sl->newer;
-  } else {
-    s->fifo_front = sl->newer;
-    hippo__pool_set_due(pool, sl->newer != HIPPO__SLOT_NIL,
-                        sl->newer != HIPPO__SLOT_NIL
-                            ? s->slot[sl->newer].freed_at
-                            : 0);
-  }
-  if (sl->newer != HIPPO__SLOT_NIL)
-    s->slot[sl->newer].older = sl->older;
-  else
-    s->fifo_back = sl->older;
-  sl->older = sl->newer = HIPPO__SLOT_NIL;
+  if (hippo__fifo_unlink(&s->fifo, s->slot, i))
+    pool->due = hippo__fifo_due(&s->fifo, s->slot, pool);
 }
 
 /* FREE slot i, already off the pool's own index, is about to be served
@@ -162,7 +141,6 @@ static inline void hippo__page_slots_serve(hippo__page_slots *s,
   hippo__page_slot *sl = &s->slot[i];
   sl->state = HIPPO__SLOT_LIVE;
   sl->requested = size;
-  sl->freed_at = 0;
   hippo__pool_note_reserve(pool, size, sl->size);
   out->addr = sl->addr;
   out->slice = i;
@@ -186,7 +164,6 @@ static inline bool hippo__page_slots_release(hippo__page_slots *s,
   hippo__pool_note_release(pool, sl->requested, sl->size);
   sl->state = HIPPO__SLOT_FREE;
   sl->requested = 0;
-  sl->freed_at = pool->now;
   hippo__page_slots_fifo_push(s, pool, slice);
   s->free_count++;
   s->bytes_free += sl->size;

@@ -34,12 +34,12 @@
  * and every reservation fails with HIPPO_POOL_CAPACITY_EXCEEDED without
  * allocating anything.
  *
- * Periodic deallocation: a page that became empty when the stream's
- * reservation clock read t goes back to the backend at the first tick with
- * now >= t + dealloc_period.  Empty pages wait in FIFO order of the time
- * they emptied, so a tick looks only at the front; a page whose free fails
- * goes to the back, stamped anew, so it is tried again a period later and
- * holds back no other page.
+ * Periodic deallocation (pool_fifo.h, shared with EXCLUSIVE and DIRECT): a
+ * page that became empty when the stream's reservation clock read t goes
+ * back to the backend at the first tick with now >= t + dealloc_period.
+ * Empty pages wait in FIFO order of the time they emptied, so a tick looks
+ * only at the front; a page whose free fails goes to the back, stamped
+ * anew, so it is tried again a period later and holds back no other page.
  *
  * ARENA pools (kind HIPPO_POOL_ARENA) are SLICED pools whose page size
  * grows with the largest request served.  Options: page_size is the
@@ -88,6 +88,7 @@
 
 #include "handles.h"
 #include "pool.h"
+#include "pool_fifo.h"
 
 #define SL_BITS 4u
 #define SL_COUNT (1u << SL_BITS)
@@ -147,11 +148,11 @@ enum { ON_NONE = 0, ON_FIFO = 1, ON_DRAIN = 2 };
 typedef struct page {
   uint64_t addr;        /* device address from page_alloc */
   uint64_t size;        /* bytes */
-  uint64_t empty_since; /* clock when live last went to 0 */
+  hippo__fifo_link wait; /* on the empty FIFO or the drain list (live ==
+                           0): since is the clock when it emptied; an
+                           unused page slot: `newer` chains the unused */
   uint32_t first;       /* slice at the page's start */
   uint32_t live;        /* live (and held) slices */
-  uint32_t prev_empty;  /* empty FIFO or drain links (live == 0) */
-  uint32_t next_empty;  /*  also chains unused page slots */
   uint8_t held;         /* 1 while the page is held from the backend */
   uint8_t closed;       /* serves no new reservation (outdated, or being
                            emptied by a relocation) */
@@ -185,7 +186,7 @@ typedef struct sliced {
   uint32_t sizes_alive;
   sizeslot sizes[HIPPO__ARENA_SIZES];
   uint64_t closed_pages, closed_bytes, closed_busy;
-  uint32_t drain_head, drain_tail; /* empty closed pages, going back */
+  hippo__fifo drain;   /* empty closed pages, going back at the next tick */
   slice *slices;
   uint32_t slice_count, slice_cap, slice_unused; /* unused: node free list */
   uint32_t first_gen;   /* generation of a fresh record */
@@ -193,7 +194,7 @@ typedef struct sliced {
   uint32_t max_records; /* slice_cap's limit: what a handle's index names */
   page *pages;
   uint32_t page_count, page_cap, page_unused; /* page_unused: slot list */
-  uint32_t empty_head, empty_tail;            /* FIFO of empty pages */
+  hippo__fifo empty;   /* empty pages, waiting for dealloc_period */
   uint64_t fl_bitmap;
   uint32_t sl_bitmap[FL_COUNT];
   uint32_t heads[FL_COUNT][SL_COUNT];
@@ -405,31 +406,20 @@ static uint32_t rehome(sliced *p, uint32_t i) {
 /* What pool->due should be: 0 (the next tick) while a closed page waits
  * on the drain list, else the end of the oldest empty page's period. */
 static uint64_t due_of(const sliced *p) {
-  if (p->drain_head != NIL)
+  if (p->drain.front != NIL)
     return 0;
-  return hippo__pool_due_of(&p->head, p->empty_head != NIL,
-                            p->empty_head != NIL
-                                ? p->pages[p->empty_head].empty_since
-                                : 0);
+  return hippo__fifo_due(&p->empty, p->pages, &p->head);
 }
 
 /* Empty page pg waits at the back of the drain list or of the empty FIFO,
  * stamped with the clock. */
 static void empty_push_to(sliced *p, uint32_t pg, bool drain) {
-  page *g = &p->pages[pg];
-  uint32_t *head = drain ? &p->drain_head : &p->empty_head;
-  uint32_t *tail = drain ? &p->drain_tail : &p->empty_tail;
-  g->empty_since = p->head.now;
-  g->on = drain ? ON_DRAIN : ON_FIFO;
-  g->next_empty = NIL;
-  g->prev_empty = *tail;
-  if (*tail != NIL) {
-    p->pages[*tail].next_empty = pg;
-  } else {
-    *head = pg;
+  hippo__fifo *f = drain ? &p->drain : &p->empty;
+  bool first = f->front == NIL;
+  p->pages[pg].on = drain ? ON_DRAIN : ON_FIFO;
+  hippo__fifo_push(f, p->pages, pg, p->head.now);
+  if (first)
     p->head.due = due_of(p);
-  }
-  *tail = pg;
 }
 
 /* Page pg, just emptied (or taken), waits: on the drain list when closed,
@@ -441,19 +431,10 @@ static inline void empty_push(sliced *p, uint32_t pg) {
 /* Page pg leaves the list it waits on. */
 static void empty_remove(sliced *p, uint32_t pg) {
   page *g = &p->pages[pg];
-  uint32_t *head = g->on == ON_DRAIN ? &p->drain_head : &p->empty_head;
-  uint32_t *tail = g->on == ON_DRAIN ? &p->drain_tail : &p->empty_tail;
+  hippo__fifo *f = g->on == ON_DRAIN ? &p->drain : &p->empty;
   g->on = ON_NONE;
-  if (g->next_empty != NIL)
-    p->pages[g->next_empty].prev_empty = g->prev_empty;
-  else
-    *tail = g->prev_empty;
-  if (g->prev_empty != NIL) {
-    p->pages[g->prev_empty].next_empty = g->next_empty;
-  } else {
-    *head = g->next_empty;
+  if (hippo__fifo_unlink(f, p->pages, pg))
     p->head.due = due_of(p);
-  }
 }
 
 /* Page pg serves no new reservation: its free slices leave the index; empty,
@@ -537,7 +518,7 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint64_t size,
                              (unsigned long long)size);
   if (p->page_unused != NIL) {
     pg = p->page_unused;
-    p->page_unused = p->pages[pg].next_empty;
+    p->page_unused = p->pages[pg].wait.newer;
   } else {
     pg = p->page_count++;
   }
@@ -804,7 +785,7 @@ static hippo_status page_drop(sliced *p, uint32_t pg) {
     p->sizes_alive--;
   g->held = 0;
   g->closed = 0;
-  g->next_empty = p->page_unused;
+  g->wait.newer = p->page_unused;
   p->page_unused = pg;
   return HIPPO_SUCCESS;
 }
@@ -823,37 +804,20 @@ static void drop_failed(sliced *p, uint32_t pg) {
   empty_push_to(p, pg, false); /* outdated ones wait there too, closed */
 }
 
-/* Give back the pages of one list: every one (cleanup), or those due. */
-static hippo_status drop_list(sliced *p, uint32_t *head, bool due_only,
-                              bool ask) {
-  hippo_status first = HIPPO_SUCCESS;
-  uint64_t period = p->head.opt.dealloc_period;
-  uint32_t pg = *head, stop = NIL;
-  while (pg != NIL && pg != stop) {
-    uint32_t next = p->pages[pg].next_empty;
-    hippo_status st;
-    if (due_only && p->pages[pg].on == ON_FIFO &&
-        p->head.now - p->pages[pg].empty_since < period)
-      break;
-    if (ask && !hippo__pool_may_free(&p->head))
-      return first; /* a capture records: wait */
-    st = page_drop(p, pg);
-    if (st != HIPPO_SUCCESS) {
-      drop_failed(p, pg);
-      if (stop == NIL && p->pages[pg].on == ON_FIFO && head == &p->empty_head)
-        stop = pg; /* it went to the back: every other one was tried */
-      if (first == HIPPO_SUCCESS)
-        first = st;
-    }
-    pg = next;
-  }
-  return first;
+static hippo_status fifo_drop(void *ctx, uint32_t pg) {
+  return page_drop(ctx, pg);
 }
+
+static void fifo_failed(void *ctx, uint32_t pg) { drop_failed(ctx, pg); }
+
+static const hippo__fifo_drop page_dropper = {fifo_drop, fifo_failed, "page"};
 
 static hippo_status sliced_cleanup(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
-  hippo_status st = drop_list(p, &p->drain_head, false, false);
-  hippo_status st2 = drop_list(p, &p->empty_head, false, false);
+  hippo_status st = hippo__fifo_give_back(&p->drain, p->pages, pool, false,
+                                          false, &page_dropper, p);
+  hippo_status st2 = hippo__fifo_give_back(&p->empty, p->pages, pool, false,
+                                           false, &page_dropper, p);
   return st != HIPPO_SUCCESS ? st : st2;
 }
 
@@ -864,8 +828,10 @@ static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
     pool->now = now;
   if (pool->opt.dealloc_period == 0)
     return HIPPO_SUCCESS;
-  st = drop_list(p, &p->drain_head, false, true);
-  st2 = drop_list(p, &p->empty_head, true, true);
+  st = hippo__fifo_give_back(&p->drain, p->pages, pool, false, true,
+                             &page_dropper, p);
+  st2 = hippo__fifo_give_back(&p->empty, p->pages, pool, true, true,
+                              &page_dropper, p);
   return st != HIPPO_SUCCESS ? st : st2;
 }
 
@@ -894,30 +860,15 @@ static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
       return hippo__error_set(HIPPO_INTERNAL, "SLICED check: " __VA_ARGS__);   \
   } while (0)
 
-/* The empty FIFO or the drain list from `head`: links, membership, and
- * (FIFO) stamps in order; *n counts its pages. */
-static hippo_status check_list(const sliced *p, uint32_t head, uint32_t tail,
-                               uint8_t on, uint64_t pages, uint64_t *n) {
-  uint32_t prev = NIL;
-  uint64_t last = 0;
-  *n = 0;
-  for (uint32_t pg = head; pg != NIL; prev = pg, pg = p->pages[pg].next_empty) {
-    const page *g = &p->pages[pg];
-    CHECK(pg < p->page_count && g->held && g->live == 0 && g->on == on,
-          "page %u on the %s list is not an empty page of that list", pg,
-          on == ON_FIFO ? "empty FIFO" : "drain");
-    CHECK(on == ON_FIFO || g->closed, "page %u drains but serves", pg);
-    CHECK(g->prev_empty == prev, "%s list broken at page %u",
-          on == ON_FIFO ? "empty FIFO" : "drain", pg);
-    CHECK(on != ON_FIFO || g->empty_since >= last,
-          "empty FIFO: page %u emptied at %llu, before one at %llu", pg,
-          (unsigned long long)g->empty_since, (unsigned long long)last);
-    CHECK(++*n <= pages, "empty list longer than %llu pages",
-          (unsigned long long)pages);
-    last = g->empty_since;
-  }
-  CHECK(prev == tail, "empty list ends at %u, its tail is %u", prev, tail);
-  return HIPPO_SUCCESS;
+/* Whether page pg belongs on the empty FIFO, or on the drain list. */
+static bool on_fifo(const void *ctx, uint32_t pg) {
+  const page *g = &((const sliced *)ctx)->pages[pg];
+  return g->held && g->live == 0 && g->on == ON_FIFO;
+}
+
+static bool on_drain(const void *ctx, uint32_t pg) {
+  const page *g = &((const sliced *)ctx)->pages[pg];
+  return g->held && g->live == 0 && g->on == ON_DRAIN && g->closed;
 }
 
 static hippo_status sliced_check(const hippo__pool *pool) {
@@ -1049,10 +1000,12 @@ static hippo_status sliced_check(const hippo__pool *pool) {
         (unsigned long long)live_slices, (unsigned long long)held_slices,
         (unsigned long long)free_slices, (unsigned long long)unused,
         (unsigned long long)retired, p->slice_count, p->retired);
-  if ((st = check_list(p, p->empty_head, p->empty_tail, ON_FIFO, pages,
-                       &fifo)) != HIPPO_SUCCESS ||
-      (st = check_list(p, p->drain_head, p->drain_tail, ON_DRAIN, pages,
-                       &drain)) != HIPPO_SUCCESS)
+  if ((st = hippo__fifo_check(&p->empty, p->pages, p->page_count, pages,
+                              on_fifo, p, "SLICED check: the empty FIFO",
+                              &fifo)) != HIPPO_SUCCESS ||
+      (st = hippo__fifo_check(&p->drain, p->pages, p->page_count, pages,
+                              on_drain, p, "SLICED check: the drain list",
+                              &drain)) != HIPPO_SUCCESS)
     return st;
   CHECK(fifo + drain == empty, "%llu empty pages, %llu on the lists",
         (unsigned long long)empty, (unsigned long long)(fifo + drain));
@@ -1383,10 +1336,11 @@ static hippo_status arena_reloc_drain(hippo__pool *pool, uint64_t *pages,
                                       uint64_t *bytes) {
   sliced *p = (sliced *)pool;
   uint64_t n = pool->pages, b = pool->bytes_reserved;
-  hippo_status st = drop_list(p, &p->drain_head, false, false);
+  hippo_status st = hippo__fifo_give_back(&p->drain, p->pages, pool, false,
+                                          false, &page_dropper, p);
   /* and the outdated ones whose free failed before (waiting on the FIFO) */
-  for (uint32_t pg = p->empty_head, next; pg != NIL; pg = next) {
-    next = p->pages[pg].next_empty;
+  for (uint32_t pg = p->empty.front, next; pg != NIL; pg = next) {
+    next = p->pages[pg].wait.newer;
     if (p->pages[pg].closed) {
       hippo_status fst = page_drop(p, pg);
       if (fst != HIPPO_SUCCESS && st == HIPPO_SUCCESS)
@@ -1464,8 +1418,8 @@ static sliced *sliced_new(hippo__backend *be, hippo__page_acct *acct,
   p->first_gen = hippo__gen_first();
   p->max_records = HIPPO__HANDLE_MAX_SLOTS;
   p->page_unused = NIL;
-  p->empty_head = p->empty_tail = NIL;
-  p->drain_head = p->drain_tail = NIL;
+  hippo__fifo_init(&p->empty, sizeof(page), offsetof(page, wait));
+  hippo__fifo_init(&p->drain, sizeof(page), offsetof(page, wait));
   memset(p->heads, 0xff, sizeof p->heads);
   return p;
 }
