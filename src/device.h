@@ -7,8 +7,9 @@
  *   2. stream locks (s->lock), one at a time or all together, in the order
  *      of dev->streams (attach order);
  *   3. the natives lock (dev->natives_lock), taken last: holding it, hippo
- *      takes no other lock of its own (only the backend's, inside a backend
- *      call).
+ *      waits for no other lock of its own (only the backend's, inside a
+ *      backend call); it may *try* a stream lock, which never waits (the
+ *      out-of-memory message sums the other streams' bytes that way).
  * reserve, release and resolve take only their stream's lock, so different
  * streams never serialize on one lock.  Nothing takes a device lock while
  * holding a stream lock; a stream holding its lock may still ask whether

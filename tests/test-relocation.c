@@ -502,6 +502,67 @@ START_TEST(test_sparse_compaction) {
 }
 END_TEST
 
+/* Outdated pages are emptied cheapest first, each all or nothing, so when
+ * room runs out the most pages were emptied: pages holding [3, 2], [1]
+ * and [4] MiB, with 5 MiB of room, give up [1] and [4] and keep [3, 2]
+ * whole. */
+START_TEST(test_cheapest_first) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev =
+      open_arena(api, HIPPO_BACKEND_HOST, 128 * MiB, 6 * MiB, 32 * MiB, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle a3, a2, b1, c4, x[2], pad, big;
+  hippo_relocation_report rep;
+  uint64_t before[4];
+  /* three 6 MiB pages: [3, 2], [1], [4] (filled, then the rest released) */
+  a3 = filled(api, dev, s, 3 * MiB, 1);
+  a2 = filled(api, dev, s, 2 * MiB, 2);
+  pad = tu_reserve(api, s, MiB);
+  b1 = filled(api, dev, s, MiB, 3);
+  x[0] = tu_reserve(api, s, 5 * MiB);
+  c4 = filled(api, dev, s, 4 * MiB, 4);
+  x[1] = tu_reserve(api, s, 2 * MiB);
+  ck_assert_uint_eq(arena(api, s).pages, 3);
+  CK_OK(api, api->release(s, pad));
+  CK_OK(api, api->release(s, x[0]));
+  CK_OK(api, api->release(s, x[1]));
+  /* grow: a 16 MiB page, then 11 MiB at its start: 5 MiB of room in one
+   * piece (so [3, 2] would fit too, if it were planned first) */
+  big = tu_reserve(api, s, 15 * MiB);
+  ck_assert_uint_eq(arena(api, s).current_page_size, 16 * MiB);
+  CK_OK(api, api->release(s, big));
+  big = tu_reserve(api, s, 11 * MiB);
+  ck_assert_uint_eq(arena(api, s).outdated_pages, 3);
+  ck_assert_uint_eq(arena(api, s).pages, 4);
+  ck_assert_uint_eq(arena(api, s).largest_free, 5 * MiB);
+  before[0] = tu_addr(api, s, a3);
+  before[1] = tu_addr(api, s, a2);
+  CK_OK(api, api->relocate(s));
+  rep = last_report(api, dev, s);
+  ck_assert_uint_eq(rep.outcome, HIPPO_RELOCATION_MOVED);
+  ck_assert_uint_eq(rep.slices_moved, 2); /* [1] and [4] */
+  ck_assert_uint_eq(rep.bytes_moved, 5 * MiB);
+  ck_assert_uint_eq(rep.pages_emptied, 2);
+  ck_assert_uint_eq(rep.pages_no_room, 1); /* [3, 2] */
+  ck_assert_uint_eq(tu_addr(api, s, a3), before[0]);
+  ck_assert_uint_eq(tu_addr(api, s, a2), before[1]);
+  ck_assert_uint_eq(arena(api, s).outdated_pages, 1);
+  VERIFY(api, dev, s, a3, 3 * MiB, 1);
+  VERIFY(api, dev, s, a2, 2 * MiB, 2);
+  VERIFY(api, dev, s, b1, MiB, 3);
+  VERIFY(api, dev, s, c4, 4 * MiB, 4);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, a3));
+  CK_OK(api, api->release(s, a2));
+  CK_OK(api, api->release(s, b1));
+  CK_OK(api, api->release(s, c4));
+  CK_OK(api, api->release(s, big));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* ---- relocation across streams ------------------------------------------------ */
 
 #define STREAMS 3
@@ -1005,6 +1066,7 @@ static Suite *relocation_suite(void) {
   tcase_add_test(tc, test_pressure_relocation);
   tcase_add_test(tc, test_stall_memo);
   tcase_add_test(tc, test_sparse_compaction);
+  tcase_add_test(tc, test_cheapest_first);
   suite_add_tcase(s, tc);
   tc = tcase_create("streams");
   tcase_set_timeout(tc, 60);
