@@ -1358,36 +1358,19 @@ void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
 }
 
 
-static const hippo__pool_ops sliced_ops = {
-    .reserve = sliced_reserve,
-    .release = sliced_release,
-    .addr = sliced_addr,
-    .cleanup = sliced_cleanup,
-    .tick = sliced_tick,
-    .report = sliced_report,
-    .check = sliced_check,
-    .destroy = sliced_destroy,
-    .release_named = sliced_release_named,
-    .resolve_named = sliced_resolve_named,
-    .release_all = sliced_release_all,
-    .names_take = sliced_names_take,
-    .names_give = sliced_names_give,
-};
+/* The operations both kinds share; an ARENA adds relocation's. */
+#define SLICED_OPS                                                             \
+  .reserve = sliced_reserve, .release = sliced_release, .addr = sliced_addr,  \
+  .cleanup = sliced_cleanup, .tick = sliced_tick, .report = sliced_report,     \
+  .check = sliced_check, .destroy = sliced_destroy,                            \
+  .release_named = sliced_release_named,                                       \
+  .resolve_named = sliced_resolve_named, .release_all = sliced_release_all,    \
+  .names_take = sliced_names_take, .names_give = sliced_names_give
+
+static const hippo__pool_ops sliced_ops = {SLICED_OPS};
 
 static const hippo__pool_ops arena_ops = {
-    .reserve = sliced_reserve,
-    .release = sliced_release,
-    .addr = sliced_addr,
-    .cleanup = sliced_cleanup,
-    .tick = sliced_tick,
-    .report = sliced_report,
-    .check = sliced_check,
-    .destroy = sliced_destroy,
-    .release_named = sliced_release_named,
-    .resolve_named = sliced_resolve_named,
-    .release_all = sliced_release_all,
-    .names_take = sliced_names_take,
-    .names_give = sliced_names_give,
+    SLICED_OPS,
     .reloc_shape = arena_reloc_shape,
     .reloc_plan = arena_reloc_plan,
     .reloc_commit = arena_reloc_commit,
