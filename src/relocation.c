@@ -224,6 +224,17 @@ static void move_stream(run *u, first_error *first) {
   }
 }
 
+/* How a relocation that planned ended, from its figures. */
+static uint32_t outcome_of(const hippo_relocation_report *r) {
+  if (r->slices_moved)
+    return HIPPO_RELOCATION_MOVED;
+  if (r->failure_count)
+    return HIPPO_RELOCATION_FAILED;
+  if (r->pages_no_room || r->pages_guarded)
+    return HIPPO_RELOCATION_NO_ROOM;
+  return HIPPO_RELOCATION_NOTHING_TO_MOVE;
+}
+
 /* Give the pages back that serve nothing, note the stall memo, free the
  * plans, settle the run's outcome. */
 static void finish_stream(run *u, first_error *first) {
@@ -241,14 +252,7 @@ static void finish_stream(run *u, first_error *first) {
     free(u->plans[k].moves);
     memset(&u->plans[k], 0, sizeof u->plans[k]);
   }
-  if (u->rep.slices_moved)
-    u->rep.outcome = HIPPO_RELOCATION_MOVED;
-  else if (u->rep.failure_count)
-    u->rep.outcome = HIPPO_RELOCATION_FAILED;
-  else if (u->rep.pages_no_room || u->rep.pages_guarded)
-    u->rep.outcome = HIPPO_RELOCATION_NO_ROOM;
-  else
-    u->rep.outcome = HIPPO_RELOCATION_NOTHING_TO_MOVE;
+  u->rep.outcome = outcome_of(&u->rep);
 }
 
 /* Adds a stream's report into the device's. */
@@ -354,14 +358,7 @@ static hippo_status relocate_runs(hippo_device *dev, run *runs, uint32_t n,
     finish_stream(&runs[i], &first);
     report_add(rep, &runs[i].rep);
   }
-  if (rep->slices_moved)
-    rep->outcome = HIPPO_RELOCATION_MOVED;
-  else if (rep->failure_count)
-    rep->outcome = HIPPO_RELOCATION_FAILED;
-  else if (rep->pages_no_room || rep->pages_guarded)
-    rep->outcome = HIPPO_RELOCATION_NO_ROOM;
-  else
-    rep->outcome = HIPPO_RELOCATION_NOTHING_TO_MOVE;
+  rep->outcome = outcome_of(rep);
   if (rep->failure_count) {
     hippo__error_restore(&first.text);
     return hippo__error_wrap(first_status(rep),
