@@ -356,6 +356,22 @@ START_TEST(test_pressure_relocation) {
   old = tu_addr(api, s, a);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 13 * MiB);
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE);
+  /* wanted, but never while a stream of the device records */
+  {
+    void *cn;
+    hippo_stream *cs = tu_attach(api, dev, &cn);
+    uint64_t id;
+    CK_OK(api, api->emu_capture_begin(dev, cn, &id));
+    syncs = tu_counters(api, dev).calls[HIPPO_CALL_SYNC];
+    CK_OK(api, api->relocate_when_wanted(s));
+    ck_assert_uint_eq(last_report(api, dev, s).outcome,
+                      HIPPO_RELOCATION_RECORDING);
+    ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_SYNC], syncs);
+    ck_assert_uint_eq(tu_addr(api, s, a), old);
+    ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE); /* still */
+    CK_OK(api, api->emu_capture_end(dev, cn));
+    tu_detach(api, dev, cs, cn);
+  }
   syncs = tu_counters(api, dev).calls[HIPPO_CALL_SYNC];
   copied = tu_counters(api, dev).bytes_copied;
   CK_OK(api, api->relocate_when_wanted(s));
