@@ -88,7 +88,11 @@ extern "C" {
   X(INTERNAL, 15, "an internal consistency check failed; please report it") \
   X(PAGE_SIZES_EXHAUSTED, 16,                                                  \
     "an ARENA pool holds live slices in all the page sizes it keeps at "       \
-    "once; relocate (or reclaim) to free one")
+    "once; relocate (or reclaim) to free one")                                 \
+  X(GRAPH_NEEDS_PAGE, 17,                                                      \
+    "the stream captures a graph and its pools hold no room for this; a "      \
+    "driver allocation inside a capture is illegal: reserve it before the "    \
+    "capture (a warm-up run)")
 
 #define HIPPO__STATUS_ENUM(name, value, msg) HIPPO_##name = value,
 enum hippo_status_code { HIPPO_STATUS_MAP(HIPPO__STATUS_ENUM) };
@@ -264,6 +268,12 @@ typedef struct hippo_usage {
   uint64_t bytes_stranded;       /* destination bytes kept after a failed
                                     wait for copies (their completion is
                                     unknown); freed after a later wait */
+  uint64_t bytes_guarded;        /* released slices a graph not yet retired
+                                    may use: kept out of use until
+                                    graph_retire */
+  uint64_t slices_guarded;       /* holds graphs keep on slices, live or
+                                    released (a slice two graphs hold
+                                    counts twice) */
 } hippo_usage;
 
 /* One pool of a stream. */
@@ -288,6 +298,7 @@ typedef struct hippo_pool_report {
   uint64_t page_sizes;          /* ARENA: page sizes alive (at most 64) */
   uint64_t bytes_stranded;      /* see hippo_usage */
   uint64_t peak_bytes_reserved; /* most page bytes held at once */
+  uint64_t bytes_guarded;       /* see hippo_usage */
 } hippo_pool_report;
 
 /* One failure of a relocation. */

@@ -421,8 +421,8 @@ static hippo_status api_reclaim(hippo_device *device, hippo_stream *stream) {
 
 static hippo_status api_graph_retire(hippo_device *device,
                                      uint64_t capture_id) {
-  (void)device, (void)capture_id;
-  return not_yet("graph_retire");
+  CHECK_DEVICE(device, "graph_retire");
+  return hippo__graph_retire(device, capture_id);
 }
 
 /* ---- figures --------------------------------------------------------------- */

@@ -30,6 +30,12 @@
  *  event_destroy(event)
  *  capture_status(stream)-> *capturing and, when capturing, *capture_id
  *                           (hipStreamIsCapturing/hipStreamGetCaptureInfo).
+ *  capture_word(stream)  -> optional: a word holding the stream's capture id
+ *                           (0: not capturing) that hippo may read at any
+ *                           time without a call, valid while the stream
+ *                           exists; NULL where the backend has none (HIP:
+ *                           hippo calls capture_status instead).  HOST and
+ *                           DRY give the emulated stream's.
  *  mem_info              -> free and total bytes of the device.
  *
  * Streams are the host runtime's native streams (hipStream_t for HIP, the
@@ -46,6 +52,7 @@
 #ifndef HIPPO_BACKEND_H
 #define HIPPO_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -66,6 +73,7 @@ typedef struct hippo__backend_ops {
   hippo_status (*event_destroy)(hippo__backend *be, void *event);
   hippo_status (*capture_status)(hippo__backend *be, void *stream,
                                  bool *capturing, uint64_t *capture_id);
+  const _Atomic uint64_t *(*capture_word)(hippo__backend *be, void *stream);
   hippo_status (*mem_info)(hippo__backend *be, uint64_t *free_bytes,
                            uint64_t *total_bytes);
   void (*destroy)(hippo__backend *be);

@@ -468,6 +468,18 @@ out:
   return st;
 }
 
+static const _Atomic uint64_t *emu_capture_word(hippo__backend *be,
+                                                void *stream) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+  const _Atomic uint64_t *word = NULL;
+  pthread_mutex_lock(&emu->mutex);
+  if (stream_find(emu, stream, "capture_word", &s) == HIPPO_SUCCESS)
+    word = &s->capture_word;
+  pthread_mutex_unlock(&emu->mutex);
+  return word;
+}
+
 static hippo_status emu_mem_info(hippo__backend *be, uint64_t *free_bytes,
                                  uint64_t *total_bytes) {
   hippo__emu *emu = emu_of(be);
@@ -572,6 +584,8 @@ static hippo_status emu_capture_begin(hippo__backend *be, void *stream,
   }
   s->capturing = true;
   s->capture_id = emu->next_capture_id++;
+  atomic_store_explicit(&s->capture_word, s->capture_id,
+                        memory_order_release);
   if (capture_id)
     *capture_id = s->capture_id;
 out:
@@ -595,6 +609,7 @@ static hippo_status emu_capture_end(hippo__backend *be, void *stream) {
   }
   s->capturing = false;
   s->capture_id = 0;
+  atomic_store_explicit(&s->capture_word, 0, memory_order_release);
 out:
   pthread_mutex_unlock(&emu->mutex);
   return st;
@@ -791,6 +806,7 @@ static const hippo__backend_ops emu_ops = {
     .event_query = emu_event_query,
     .event_destroy = emu_event_destroy,
     .capture_status = emu_capture_status,
+    .capture_word = emu_capture_word,
     .mem_info = emu_mem_info,
     .destroy = emu_destroy,
     .emu_stream_create = emu_stream_create,

@@ -59,7 +59,8 @@ typedef struct hippo__emu_op {
 /* An emulated stream: an ordered queue of pending copies.
  * Invariant: ops[head .. tail) are the pending copies in queue order;
  * head <= tail <= cap; done + (tail - head) == queued; capture_id != 0
- * exactly when capturing. */
+ * exactly when capturing; capture_word == capture_id once the mutex is
+ * dropped. */
 typedef struct hippo__emu_stream {
   uint32_t magic;                  /* HIPPO__EMU_STREAM_MAGIC while live */
   struct hippo__emu_stream *next;  /* the backend's list of created streams */
@@ -69,6 +70,8 @@ typedef struct hippo__emu_stream {
   uint64_t done;                   /* copies that have run */
   bool capturing;
   uint64_t capture_id;             /* this capture's id, 0 when not capturing */
+  _Atomic uint64_t capture_word;   /* capture_id, for readers without the
+                                      mutex (backend.h, capture_word) */
 } hippo__emu_stream;
 
 /* An event: a position in one stream's queue.

@@ -74,6 +74,7 @@ hippo_status hippo__device_open(const hippo_device_desc *desc,
   }
   hippo__lock_init(&dev->lock);
   hippo__lock_init(&dev->natives_lock);
+  hippo__graphs_init(&dev->graphs);
   dev->magic = HIPPO__DEVICE_MAGIC;
   dev->flags = desc->flags;
   dev->hip_device = desc->hip_device;
@@ -93,6 +94,13 @@ hippo_status hippo__device_close(hippo_device *dev) {
   }
   dev->magic = 0;
   hippo__lock_drop(&dev->lock);
+  /* graphs never retired keep their slices until now */
+  for (uint32_t i = 0; i < dev->retained_count; i++) {
+    hippo__manager_fini(dev->retained[i]);
+    free(dev->retained[i]);
+  }
+  free(dev->retained);
+  hippo__graphs_fini(&dev->graphs);
   dev->be->ops->destroy(dev->be);
   free(dev->streams);
   free(dev->natives);
@@ -264,6 +272,24 @@ hippo_status hippo__emu_stream_destroy(hippo_device *dev, void *native) {
   return st;
 }
 
+/* Room for one more retained stream, so a detach never fails halfway. */
+static hippo_status retained_room(hippo_device *dev) {
+  if (dev->retained_count < dev->retained_cap)
+    return HIPPO_SUCCESS;
+  {
+    uint32_t cap = dev->retained_cap ? dev->retained_cap * 2 : 4;
+    hippo_stream **grown = realloc(dev->retained, cap * sizeof *grown);
+    if (!grown)
+      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "stream_detach: host memory for %u retained "
+                              "streams",
+                              cap);
+    dev->retained = grown;
+    dev->retained_cap = cap;
+  }
+  return HIPPO_SUCCESS;
+}
+
 /* Detach: every reservation of the stream is dropped and every page given
  * back.  Refused while a stream of the device captures (nothing is freed
  * then).  When a page cannot be given back, the stream stays attached --
@@ -282,6 +308,8 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
                             "stream_detach: the stream is not attached");
   }
   st = hippo__device_refuse_while_recording(dev, "stream_detach");
+  if (st == HIPPO_SUCCESS)
+    st = retained_room(dev);
   if (st != HIPPO_SUCCESS) {
     hippo__lock_drop(&dev->lock);
     return st;
@@ -309,10 +337,61 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   dev->stream_count--;
   hippo__lock_drop(&dev->natives_lock);
   dev->detached_peak_in_use += s->peak_in_use;
+  if (s->holds) {
+    /* a graph still holds slices of it: those pages stay, retained, until
+     * graph_retire or device_close (guard.h) */
+    s->capture_word = NULL;
+    s->native = NULL;
+    dev->retained[dev->retained_count++] = s;
+    hippo__lock_drop(&s->lock);
+    hippo__lock_drop(&dev->lock);
+    return HIPPO_SUCCESS;
+  }
   hippo__manager_fini(s); /* no page left to free */
   hippo__lock_drop(&s->lock);
   hippo__lock_drop(&dev->lock);
   free(s);
+  return HIPPO_SUCCESS;
+}
+
+/* Give back what retained streams hold once no graph holds it (device lock
+ * held); a stream whose pages could not all go back stays, to be tried
+ * again. */
+static void retained_sweep(hippo_device *dev) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < dev->retained_count; i++) {
+    hippo_stream *s = dev->retained[i];
+    if (s->holds == 0 && hippo__manager_cleanup_locked(s) == HIPPO_SUCCESS &&
+        atomic_load(&s->acct.pages) == 0) {
+      hippo__manager_fini(s);
+      free(s);
+    } else {
+      dev->retained[kept++] = s;
+    }
+  }
+  dev->retained_count = kept;
+}
+
+hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
+  hippo__guard *g = NULL;
+  uint32_t n = 0;
+  hippo_status st = hippo__graphs_take(&dev->graphs, id, &g, &n);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  hippo__lock_take(&dev->lock);
+  for (uint32_t i = 0; i < n; i++) {
+    hippo_stream *s = g[i].s;
+    hippo__pool *p;
+    hippo__lock_take(&s->lock);
+    p = s->pools[g[i].pool];
+    p->now = s->clock; /* stamps the page if it empties */
+    p->ops->unhold(p, g[i].slice);
+    s->holds--;
+    hippo__lock_drop(&s->lock);
+  }
+  retained_sweep(dev);
+  hippo__lock_drop(&dev->lock);
+  free(g);
   return HIPPO_SUCCESS;
 }
 
@@ -352,6 +431,19 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
     return st;
   }
   hippo__device_lock_streams(dev);
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    hippo_stream *s = dev->streams[i];
+    for (uint32_t p = 1; p < s->pool_count; p++)
+      if (s->pools[p]->holds) {
+        st = hippo__error_set(HIPPO_POOLS_IN_USE,
+                              "pools_install: graphs not yet retired hold "
+                              "slices of the dynamic pools (%llu holds on "
+                              "pool %u of a stream), so the old layout was "
+                              "kept; graph_retire them and retry",
+                              (unsigned long long)s->pools[p]->holds, p - 1);
+        goto out;
+      }
+  }
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_stream *s = dev->streams[i];
     for (uint32_t p = 1; p < s->pool_count; p++) {
@@ -452,6 +544,14 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
     out->bytes_padding += u.bytes_padding;
     out->peak_bytes_in_use += u.peak_bytes_in_use;
     out->bytes_stranded += u.bytes_stranded;
+    out->bytes_guarded += u.bytes_guarded;
+    out->slices_guarded += u.slices_guarded;
+  }
+  for (uint32_t i = 0; i < dev->retained_count; i++) {
+    hippo_usage u;
+    hippo__manager_usage_locked(dev->retained[i], &u);
+    out->bytes_guarded += u.bytes_guarded;
+    out->slices_guarded += u.slices_guarded;
   }
   out->relocations = atomic_load(&dev->relocations);
   out->slices_relocated = atomic_load(&dev->slices_relocated);
@@ -468,21 +568,38 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
 
 hippo_status hippo__device_check(hippo_device *dev) {
   hippo_status st = HIPPO_SUCCESS;
-  uint64_t reserved = 0, pages = 0;
+  uint64_t reserved = 0, pages = 0, holds = 0;
+  uint32_t n;
   hippo__lock_take(&dev->lock);
   hippo__device_lock_streams(dev);
-  for (uint32_t i = 0; i < dev->stream_count && st == HIPPO_SUCCESS; i++) {
-    hippo_stream *s = dev->streams[i];
+  n = dev->stream_count + dev->retained_count;
+  for (uint32_t i = 0; i < n && st == HIPPO_SUCCESS; i++) {
+    bool retained = i >= dev->stream_count;
+    hippo_stream *s = retained ? dev->retained[i - dev->stream_count]
+                               : dev->streams[i];
     if (s->device != dev)
       st = hippo__error_set(HIPPO_INTERNAL,
                             "device check: stream %u names another device", i);
+    else if (retained && (s->holds == 0 && atomic_load(&s->acct.pages) == 0))
+      st = hippo__error_set(HIPPO_INTERNAL,
+                            "device check: retained stream %u holds nothing",
+                            i - dev->stream_count);
     else
       st = hippo__manager_check_locked(s);
     if (st != HIPPO_SUCCESS)
-      st = hippo__error_wrap(st, "stream %u", i);
+      st = hippo__error_wrap(st, "%s %u", retained ? "retained stream" :
+                             "stream", i);
     reserved += atomic_load(&s->acct.bytes_reserved);
     pages += atomic_load(&s->acct.pages);
+    holds += s->holds;
   }
+  if (st == HIPPO_SUCCESS && holds != hippo__graphs_holds(&dev->graphs))
+    st = hippo__error_set(HIPPO_INTERNAL,
+                          "device check: streams count %llu graph holds, the "
+                          "registry %llu",
+                          (unsigned long long)holds,
+                          (unsigned long long)hippo__graphs_holds(
+                              &dev->graphs));
   if (st == HIPPO_SUCCESS &&
       (reserved != atomic_load(&dev->acct.bytes_reserved) ||
        pages != atomic_load(&dev->acct.pages) ||

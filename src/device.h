@@ -21,6 +21,7 @@
 
 #include "backend.h"
 #include "core.h"
+#include "guard.h"
 #include "layout.h"
 #include "pool.h"
 
@@ -52,6 +53,13 @@ struct hippo_device {
   hippo__lock natives_lock;
   void **natives;           /* natives[i] == streams[i]->native */
   hippo_relocation_report last_report;
+  /* Graph guards (guard.h): the registry, and the streams detached while
+   * a graph still held slices of theirs (retained[0 .. retained_count),
+   * each with holds > 0, its native stream forgotten), under the device
+   * lock. */
+  hippo__graphs graphs;
+  hippo_stream **retained;
+  uint32_t retained_count, retained_cap;
 };
 
 hippo_status hippo__device_open(const hippo_device_desc *desc,
@@ -86,6 +94,8 @@ hippo_status hippo__device_refuse_while_recording(hippo_device *dev,
 /* hippo__free_gate's question for a device (ctx): true when no stream of
  * it captures.  May be called holding a stream lock. */
 hippo_status hippo__device_may_free(void *dev, bool *may_free);
+/* graph_retire: the holds capture `id` took are dropped (guard.h). */
+hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id);
 /* Waits until every attached stream's queued work has finished (the
  * backend's stream_sync on each native).  The first failure is returned
  * after asking every stream.  Takes only the natives lock. */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "guard.h"
 #include "manager.h"
 #include "relocation.h"
 
@@ -39,6 +40,9 @@ hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
   s->gate.answer = -1;
   s->pools = calloc(1, sizeof *s->pools);
   s->auto_relocate = (dev->flags & HIPPO_DEVICE_AUTO_RELOCATE) != 0;
+  s->capture_word = dev->be->ops->capture_word
+                        ? dev->be->ops->capture_word(dev->be, native)
+                        : NULL;
   s->ticking = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->ticking);
   s->movable = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->movable);
   if (!s->pools || !s->ticking || !s->movable) {
@@ -146,10 +150,12 @@ void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
   free(old);
 }
 
-/* Route to the first accepting pool, spilling past full capped pools. */
+/* Route to the first accepting pool, spilling past full capped pools
+ * (and, while the stream captures, past pools that would need a page: a
+ * later one may hold room). */
 static hippo_status route(hippo_stream *s, uint64_t size, uint32_t *pool,
                           hippo__slice_ref *ref) {
-  hippo_status st = HIPPO_BUFFER_TOO_BIG;
+  hippo_status st = HIPPO_BUFFER_TOO_BIG, needs_page = HIPPO_SUCCESS;
   for (uint32_t i = 1; i < s->pool_count; i++) {
     hippo__pool *p = s->pools[i];
     if (size > p->max_size)
@@ -159,9 +165,20 @@ static hippo_status route(hippo_stream *s, uint64_t size, uint32_t *pool,
       *pool = i;
       return st;
     }
+    if (st == HIPPO_GRAPH_NEEDS_PAGE) {
+      needs_page = st;
+      continue;
+    }
     if (st != HIPPO_POOL_CAPACITY_EXCEEDED)
       return st;
   }
+  if (needs_page != HIPPO_SUCCESS)
+    return hippo__error_set(needs_page,
+                            "reserve: %llu B: the stream captures a graph "
+                            "and no pool holds room for it; a driver "
+                            "allocation inside a capture is illegal: reserve "
+                            "this memory before the capture (a warm-up run)",
+                            (unsigned long long)size);
   if (st == HIPPO_BUFFER_TOO_BIG) {
     uint64_t largest = 0;
     for (uint32_t i = 1; i < s->pool_count; i++)
@@ -300,70 +317,6 @@ static hippo_status reserve_retry(hippo_stream *s, uint64_t size,
   return st;
 }
 
-hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
-                            hippo_handle *out) {
-  hippo__slice_ref ref = {0, 0, 0};
-  uint32_t pool = HIPPO__POOL_NONE;
-  hippo__slot *slot;
-  hippo_status st = HIPPO_SUCCESS;
-  bool persistent;
-
-  hippo__lock_take(&s->lock);
-  s->gate.answer = -1;
-  /* A handle first: once a pool has served, nothing may fail. */
-  st = hippo__handles_make_room(&s->handles);
-  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
-    hippo__lock_drop(&s->lock);
-    return st;
-  }
-  persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
-  if (size > 0) {
-    /* CubeCL's rule, on request (HIPPO_DEVICE_AUTO_RELOCATE): relocate
-     * before an ordinary reservation when the memory wants it */
-    if (HIPPO__UNLIKELY(s->auto_relocate) && !persistent &&
-        s->movable_count &&
-        hippo__relocation_need_locked(s) != HIPPO_NEED_NOTHING)
-      (void)hippo__relocate_locked(s, HIPPO_RELOCATE_WANTED, NULL);
-    st = reserve_in(s, size, persistent, &pool, &ref);
-    if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
-      st = reserve_retry(s, size, persistent, &pool, &ref, st);
-    if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
-      hippo__lock_drop(&s->lock);
-      return st;
-    }
-  }
-  if (pool != HIPPO__POOL_NONE && s->pools[pool]->ops->release_named) {
-    *out = hippo__handle_make(s->handles.tag, pool, ref.gen, ref.slice);
-  } else {
-    (void)hippo__handles_alloc(&s->handles, out, &slot); /* room was made */
-    slot->size = size;
-    slot->slice = ref.slice;
-    slot->pool = (uint16_t)pool;
-    if (size == 0)
-      s->zero_live++;
-  }
-  s->in_use += size;
-  if (s->in_use > s->peak_in_use)
-    s->peak_in_use = s->in_use;
-  /* The reservation counts for periodic deallocation once it succeeded
-   * (a failed call changes nothing); pages that are due go back now, after
-   * this reservation had the chance to reuse one. */
-  s->clock++;
-  {
-    bool ticked = false;
-    for (uint32_t i = 0; i < s->ticking_count; i++)
-      if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due) &&
-          s->clock >= s->tick_quiet_until) {
-        (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
-        ticked = true;
-      }
-    if (HIPPO__UNLIKELY(ticked))
-      tick_backoff(s);
-  }
-  hippo__lock_drop(&s->lock);
-  return HIPPO_SUCCESS;
-}
-
 static hippo_status bad_handle(hippo_handle h, const char *call) {
   return hippo__error_set(HIPPO_INVALID_HANDLE,
                           "%s: handle %#llx is not live on this stream (0, "
@@ -395,8 +348,214 @@ static inline hippo__pool *naming_pool(const hippo_stream *s,
   return p->ops->release_named ? p : NULL;
 }
 
+/* The handle of a reservation a pool served (room was made in the table),
+ * and the stream's figures. */
+static inline void make_handle(hippo_stream *s, uint64_t size, uint32_t pool,
+                               const hippo__slice_ref *ref,
+                               hippo_handle *out) {
+  hippo__slot *slot;
+  if (pool != HIPPO__POOL_NONE && s->pools[pool]->ops->release_named) {
+    *out = hippo__handle_make(s->handles.tag, pool, ref->gen, ref->slice);
+  } else {
+    (void)hippo__handles_alloc(&s->handles, out, &slot); /* room was made */
+    slot->size = size;
+    slot->slice = ref->slice;
+    slot->pool = (uint16_t)pool;
+    if (size == 0)
+      s->zero_live++;
+  }
+  s->in_use += size;
+  if (s->in_use > s->peak_in_use)
+    s->peak_in_use = s->in_use;
+}
+
+/* ---- graph guards (guard.h) ------------------------------------------------
+ * Whether the call's stream captures is asked before its lock is taken:
+ * on HOST and DRY a load of the emulated stream's word, on HIP the
+ * driver's answer (capture_status). */
+
+static hippo_status capture_query(const hippo_stream *s, uint64_t *cid) {
+  hippo__backend *be = s->device->be;
+  bool capturing = false;
+  hippo_status st = be->ops->capture_status(be, s->native, &capturing, cid);
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "asking whether native stream %p captures",
+                             s->native);
+  if (!capturing)
+    *cid = 0;
+  return HIPPO_SUCCESS;
+}
+
+static inline hippo_status capture_of(const hippo_stream *s, uint64_t *cid) {
+  if (HIPPO__LIKELY(s->capture_word != NULL)) {
+    *cid = atomic_load_explicit(s->capture_word, memory_order_acquire);
+    return HIPPO_SUCCESS;
+  }
+  return capture_query(s, cid);
+}
+
+/* A hold of capture `cid` on slice `slice` of pool `pool`, noted in the
+ * registry (hippo__graphs_make_room succeeded). */
+static void guard_take(hippo_stream *s, uint64_t cid, uint32_t pool,
+                       uint32_t slice) {
+  hippo__pool *p = s->pools[pool];
+  p->ops->hold(p, slice);
+  s->holds++;
+  hippo__graphs_note(&s->device->graphs, cid,
+                     (hippo__guard){.s = s, .pool = pool, .slice = slice});
+}
+
+/* Where live handle h's reservation lives: its pool index and slice
+ * (HIPPO__POOL_NONE: zero size) and, named by the table, its slot (else
+ * NULL).  false when h is not live on s.  Stream lock held. */
+static bool locate(hippo_stream *s, hippo_handle h, uint32_t *pool,
+                   uint32_t *slice, hippo__slot **slot) {
+  hippo__handle_parts hp = hippo__handle_split(h);
+  *slot = NULL;
+  if (hp.pool != HIPPO__HANDLE_TABLE) {
+    const hippo__pool *p = naming_pool(s, hp);
+    uint64_t addr, size;
+    if (!p || !p->ops->resolve_named(p, hp.index, hp.gen, &addr, &size))
+      return false;
+    *pool = hp.pool;
+    *slice = hp.index;
+    return true;
+  }
+  *slot = hippo__handles_get(&s->handles, h);
+  if (!*slot)
+    return false;
+  *pool = (*slot)->pool;
+  *slice = (*slot)->slice;
+  return true;
+}
+
+/* reserve on a stream that captures `cid`: only from room the pools hold
+ * (HIPPO_GRAPH_NEEDS_PAGE otherwise), the slice held for the graph, no
+ * tick (nothing is given back while a capture records). */
+static hippo_status reserve_captured(hippo_stream *s, uint64_t size,
+                                     hippo_mode mode, hippo_handle *out,
+                                     uint64_t cid) {
+  hippo__slice_ref ref = {0, 0, 0};
+  uint32_t pool = HIPPO__POOL_NONE;
+  bool persistent;
+  hippo_status st;
+  hippo__lock_take(&s->lock);
+  st = hippo__handles_make_room(&s->handles);
+  if (st == HIPPO_SUCCESS && size > 0)
+    st = hippo__graphs_make_room(&s->device->graphs, cid);
+  if (st == HIPPO_SUCCESS && size > 0) {
+    persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
+    s->gate.no_pages = true;
+    st = reserve_in(s, size, persistent, &pool, &ref);
+    s->gate.no_pages = false;
+  }
+  if (st != HIPPO_SUCCESS) {
+    hippo__lock_drop(&s->lock);
+    return st;
+  }
+  make_handle(s, size, pool, &ref, out);
+  if (pool != HIPPO__POOL_NONE)
+    guard_take(s, cid, pool, ref.slice);
+  s->clock++;
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
+                            hippo_handle *out) {
+  hippo__slice_ref ref = {0, 0, 0};
+  uint32_t pool = HIPPO__POOL_NONE;
+  hippo_status st;
+  uint64_t cid;
+  bool persistent;
+
+  st = capture_of(s, &cid);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS || cid))
+    return st != HIPPO_SUCCESS ? st : reserve_captured(s, size, mode, out, cid);
+  hippo__lock_take(&s->lock);
+  s->gate.answer = -1;
+  /* A handle first: once a pool has served, nothing may fail. */
+  st = hippo__handles_make_room(&s->handles);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
+    hippo__lock_drop(&s->lock);
+    return st;
+  }
+  persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
+  if (size > 0) {
+    /* CubeCL's rule, on request (HIPPO_DEVICE_AUTO_RELOCATE): relocate
+     * before an ordinary reservation when the memory wants it */
+    if (HIPPO__UNLIKELY(s->auto_relocate) && !persistent &&
+        s->movable_count &&
+        hippo__relocation_need_locked(s) != HIPPO_NEED_NOTHING)
+      (void)hippo__relocate_locked(s, HIPPO_RELOCATE_WANTED, NULL);
+    st = reserve_in(s, size, persistent, &pool, &ref);
+    if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
+      st = reserve_retry(s, size, persistent, &pool, &ref, st);
+    if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
+      hippo__lock_drop(&s->lock);
+      return st;
+    }
+  }
+  make_handle(s, size, pool, &ref, out);
+  /* The reservation counts for periodic deallocation once it succeeded
+   * (a failed call changes nothing); pages that are due go back now, after
+   * this reservation had the chance to reuse one. */
+  s->clock++;
+  {
+    bool ticked = false;
+    for (uint32_t i = 0; i < s->ticking_count; i++)
+      if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due) &&
+          s->clock >= s->tick_quiet_until) {
+        (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
+        ticked = true;
+      }
+    if (HIPPO__UNLIKELY(ticked))
+      tick_backoff(s);
+  }
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
+/* release on a stream that captures `cid`: the slice is held for the
+ * graph, so it stays out of use until graph_retire. */
+static hippo_status release_captured(hippo_stream *s, hippo_handle h,
+                                     uint64_t cid) {
+  uint32_t pool, slice;
+  hippo__slot *slot;
+  hippo_status st = HIPPO_SUCCESS;
+  hippo__lock_take(&s->lock);
+  if (!locate(s, h, &pool, &slice, &slot)) {
+    hippo__lock_drop(&s->lock);
+    return bad_handle(h, "release");
+  }
+  if (pool != HIPPO__POOL_NONE) {
+    st = hippo__graphs_make_room(&s->device->graphs, cid);
+    if (st != HIPPO_SUCCESS) {
+      hippo__lock_drop(&s->lock);
+      return st;
+    }
+    guard_take(s, cid, pool, slice);
+  }
+  if (slot) {
+    drop_slot(s, slot);
+  } else {
+    hippo__handle_parts hp = hippo__handle_split(h);
+    hippo__pool *p = s->pools[pool];
+    uint64_t size;
+    p->now = s->clock;
+    (void)p->ops->release_named(p, hp.index, hp.gen, &size);
+    s->in_use -= size;
+  }
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
 hippo_status hippo__release(hippo_stream *s, hippo_handle h) {
   hippo__handle_parts hp = hippo__handle_split(h);
+  uint64_t cid;
+  hippo_status st = capture_of(s, &cid);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS || cid))
+    return st != HIPPO_SUCCESS ? st : release_captured(s, h, cid);
   hippo__lock_take(&s->lock);
   if (hp.pool != HIPPO__HANDLE_TABLE) {
     hippo__pool *p = naming_pool(s, hp);
@@ -424,8 +583,11 @@ hippo_status hippo__release(hippo_stream *s, hippo_handle h) {
 hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
                             uint64_t *size) {
   hippo__handle_parts hp = hippo__handle_split(h);
-  uint64_t addr = 0, bytes = 0;
+  uint64_t addr = 0, bytes = 0, cid;
   bool live = false;
+  hippo_status st = capture_of(s, &cid);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
+    return st;
   hippo__lock_take(&s->lock);
   if (hp.pool != HIPPO__HANDLE_TABLE) {
     const hippo__pool *p = naming_pool(s, hp);
@@ -443,6 +605,19 @@ hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
   if (HIPPO__UNLIKELY(!live)) {
     hippo__lock_drop(&s->lock);
     return bad_handle(h, "resolve");
+  }
+  if (HIPPO__UNLIKELY(cid)) { /* the graph bakes the address in: hold it */
+    uint32_t pool, slice;
+    hippo__slot *slot;
+    (void)locate(s, h, &pool, &slice, &slot);
+    if (pool != HIPPO__POOL_NONE) {
+      st = hippo__graphs_make_room(&s->device->graphs, cid);
+      if (st != HIPPO_SUCCESS) {
+        hippo__lock_drop(&s->lock);
+        return st;
+      }
+      guard_take(s, cid, pool, slice);
+    }
   }
   *ptr = (void *)(uintptr_t)addr;
   if (size)
@@ -543,6 +718,10 @@ void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out) {
   out->slices_relocated = s->slices_relocated;
   out->bytes_relocated = s->bytes_relocated;
   out->bytes_stranded = hippo__manager_stranded_locked(s);
+  for (uint32_t i = 0; i < s->pool_count; i++) {
+    out->bytes_guarded += s->pools[i]->bytes_guarded;
+    out->slices_guarded += s->pools[i]->holds;
+  }
 }
 
 hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out) {
@@ -570,7 +749,7 @@ hippo_status hippo__pool_report_get(hippo_stream *s, uint32_t index,
 hippo_status hippo__manager_check_locked(const hippo_stream *s) {
   uint64_t bytes[HIPPO__MAX_POOLS + 1] = {0};
   uint64_t count[HIPPO__MAX_POOLS + 1] = {0};
-  uint64_t zero = 0, in_use = 0, reserved = 0, pages = 0;
+  uint64_t zero = 0, in_use = 0, reserved = 0, pages = 0, holds = 0;
   hippo_status st = hippo__handles_check(&s->handles);
   if (st != HIPPO_SUCCESS)
     return st;
@@ -623,7 +802,14 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
     }
     reserved += p->bytes_reserved;
     pages += p->pages;
+    holds += p->holds;
   }
+  if (holds != s->holds)
+    return hippo__error_set(HIPPO_INTERNAL,
+                            "manager check: pools count %llu graph holds, the "
+                            "stream %llu",
+                            (unsigned long long)holds,
+                            (unsigned long long)s->holds);
   if (zero != s->zero_live || in_use != s->in_use ||
       s->in_use > s->peak_in_use)
     return hippo__error_set(HIPPO_INTERNAL,

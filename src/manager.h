@@ -37,6 +37,10 @@ struct hippo_stream {
   uint32_t magic;           /* HIPPO__STREAM_MAGIC while attached */
   hippo_device *device;
   void *native;             /* hipStream_t, or the emulated stream */
+  /* The backend's word for the stream's capture id (backend.h), read
+   * without a lock at each reserve, release and resolve; NULL: ask
+   * capture_status (HIP). */
+  const _Atomic uint64_t *capture_word;
   hippo__lock lock;         /* guards everything below */
   hippo__handles handles;
   hippo__pool **pools;      /* [0] persistent, then the layout's pools */
@@ -66,6 +70,8 @@ struct hippo_stream {
   hippo_relocation_report last_report;
   void *shell;               /* what the caller knows this stream as (the
                                 plugin's pointer), named in reports */
+  uint64_t holds;            /* graph holds on this stream's slices (the
+                                registry's guards naming it) */
 };
 
 /* manager.c: a stream's manager.  The _locked variants expect the stream

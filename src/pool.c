@@ -44,7 +44,17 @@ static void acct_sub(hippo__page_acct *acct, uint64_t size) {
 
 hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
                                     uint64_t *addr) {
-  hippo_status st = pool->be->ops->page_alloc(pool->be, size, addr);
+  hippo_status st;
+  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages)) {
+    uint64_t args[] = {size};
+    return hippo__error_lazy(
+        HIPPO_GRAPH_NEEDS_PAGE,
+        "the stream captures a graph and would need a new page of %llu B; "
+        "a driver allocation inside a capture is illegal: reserve this "
+        "memory before the capture (a warm-up run), or release some",
+        args, 1);
+  }
+  st = pool->be->ops->page_alloc(pool->be, size, addr);
   if (st != HIPPO_SUCCESS)
     return st;
   pool->pages++;
@@ -81,7 +91,9 @@ void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out) {
   out->bytes_reserved = pool->bytes_reserved;
   out->largest_allocation = pool->largest_allocation;
   out->bytes_free = pool->bytes_reserved - pool->bytes_in_use -
-                   pool->bytes_padding - pool->bytes_stranded;
+                   pool->bytes_padding - pool->bytes_stranded -
+                   pool->bytes_guarded;
+  out->bytes_guarded = pool->bytes_guarded;
   out->bytes_stranded = pool->bytes_stranded;
   out->peak_bytes_reserved = pool->peak_bytes_reserved;
 }

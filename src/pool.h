@@ -40,6 +40,13 @@
  *    becomes empty with pool->now and keeps pool->due (the clock at which
  *    tick next has work), so the manager calls tick only when it is due.
  *  - report(): the figures of hippo_pool_report.
+ *  - hold(slice): a graph may use live slice `slice` (graph guards,
+ *    guard.h): while it holds any hold the slice never moves, and once
+ *    released it stays out of use ("guarded": not free, its page never
+ *    empties) instead of becoming free.  unhold(slice) drops one hold; a
+ *    released slice whose last hold goes becomes free.  Several holds
+ *    count.  A slice with holds is released as usual (its figures leave
+ *    bytes_in_use and enter bytes_guarded).
  *  - optional, all or none (pools whose slices can move: ARENA):
  *    reloc_shape(&shape) says what relocation may find (O(1));
  *    reloc_plan(reason, plan) picks the pages to empty for `reason` and
@@ -117,7 +124,7 @@ typedef struct hippo__reloc_shape {
   uint64_t outdated_pages;  /* pages that serve nothing new */
   uint64_t outdated_live;   /* of them, pages holding a live slice */
   uint64_t page_sizes;      /* page sizes alive */
-  uint64_t guarded_pages;   /* pages a capture guards (none yet) */
+  uint64_t guarded_pages;   /* graph holds on the pool's slices */
   uint64_t page_size;       /* the current page size */
   uint32_t sizes_full;      /* every page size slot is taken */
   uint32_t sparse;          /* a page was taken while the pool was sparse */
@@ -128,6 +135,8 @@ typedef struct hippo__pool_ops {
                           hippo__slice_ref *out);
   void (*release)(hippo__pool *pool, uint32_t slice, uint64_t size);
   uint64_t (*addr)(const hippo__pool *pool, uint32_t slice);
+  void (*hold)(hippo__pool *pool, uint32_t slice);
+  void (*unhold)(hippo__pool *pool, uint32_t slice);
   hippo_status (*cleanup)(hippo__pool *pool);
   hippo_status (*tick)(hippo__pool *pool, uint64_t now);
   void (*report)(const hippo__pool *pool, hippo_pool_report *out);
@@ -175,12 +184,16 @@ typedef struct hippo__free_gate {
   hippo_status (*ask)(void *ctx, bool *may_free);
   void *ctx;
   int answer; /* -1: not asked since the reset; 0: no; 1: yes */
+  /* Set by the manager while its stream captures: no pool may take a
+   * page (a driver allocation inside a capture is illegal), so
+   * hippo__pool_page_alloc answers HIPPO_GRAPH_NEEDS_PAGE. */
+  bool no_pages;
 } hippo__free_gate;
 
 /* The common head of every pool.
  * Invariant: allocations == number of live slices; the figures above hold;
  * pages <= peak_pages; bytes_reserved == bytes_in_use + bytes_padding +
- * bytes_stranded + the free bytes. */
+ * bytes_stranded + bytes_guarded + the free bytes. */
 struct hippo__pool {
   const hippo__pool_ops *ops;
   hippo__backend *be;
@@ -206,6 +219,8 @@ struct hippo__pool {
   uint64_t bytes_reserved;
   uint64_t largest_allocation;
   uint64_t bytes_stranded;  /* relocation destinations kept out of use */
+  uint64_t bytes_guarded;   /* released slices a graph holds (guard.h) */
+  uint64_t holds;           /* holds on slices, live or released */
   uint64_t peak_bytes_reserved;
   /* relocation's stall memo: the shape when a relocation last moved
    * nothing (valid while stalled) */

@@ -277,6 +277,16 @@ static void direct_release(hippo__pool *pool, uint32_t slice, uint64_t size) {
     size_push(p, slice);
 }
 
+static void direct_hold(hippo__pool *pool, uint32_t slice) {
+  hippo__page_slots_hold(&((dpool *)pool)->pages, pool, slice);
+}
+
+static void direct_unhold(hippo__pool *pool, uint32_t slice) {
+  dpool *p = (dpool *)pool;
+  if (hippo__page_slots_unhold(&p->pages, pool, slice))
+    size_push(p, slice);
+}
+
 static uint64_t direct_addr(const hippo__pool *pool, uint32_t slice) {
   return ((const dpool *)pool)->pages.slot[slice].addr;
 }
@@ -395,6 +405,8 @@ static const hippo__pool_ops direct_ops = {
     .reserve = direct_reserve,
     .release = direct_release,
     .addr = direct_addr,
+    .hold = direct_hold,
+    .unhold = direct_unhold,
     .cleanup = direct_cleanup,
     .tick = direct_tick,
     .report = direct_report,

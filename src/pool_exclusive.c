@@ -244,6 +244,16 @@ static void exclusive_release(hippo__pool *pool, uint32_t slice,
     class_push(p, slice);
 }
 
+static void exclusive_hold(hippo__pool *pool, uint32_t slice) {
+  hippo__page_slots_hold(&((xpool *)pool)->pages, pool, slice);
+}
+
+static void exclusive_unhold(hippo__pool *pool, uint32_t slice) {
+  xpool *p = (xpool *)pool;
+  if (hippo__page_slots_unhold(&p->pages, pool, slice))
+    class_push(p, slice);
+}
+
 static uint64_t exclusive_addr(const hippo__pool *pool, uint32_t slice) {
   return ((const xpool *)pool)->pages.slot[slice].addr;
 }
@@ -372,6 +382,8 @@ static const hippo__pool_ops exclusive_ops = {
     .reserve = exclusive_reserve,
     .release = exclusive_release,
     .addr = exclusive_addr,
+    .hold = exclusive_hold,
+    .unhold = exclusive_unhold,
     .cleanup = exclusive_cleanup,
     .tick = exclusive_tick,
     .report = exclusive_report,

@@ -126,6 +126,7 @@ static hippo_status check_slots(
     uint64_t *nempty_out, uint64_t *largest_free_out) {
   uint64_t pages = 0, reserved = 0, allocs = 0, in_use = 0, padding = 0;
   uint64_t nfree = 0, free_bytes = 0, nempty = 0, largest_free = 0;
+  uint64_t guarded = 0, holds = 0;
   const char *one = s->one, *many = s->many;
   hippo_status st;
 
@@ -137,7 +138,8 @@ static hippo_status check_slots(
       nempty++;
       continue;
     }
-    CHECK(sl->state == HIPPO__SLOT_FREE || sl->state == HIPPO__SLOT_LIVE,
+    CHECK(sl->state == HIPPO__SLOT_FREE || sl->state == HIPPO__SLOT_LIVE ||
+              sl->state == HIPPO__SLOT_GUARDED,
           "slot %u has state %u", i, sl->state);
     CHECK(sl->addr != 0 && (sl->addr & (pool->alignment - 1)) == 0,
           "%s %u at 0x%llx is not aligned to %llu", one, i,
@@ -155,6 +157,13 @@ static hippo_status check_slots(
       allocs++;
       in_use += sl->requested;
       padding += sl->size - sl->requested;
+      holds += sl->holds;
+    } else if (sl->state == HIPPO__SLOT_GUARDED) {
+      CHECK(sl->holds > 0 && sl->requested == 0,
+            "guarded %s %u has %u holds and a request of %llu", one, i,
+            sl->holds, (unsigned long long)sl->requested);
+      guarded += sl->size;
+      holds += sl->holds;
     } else {
       CHECK(sl->requested == 0, "free %s %u still has a request", one, i);
       CHECK(sl->fifo.since <= pool->now,
@@ -191,6 +200,12 @@ static hippo_status check_slots(
         (unsigned long long)nfree, many, (unsigned long long)free_bytes,
         (unsigned long long)s->free_count,
         (unsigned long long)s->bytes_free);
+  CHECK(guarded == pool->bytes_guarded && holds == pool->holds,
+        "guarded %s hold %llu bytes and %llu holds in all, figures say %llu "
+        "and %llu",
+        many, (unsigned long long)guarded, (unsigned long long)holds,
+        (unsigned long long)pool->bytes_guarded,
+        (unsigned long long)pool->holds);
   *nempty_out = nempty;
   *largest_free_out = largest_free;
   return HIPPO_SUCCESS;
@@ -254,9 +269,10 @@ hippo_status hippo__page_slots_check(
         "largest_free reported %llu, the largest free %s has %llu",
         (unsigned long long)r.largest_free, s->one,
         (unsigned long long)largest_free);
-  CHECK(r.bytes_free ==
-            pool->bytes_reserved - pool->bytes_in_use - pool->bytes_padding,
-        "bytes_free %llu does not match reserved - in use - padding",
+  CHECK(r.bytes_free == pool->bytes_reserved - pool->bytes_in_use -
+                             pool->bytes_padding - pool->bytes_guarded,
+        "bytes_free %llu does not match reserved - in use - padding - "
+        "guarded",
         (unsigned long long)r.bytes_free);
   return HIPPO_SUCCESS;
 }

@@ -30,7 +30,12 @@
 #define HIPPO__SLOT_NIL UINT32_MAX
 #define HIPPO__SLOT_MAX (UINT32_MAX - 1u) /* slot ids stay below NIL */
 
-enum { HIPPO__SLOT_EMPTY = 0, HIPPO__SLOT_FREE = 1, HIPPO__SLOT_LIVE = 2 };
+enum {
+  HIPPO__SLOT_EMPTY = 0,
+  HIPPO__SLOT_FREE = 1,
+  HIPPO__SLOT_LIVE = 2,
+  HIPPO__SLOT_GUARDED = 3
+};
 
 /* One slot.
  * Invariant by state:
@@ -40,7 +45,10 @@ enum { HIPPO__SLOT_EMPTY = 0, HIPPO__SLOT_FREE = 1, HIPPO__SLOT_LIVE = 2 };
  *         of the pool's own index (prev/next) and on the FIFO (fifo), which
  *         it joined at its free time fifo.since <= the clock.
  *  LIVE:  holds a page serving one reservation of `requested` bytes (the
- *         pool states how `size` relates to it); on no list. */
+ *         pool states how `size` relates to it); on no list; `holds`
+ *         graph holds (pool.h).
+ *  GUARDED: a released page with holds > 0: on no list, requested == 0,
+ *         its bytes counted in the pool's bytes_guarded. */
 typedef struct hippo__page_slot {
   uint64_t addr;      /* device address of the page (0: none) */
   uint64_t size;      /* page bytes, a multiple of the alignment */
@@ -50,6 +58,8 @@ typedef struct hippo__page_slot {
   uint32_t prev;      /* FREE: links of the pool's own free list; */
   uint32_t next;      /*  EMPTY: next empty slot */
   hippo__fifo_link fifo; /* FREE: its place on the FIFO */
+  uint32_t holds;     /* LIVE, GUARDED: graph holds */
+  uint32_t pad;
 } hippo__page_slot;
 
 /* Invariant: slot[0..nslots) are the slots ever used, cap >= nslots;
@@ -141,15 +151,28 @@ static inline void hippo__page_slots_serve(hippo__page_slots *s,
   hippo__page_slot *sl = &s->slot[i];
   sl->state = HIPPO__SLOT_LIVE;
   sl->requested = size;
+  sl->holds = 0;
   hippo__pool_note_reserve(pool, size, sl->size);
   out->addr = sl->addr;
   out->slice = i;
 }
 
+/* Slot i (a LIVE or GUARDED page) became FREE: back of the FIFO, in the
+ * free figures; the caller files it in its own index. */
+static inline void hippo__page_slots_freed(hippo__page_slots *s,
+                                           hippo__pool *pool, uint32_t i) {
+  hippo__page_slot *sl = &s->slot[i];
+  sl->state = HIPPO__SLOT_FREE;
+  sl->requested = 0;
+  hippo__page_slots_fifo_push(s, pool, i);
+  s->free_count++;
+  s->bytes_free += sl->size;
+}
+
 /* The release of `slice`, reserved with `size` bytes: it becomes FREE at
- * the back of the FIFO, and the caller files it in its own index.  false
- * (counted in bad_releases, nothing else changes) when the slice is not
- * live. */
+ * the back of the FIFO, and the caller files it in its own index (true);
+ * or, held by a graph, GUARDED (false).  false too (counted in
+ * bad_releases, nothing else changes) when the slice is not live. */
 static inline bool hippo__page_slots_release(hippo__page_slots *s,
                                              hippo__pool *pool,
                                              uint32_t slice, uint64_t size) {
@@ -162,11 +185,32 @@ static inline bool hippo__page_slots_release(hippo__page_slots *s,
   if (size != sl->requested)
     s->bad_releases++;
   hippo__pool_note_release(pool, sl->requested, sl->size);
-  sl->state = HIPPO__SLOT_FREE;
-  sl->requested = 0;
-  hippo__page_slots_fifo_push(s, pool, slice);
-  s->free_count++;
-  s->bytes_free += sl->size;
+  if (HIPPO__UNLIKELY(sl->holds)) {
+    sl->state = HIPPO__SLOT_GUARDED;
+    sl->requested = 0;
+    pool->bytes_guarded += sl->size;
+    return false;
+  }
+  hippo__page_slots_freed(s, pool, slice);
+  return true;
+}
+
+/* Graph holds (pool.h): hold on a LIVE (or GUARDED) slot; unhold answers
+ * true when the slot became FREE (the caller files it). */
+static inline void hippo__page_slots_hold(hippo__page_slots *s,
+                                          hippo__pool *pool, uint32_t i) {
+  s->slot[i].holds++;
+  pool->holds++;
+}
+static inline bool hippo__page_slots_unhold(hippo__page_slots *s,
+                                            hippo__pool *pool, uint32_t i) {
+  hippo__page_slot *sl = &s->slot[i];
+  sl->holds--;
+  pool->holds--;
+  if (sl->state != HIPPO__SLOT_GUARDED || sl->holds)
+    return false;
+  pool->bytes_guarded -= sl->size;
+  hippo__page_slots_freed(s, pool, i);
   return true;
 }
 

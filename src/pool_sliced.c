@@ -105,8 +105,16 @@
 #define HIPPO__SPARSE_NUM 11u          /* sparse: pages > 6/5 of the bytes */
 #define HIPPO__SPARSE_DEN 10u          /*   slices use, with the request */
 
-/* HELD: a relocation destination kept out of use after a failed wait. */
-enum { SLICE_UNUSED = 0, SLICE_FREE = 1, SLICE_LIVE = 2, SLICE_HELD = 3 };
+/* HELD: a relocation destination kept out of use after a failed wait.
+ * GUARDED: a released slice a graph holds (pool.h, hold), out of use until
+ * its last hold goes. */
+enum {
+  SLICE_UNUSED = 0,
+  SLICE_FREE = 1,
+  SLICE_LIVE = 2,
+  SLICE_HELD = 3,
+  SLICE_GUARDED = 4
+};
 
 /* A slice: a run of bytes of one page, in alignment units (32 bytes, so a
  * slice is one cache line's half and never straddles two: the index stays
@@ -118,7 +126,9 @@ enum { SLICE_UNUSED = 0, SLICE_FREE = 1, SLICE_LIVE = 2, SLICE_HELD = 3 };
  * class, one of a closed page in none (links NIL); a live slice has a
  * generation != 0 and padding < the alignment; an UNUSED record is on the
  * unused list exactly when its generation is not 0 (else it is retired);
- * a HELD slice keeps its page from emptying and is in no list. */
+ * a HELD or GUARDED slice keeps its page from emptying and is in no list;
+ * a LIVE or GUARDED slice counts its graph holds in next_free (GUARDED:
+ * at least one). */
 typedef struct slice {
   uint32_t off;       /* offset in the page, in alignment units */
   uint32_t size;      /* size in alignment units, > 0 */
@@ -126,7 +136,8 @@ typedef struct slice {
   uint32_t next_phys; /* neighbour above, NIL at its end */
   uint32_t prev_free; /* FREE: free list link; LIVE, HELD: the padding in
                          bytes (slice bytes - requested bytes) */
-  uint32_t next_free; /* FREE: free list link; UNUSED: the unused list */
+  uint32_t next_free; /* FREE: free list link; UNUSED: the unused list;
+                         LIVE, GUARDED: graph holds */
   uint32_t page;      /* the page it belongs to */
   uint32_t sg;        /* state << 24 | generation (0: retired) */
 } slice;
@@ -139,7 +150,7 @@ static inline void set_state(slice *s, uint32_t state) {
 }
 
 /* A page held from the backend.
- * Invariant: live == number of LIVE and HELD slices in it; live == 0
+ * Invariant: live == number of LIVE, HELD and GUARDED slices in it; live == 0
  * exactly when the page is one free slice, and then it is on the empty
  * FIFO (on == ON_FIFO) or, closed, on the drain list (ON_DRAIN); a closed
  * page's free slices are out of the free index; szslot names its page-size
@@ -619,6 +630,7 @@ take_free(sliced *p, uint32_t i, uint64_t u, uint32_t padding) {
   }
   set_state(s, SLICE_LIVE);
   s->prev_free = padding;
+  s->next_free = 0; /* no graph holds it yet */
   if (p->pages[s->page].live++ == 0)
     empty_remove(p, s->page);
   return i;
@@ -710,14 +722,35 @@ static void free_slice(sliced *p, uint32_t i) {
   }
 }
 
-/* Release live slice i; returns the size it was reserved with. */
+/* Release live slice i; returns the size it was reserved with.  A slice a
+ * graph holds is kept out of use (GUARDED) instead of becoming free. */
 static uint64_t release_slice(sliced *p, uint32_t i) {
-  const slice *s = &p->slices[i];
+  slice *s = &p->slices[i];
   uint64_t bytes = (uint64_t)s->size << p->head.align_shift;
   uint64_t size = bytes - s->prev_free;
   hippo__pool_note_release(&p->head, size, bytes);
+  if (HIPPO__UNLIKELY(s->next_free)) {
+    s->sg = SLICE_GUARDED << 24 | hippo__gen_next(GEN(s), p->first_gen);
+    p->head.bytes_guarded += bytes;
+    return size;
+  }
   free_slice(p, i);
   return size;
+}
+
+static void sliced_hold(hippo__pool *pool, uint32_t i) {
+  ((sliced *)pool)->slices[i].next_free++;
+  pool->holds++;
+}
+
+static void sliced_unhold(hippo__pool *pool, uint32_t i) {
+  sliced *p = (sliced *)pool;
+  slice *s = &p->slices[i];
+  pool->holds--;
+  if (--s->next_free || STATE(s) != SLICE_GUARDED)
+    return;
+  pool->bytes_guarded -= (uint64_t)s->size << pool->align_shift;
+  free_slice(p, i);
 }
 
 static void sliced_release(hippo__pool *pool, uint32_t i, uint64_t size) {
@@ -756,7 +789,8 @@ static bool sliced_resolve_named(const hippo__pool *pool, uint32_t i,
 static void sliced_release_all(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
   /* a release drops only free records, so every live one is still met;
-   * held slices go too (stream_detach: the stream is going away) */
+   * held slices go too (stream_detach: the stream is going away); slices a
+   * graph holds stay, guarded, until graph_retire or destroy */
   for (uint32_t i = 0; i < p->slice_count; i++)
     if (STATE(&p->slices[i]) == SLICE_LIVE) {
       (void)release_slice(p, i);
@@ -876,6 +910,7 @@ static hippo_status sliced_check(const hippo__pool *pool) {
   uint64_t pages = 0, reserved = 0, live_bytes = 0, free_slices = 0;
   uint64_t live_slices = 0, listed = 0, indexed = 0, padding = 0;
   uint64_t unused = 0, retired = 0, held_slices = 0, stranded = 0;
+  uint64_t guarded_slices = 0, guarded = 0, holds = 0;
   uint64_t closed = 0, closed_bytes = 0, closed_busy = 0, empty = 0;
   uint64_t fifo = 0, drain = 0, size_pages[HIPPO__ARENA_SIZES] = {0};
   uint32_t alive = 0;
@@ -938,10 +973,16 @@ static hippo_status sliced_check(const hippo__pool *pool) {
         if (STATE(s) == SLICE_HELD) {
           held_slices++;
           stranded += (uint64_t)s->size << pool->align_shift;
+        } else if (STATE(s) == SLICE_GUARDED) {
+          CHECK(s->next_free > 0, "guarded slice %u has no hold", i);
+          guarded_slices++;
+          guarded += (uint64_t)s->size << pool->align_shift;
+          holds += s->next_free;
         } else {
           live_slices++;
           live_bytes += (uint64_t)s->size << pool->align_shift;
           padding += s->prev_free;
+          holds += s->next_free;
         }
       }
       at += s->size;
@@ -993,13 +1034,21 @@ static hippo_status sliced_check(const hippo__pool *pool) {
   for (uint32_t i = 0; i < p->slice_count; i++)
     retired += STATE(&p->slices[i]) == SLICE_UNUSED && GEN(&p->slices[i]) == 0;
   CHECK(retired == p->retired &&
-            live_slices + held_slices + free_slices + unused + retired ==
+            live_slices + held_slices + guarded_slices + free_slices +
+                    unused + retired ==
                 p->slice_count,
-        "%llu live + %llu held + %llu free + %llu unused + %llu retired "
-        "records of %u (%u retired counted)",
+        "%llu live + %llu held + %llu guarded + %llu free + %llu unused + "
+        "%llu retired records of %u (%u retired counted)",
         (unsigned long long)live_slices, (unsigned long long)held_slices,
-        (unsigned long long)free_slices, (unsigned long long)unused,
-        (unsigned long long)retired, p->slice_count, p->retired);
+        (unsigned long long)guarded_slices, (unsigned long long)free_slices,
+        (unsigned long long)unused, (unsigned long long)retired,
+        p->slice_count, p->retired);
+  CHECK(guarded == pool->bytes_guarded && holds == pool->holds,
+        "guarded slices hold %llu B and slices %llu holds, figures say %llu "
+        "B and %llu",
+        (unsigned long long)guarded, (unsigned long long)holds,
+        (unsigned long long)pool->bytes_guarded,
+        (unsigned long long)pool->holds);
   if ((st = hippo__fifo_check(&p->empty, p->pages, p->page_count, pages,
                               on_fifo, p, "SLICED check: the empty FIFO",
                               &fifo)) != HIPPO_SUCCESS ||
@@ -1120,6 +1169,7 @@ static void arena_reloc_shape(const hippo__pool *pool,
   out->current_pages = p->sizes[p->cur].pages;
   out->outdated_pages = p->closed_pages;
   out->outdated_live = p->closed_busy;
+  out->guarded_pages = pool->holds; /* guards added or dropped: a change */
   out->page_sizes = p->sizes_alive;
   out->page_size = p->page_size;
   /* a growth reuses the current slot while it holds no page */
@@ -1144,15 +1194,20 @@ static int candidate_cmp(const void *a, const void *b) {
   return x->page < y->page ? -1 : x->page > y->page;
 }
 
-/* Live bytes of page pg; false when a held slice keeps it from emptying. */
-static bool page_movable(const sliced *p, uint32_t pg, uint64_t *bytes) {
+/* Whether page pg can be emptied, and the live bytes that would move. */
+enum { MOVABLE, STRANDED, GUARDED };
+static int page_movable(const sliced *p, uint32_t pg, uint64_t *bytes) {
   *bytes = 0;
-  for (uint32_t i = p->pages[pg].first; i != NIL; i = p->slices[i].next_phys)
-    if (STATE(&p->slices[i]) == SLICE_HELD)
-      return false;
-    else if (STATE(&p->slices[i]) == SLICE_LIVE)
-      *bytes += (uint64_t)p->slices[i].size << p->head.align_shift;
-  return true;
+  for (uint32_t i = p->pages[pg].first; i != NIL; i = p->slices[i].next_phys) {
+    const slice *s = &p->slices[i];
+    if (STATE(s) == SLICE_GUARDED || (STATE(s) == SLICE_LIVE && s->next_free))
+      return GUARDED; /* a graph may use it: nothing on the page moves */
+    if (STATE(s) == SLICE_HELD)
+      return STRANDED;
+    if (STATE(s) == SLICE_LIVE)
+      *bytes += (uint64_t)s->size << p->head.align_shift;
+  }
+  return MOVABLE;
 }
 
 static hippo_status plan_room(hippo__reloc_plan *plan) {
@@ -1241,8 +1296,13 @@ static hippo_status arena_reloc_plan(hippo__pool *pool,
     const page *g = &p->pages[pg];
     uint64_t bytes;
     bool open_sparse = sparse && !g->closed && g->szslot == p->cur;
-    if (!g->held || g->live == 0 || !(g->closed || open_sparse) ||
-        !page_movable(p, pg, &bytes))
+    int movable;
+    if (!g->held || g->live == 0 || !(g->closed || open_sparse))
+      continue;
+    movable = page_movable(p, pg, &bytes);
+    if (movable == GUARDED)
+      plan->pages_guarded++;
+    if (movable != MOVABLE)
       continue;
     /* a page at least half full is not worth emptying */
     if (open_sparse && bytes * 2 > g->size)
@@ -1361,6 +1421,7 @@ void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
 /* The operations both kinds share; an ARENA adds relocation's. */
 #define SLICED_OPS                                                             \
   .reserve = sliced_reserve, .release = sliced_release, .addr = sliced_addr,  \
+  .hold = sliced_hold, .unhold = sliced_unhold,                                \
   .cleanup = sliced_cleanup, .tick = sliced_tick, .report = sliced_report,     \
   .check = sliced_check, .destroy = sliced_destroy,                            \
   .release_named = sliced_release_named,                                       \

@@ -593,9 +593,6 @@ START_TEST(test_not_implemented) {
   CK_STATUS(api, api->record_use(a, h, b), HIPPO_UNSUPPORTED);
   CK_ERROR_HAS(api, "not implemented yet");
   CK_ERROR_HAS(api, "record_use");
-  CK_STATUS(api, api->graph_retire(dev, 1), HIPPO_UNSUPPORTED);
-  CK_ERROR_HAS(api, "not implemented yet");
-  CK_ERROR_HAS(api, "graph_retire");
   /* and they touched nothing */
   ck_assert_uint_eq(tu_usage(api, dev, a).allocations, 1);
   CK_CHECK(api, dev);

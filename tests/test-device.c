@@ -1073,14 +1073,14 @@ START_TEST(test_attach_unknown_native) {
 END_TEST
 
 /* The capture guard: nothing is freed while a stream of the device
- * captures -- not even by the out-of-memory retry inside reserve.  Here the
- * empty page held a slice reserved and released during the capture, whose
- * address the graph may have baked in. */
+ * captures -- not even by the out-of-memory retry inside reserve on
+ * another stream (the capture may have baked in the address of any
+ * page). */
 START_TEST(test_capture_guard_oom_retry) {
   const hippo_api *api = tu_api();
   tu_layout l;
   hippo_device *dev;
-  stream_pair a;
+  stream_pair a, b;
   hippo_handle small, big = 0;
   hippo_emu_counters c0, c1;
   uint64_t id = 0;
@@ -1089,7 +1089,8 @@ START_TEST(test_capture_guard_oom_retry) {
   tu_layout_add_sliced(&l, 2 * TU_MiB, TU_MiB, 0);
   dev = tu_open(api, backends[_i], 2 * TU_MiB + 512 * TU_KiB, &l.layout);
   a = attach(api, dev);
-  CK_OK(api, api->emu_capture_begin(dev, a.native, &id));
+  b = attach(api, dev);
+  CK_OK(api, api->emu_capture_begin(dev, b.native, &id));
   small = tu_reserve(api, a.s, 64 * TU_KiB);
   CK_OK(api, api->release(a.s, small));
   c0 = tu_counters(api, dev);
@@ -1103,11 +1104,11 @@ START_TEST(test_capture_guard_oom_retry) {
                 "a page was freed while the stream captured");
   ck_assert_uint_eq(c1.pages_held, 1);
   CK_CHECK(api, dev);
-  CK_OK(api, api->emu_capture_end(dev, a.native));
+  CK_OK(api, api->emu_capture_end(dev, b.native));
   big = tu_reserve(api, a.s, 512 * TU_KiB); /* now the retry may free */
   CK_OK(api, api->release(a.s, big));
   CK_CHECK(api, dev);
-  CLOSE(api, dev, a);
+  CLOSE(api, dev, a, b);
 }
 END_TEST
 
@@ -1155,19 +1156,21 @@ START_TEST(test_capture_tick_backoff) {
 }
 END_TEST
 
-/* The capture guard: periodic deallocation waits while a stream captures. */
+/* The capture guard: periodic deallocation waits while a stream of the
+ * device captures. */
 START_TEST(test_capture_guard_tick) {
   const hippo_api *api = tu_api();
   tu_layout l;
   hippo_device *dev;
-  stream_pair a;
+  stream_pair a, b;
   hippo_handle h, z;
   uint64_t id = 0;
   layout_1m(&l);
   l.pools[0].dealloc_period = 2;
   dev = tu_open(api, backends[_i], 64 * TU_MiB, &l.layout);
   a = attach(api, dev);
-  CK_OK(api, api->emu_capture_begin(dev, a.native, &id));
+  b = attach(api, dev);
+  CK_OK(api, api->emu_capture_begin(dev, b.native, &id));
   h = tu_reserve(api, a.s, 1000);
   CK_OK(api, api->release(a.s, h)); /* the page is empty from clock 1 */
   for (int i = 0; i < 4; i++) {
@@ -1178,14 +1181,14 @@ START_TEST(test_capture_guard_tick) {
   ck_assert_msg(tu_counters(api, dev).calls[HIPPO_CALL_FREE] == 0,
                 "periodic deallocation freed a page during a capture");
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
-  CK_OK(api, api->emu_capture_end(dev, a.native));
+  CK_OK(api, api->emu_capture_end(dev, b.native));
   for (int i = 0; i < 4; i++) {
     z = tu_reserve(api, a.s, 0);
     CK_OK(api, api->release(a.s, z));
   }
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
-  CLOSE(api, dev, a);
+  CLOSE(api, dev, a, b);
 }
 END_TEST
 

@@ -22,7 +22,7 @@ static const expected_status expected[] = {HIPPO_STATUS_MAP(EXPECT)};
 #define N_STATUS (sizeof expected / sizeof expected[0])
 
 START_TEST(test_values_distinct) {
-  ck_assert_uint_eq(N_STATUS, 17);
+  ck_assert_uint_eq(N_STATUS, 18);
   for (size_t i = 0; i < N_STATUS; i++)
     for (size_t j = i + 1; j < N_STATUS; j++)
       ck_assert_msg(expected[i].value != expected[j].value,
@@ -46,6 +46,7 @@ START_TEST(test_values_distinct) {
   ck_assert_int_eq(HIPPO_LOAD_FAILED, 14);
   ck_assert_int_eq(HIPPO_INTERNAL, 15);
   ck_assert_int_eq(HIPPO_PAGE_SIZES_EXHAUSTED, 16);
+  ck_assert_int_eq(HIPPO_GRAPH_NEEDS_PAGE, 17);
 }
 END_TEST
 
@@ -65,7 +66,7 @@ END_TEST
 
 START_TEST(test_unknown_codes) {
   const hippo_api *api = tu_api();
-  const hippo_status unknown[] = {-1, 17, 18, 100, INT32_MAX, INT32_MIN};
+  const hippo_status unknown[] = {-1, 18, 19, 100, INT32_MAX, INT32_MIN};
   for (size_t i = 0; i < sizeof unknown / sizeof unknown[0]; i++) {
     const char *name = api->status_name(unknown[i]);
     const char *msg = api->status_string(unknown[i]);

@@ -1,0 +1,109 @@
+/* guard.c -- the registry of graph guards (guard.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "guard.h"
+
+void hippo__graphs_init(hippo__graphs *gs) {
+  memset(gs, 0, sizeof *gs);
+  hippo__lock_init(&gs->lock);
+}
+
+void hippo__graphs_fini(hippo__graphs *gs) {
+  for (uint32_t i = 0; i < gs->count; i++)
+    free(gs->graphs[i].guards);
+  free(gs->graphs);
+  memset(gs, 0, sizeof *gs);
+}
+
+/* The graph of `id`, or NULL.  Locked. */
+static hippo__graph *find(hippo__graphs *gs, uint64_t id) {
+  if (gs->last < gs->count && gs->graphs[gs->last].id == id)
+    return &gs->graphs[gs->last];
+  for (uint32_t i = gs->count; i-- > 0;)
+    if (gs->graphs[i].id == id) {
+      gs->last = i;
+      return &gs->graphs[i];
+    }
+  return NULL;
+}
+
+hippo_status hippo__graphs_make_room(hippo__graphs *gs, uint64_t id) {
+  hippo__graph *g;
+  hippo_status st = HIPPO_SUCCESS;
+  hippo__lock_take(&gs->lock);
+  g = find(gs, id);
+  if (!g) {
+    if (gs->count == gs->cap) {
+      uint32_t cap = gs->cap ? gs->cap * 2 : 8;
+      hippo__graph *grown = realloc(gs->graphs, cap * sizeof *grown);
+      if (!grown) {
+        st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "graph guards: host memory for %u graphs", cap);
+        goto out;
+      }
+      gs->graphs = grown;
+      gs->cap = cap;
+    }
+    g = &gs->graphs[gs->count];
+    memset(g, 0, sizeof *g);
+    g->id = id;
+    gs->last = gs->count++;
+  }
+  if (g->count == g->cap) {
+    uint32_t cap = g->cap ? g->cap * 2 : 16;
+    hippo__guard *grown = realloc(g->guards, cap * sizeof *grown);
+    if (!grown) {
+      st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "graph guards: host memory for %u guards of "
+                            "capture %llu",
+                            cap, (unsigned long long)id);
+      goto out;
+    }
+    g->guards = grown;
+    g->cap = cap;
+  }
+out:
+  hippo__lock_drop(&gs->lock);
+  return st;
+}
+
+void hippo__graphs_note(hippo__graphs *gs, uint64_t id, hippo__guard guard) {
+  hippo__graph *g;
+  hippo__lock_take(&gs->lock);
+  g = find(gs, id); /* made by make_room, with room */
+  g->retired = false;
+  g->guards[g->count++] = guard;
+  hippo__lock_drop(&gs->lock);
+}
+
+hippo_status hippo__graphs_take(hippo__graphs *gs, uint64_t id,
+                                hippo__guard **out, uint32_t *count) {
+  hippo__graph *g;
+  hippo__lock_take(&gs->lock);
+  g = find(gs, id);
+  if (!g) {
+    hippo__lock_drop(&gs->lock);
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "graph_retire: hippo guarded nothing under "
+                            "capture %llu (no reserve, release or resolve "
+                            "on a stream that captured it)",
+                            (unsigned long long)id);
+  }
+  *out = g->guards;
+  *count = g->count;
+  g->guards = NULL;
+  g->count = g->cap = 0;
+  g->retired = true;
+  hippo__lock_drop(&gs->lock);
+  return HIPPO_SUCCESS;
+}
+
+uint64_t hippo__graphs_holds(hippo__graphs *gs) {
+  uint64_t n = 0;
+  hippo__lock_take(&gs->lock);
+  for (uint32_t i = 0; i < gs->count; i++)
+    n += gs->graphs[i].count;
+  hippo__lock_drop(&gs->lock);
+  return n;
+}

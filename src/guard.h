@@ -1,0 +1,84 @@
+/* guard.h -- graph guards (guard.c): what a capture may have baked into a
+ * graph stays where it is, and in use, until the host runtime retires the
+ * graph.
+ *
+ * hippo asks the backend, at each reserve, release and resolve (and
+ * record_use for the user stream), whether the call's stream captures and
+ * under which capture id (hipStreamIsCapturing / hipStreamGetCaptureInfo;
+ * on HOST and DRY a word of the emulated stream read without a lock).  A
+ * slice that call reserves, releases or resolves while its stream captures
+ * C is *guarded* under C, per slice (CubeCL guards whole pages; hippo guards
+ * only the slices, so a page's other room stays usable):
+ *  - its pool counts a hold on the slice (pool.h: hold/unhold), and this
+ *    registry notes (stream, pool index, slice) under C;
+ *  - a held slice never moves: relocation leaves its page whole
+ *    (pages_guarded in the report);
+ *  - released, it is not reused by any reservation: it stays out of the
+ *    free index ("guarded" bytes in usage and pool_report) and its page is
+ *    never given back (not by cleanup, periodic deallocation, reclaim,
+ *    relocation, install or stream_detach);
+ *  - graph_retire(C) drops the holds C took; a released slice whose last
+ *    hold goes becomes free.  Retiring C again is harmless (HIPPO_SUCCESS);
+ *    an id hippo never guarded anything under is HIPPO_INVALID_ARGUMENT.
+ *    A graph never retired keeps its slices until device_close.
+ * A stream detached while a graph holds slices of it keeps those pages (and
+ * nothing else) as a *retained* manager of the device, gone once its last
+ * hold is retired or at device_close.
+ *
+ * While a stream captures, its reservations are served only from room its
+ * pools already hold: a new page would be a driver allocation inside the
+ * capture, illegal in HIP, so the reservation answers
+ * HIPPO_GRAPH_NEEDS_PAGE (other streams go on taking pages).  Periodic
+ * deallocation, cleanup and relocation wait while any stream of the device
+ * captures (device.c, the free gate).
+ *
+ * Locking: the registry has its own lock, a leaf: taken under a stream lock
+ * (reserve, release, resolve), never while waiting for another lock.
+ */
+#ifndef HIPPO_GUARD_H
+#define HIPPO_GUARD_H
+
+#include "core.h"
+
+/* One hold a graph took: slice `slice` of pool `pool` of stream `s`. */
+typedef struct hippo__guard {
+  hippo_stream *s;
+  uint32_t pool;
+  uint32_t slice;
+} hippo__guard;
+
+/* One capture id and its holds.
+ * Invariant: retired == (count == 0 and the holds were dropped); every
+ * guard names a slice with a hold in its pool. */
+typedef struct hippo__graph {
+  uint64_t id;
+  hippo__guard *guards;
+  uint32_t count, cap;
+  bool retired;
+} hippo__graph;
+
+/* Every capture id a device guarded anything under (its registry). */
+typedef struct hippo__graphs {
+  hippo__lock lock;
+  hippo__graph *graphs;
+  uint32_t count, cap;
+  uint32_t last; /* index of the graph noted last (a capture notes many) */
+} hippo__graphs;
+
+void hippo__graphs_init(hippo__graphs *gs);
+void hippo__graphs_fini(hippo__graphs *gs);
+/* Make sure the next hippo__graphs_note under `id` cannot fail (host
+ * memory); HIPPO_OUT_OF_MEMORY with last_error otherwise, nothing
+ * changed. */
+hippo_status hippo__graphs_make_room(hippo__graphs *gs, uint64_t id);
+/* Note a hold taken under `id` (after make_room). */
+void hippo__graphs_note(hippo__graphs *gs, uint64_t id, hippo__guard g);
+/* Take the holds of `id` for retiring: HIPPO_INVALID_ARGUMENT when the id
+ * is unknown; *out NULL (count 0) when it was retired already.  The caller
+ * drops each hold and frees *out. */
+hippo_status hippo__graphs_take(hippo__graphs *gs, uint64_t id,
+                                hippo__guard **out, uint32_t *count);
+/* Holds not yet retired, over every graph (figures, check walks). */
+uint64_t hippo__graphs_holds(hippo__graphs *gs);
+
+#endif /* HIPPO_GUARD_H */
