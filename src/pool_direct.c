@@ -332,7 +332,7 @@ static hippo_status direct_alloc_ok(const hippo__pool *pool, uint32_t i) {
           "live allocation %u of %llu bytes serves %llu bytes: not its "
           "aligned size",
           i, (unsigned long long)d->size, (unsigned long long)d->requested);
-  else
+  else if (d->state == HIPPO__SLOT_FREE)
     CHECK(map_find(p, d->size) != NIL,
           "free allocation %u of %llu bytes: no map entry", i,
           (unsigned long long)d->size);

@@ -1,0 +1,349 @@
+/* test-guard.c -- graph guards through the ABI (guard.h): what a stream
+ * reserves, releases or resolves while it captures stays in place and out
+ * of use until graph_retire; a capturing stream takes no page; guarded
+ * pages survive cleanup, reclaim, relocation, install and detach; exact
+ * guarded figures.  Emulated captures on HOST and DRY devices.  The
+ * device's check must pass after every step that changes state. */
+#include <config.h>
+
+#include <check.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define MiB TU_MiB
+#define KiB TU_KiB
+
+static const hippo_backend backends[] = {HIPPO_BACKEND_HOST,
+                                         HIPPO_BACKEND_DRY};
+#define N_BACKENDS 2
+
+/* One SLICED pool of 1 MiB pages taking up to 256 KiB. */
+static hippo_device *open_sliced(const hippo_api *api, hippo_backend b) {
+  tu_layout l;
+  return tu_open(api, b, 64 * MiB, tu_layout_sliced(&l, MiB, 256 * KiB));
+}
+
+static uint64_t guarded(const hippo_api *api, hippo_device *dev,
+                        hippo_stream *s) {
+  return tu_usage(api, dev, s).bytes_guarded;
+}
+
+static uint64_t holds(const hippo_api *api, hippo_device *dev,
+                      hippo_stream *s) {
+  return tu_usage(api, dev, s).slices_guarded;
+}
+
+/* A slice released during the capture is reused by no reservation until
+ * the graph is retired; then it is, at the same address.  Retiring twice
+ * is harmless; an id hippo never guarded anything under is refused. */
+START_TEST(test_released_not_reused) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, backends[_i]);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle warm, h1, h2, h3;
+  uint64_t id = 0, a1, allocs;
+
+  warm = tu_reserve(api, s, 64 * KiB); /* the warm-up takes the page */
+  CK_OK(api, api->release(s, warm));
+  allocs = tu_counters(api, dev).calls[HIPPO_CALL_ALLOC];
+  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  h1 = tu_reserve(api, s, 64 * KiB); /* from room held */
+  a1 = tu_addr(api, s, h1);
+  CK_OK(api, api->release(s, h1));
+  ck_assert_uint_eq(guarded(api, dev, s), 64 * KiB);
+  ck_assert_uint_eq(guarded(api, dev, NULL), 64 * KiB);
+  /* reserved, resolved (tu_addr), released: three holds */
+  ck_assert_uint_eq(holds(api, dev, s), 3);
+  ck_assert_uint_eq(tu_report(api, s, 1).bytes_guarded, 64 * KiB);
+  ck_assert_uint_eq(tu_report(api, s, 1).bytes_free, MiB - 64 * KiB);
+  ck_assert_uint_eq(tu_usage(api, dev, s).allocations, 0);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->emu_capture_end(dev, n));
+  /* after the capture, before retire: the guarded bytes stay out of use */
+  h2 = tu_reserve(api, s, 64 * KiB);
+  ck_assert_uint_eq(tu_addr(api, s, h2), a1 + 64 * KiB);
+  CK_OK(api, api->cleanup(dev, NULL));
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC], allocs);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->graph_retire(dev, id));
+  ck_assert_uint_eq(guarded(api, dev, NULL), 0);
+  ck_assert_uint_eq(holds(api, dev, NULL), 0);
+  h3 = tu_reserve(api, s, 64 * KiB);
+  ck_assert_uint_eq(tu_addr(api, s, h3), a1); /* reused now */
+  CK_OK(api, api->graph_retire(dev, id));      /* twice: harmless */
+  CK_STATUS(api, api->graph_retire(dev, id + 1000), HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "capture");
+  CK_STATUS(api, api->graph_retire(NULL, id), HIPPO_INVALID_ARGUMENT);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, h2));
+  CK_OK(api, api->release(s, h3));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* A capturing stream takes no page: a reservation its pools hold no room
+ * for answers HIPPO_GRAPH_NEEDS_PAGE with no driver call, also in
+ * persistent mode; another stream goes on taking pages. */
+START_TEST(test_capture_needs_page) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, backends[_i]);
+  void *na, *nb;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_handle h[3], x, y;
+  uint64_t id, allocs;
+  hippo_usage before;
+
+  for (int i = 0; i < 3; i++) /* 768 KiB of the 1 MiB page */
+    h[i] = tu_reserve(api, a, 256 * KiB);
+  CK_OK(api, api->emu_capture_begin(dev, na, &id));
+  allocs = tu_counters(api, dev).calls[HIPPO_CALL_ALLOC];
+  before = tu_usage(api, dev, a);
+  x = tu_reserve(api, a, 256 * KiB); /* the page's last 256 KiB */
+  CK_STATUS(api, api->reserve(a, 256 * KiB, HIPPO_MODE_AUTO, &y),
+            HIPPO_GRAPH_NEEDS_PAGE);
+  CK_ERROR_HAS(api, "captures a graph");
+  CK_ERROR_HAS(api, "warm-up");
+  CK_STATUS(api, api->reserve(a, 4096, HIPPO_MODE_PERSISTENT, &y),
+            HIPPO_GRAPH_NEEDS_PAGE);
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC], allocs);
+  ck_assert_uint_eq(tu_usage(api, dev, a).allocations,
+                    before.allocations + 1);
+  /* the other stream takes a page */
+  y = tu_reserve(api, b, 256 * KiB);
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC],
+                    allocs + 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->emu_capture_end(dev, na));
+  CK_OK(api, api->release(b, y));
+  CK_OK(api, api->release(a, x));
+  for (int i = 0; i < 3; i++)
+    CK_OK(api, api->release(a, h[i]));
+  CK_OK(api, api->graph_retire(dev, id));
+  CK_CHECK(api, dev);
+  tu_detach(api, dev, a, na);
+  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* Nothing is given back while a capture records: not by cleanup, reclaim,
+ * install or detach (refused with HIPPO_GRAPH_RECORDING) nor by periodic
+ * deallocation; zero backend frees. */
+START_TEST(test_zero_frees_while_recording) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  void *na, *nb;
+  hippo_stream *a, *b;
+  hippo_handle h, z;
+  uint64_t id, frees;
+  tu_layout_sliced(&l, MiB, 256 * KiB);
+  l.pools[0].dealloc_period = 1;
+  dev = tu_open(api, backends[_i], 64 * MiB, &l.layout);
+  a = tu_attach(api, dev, &na);
+  b = tu_attach(api, dev, &nb);
+  h = tu_reserve(api, a, 4096);
+  CK_OK(api, api->emu_capture_begin(dev, nb, &id));
+  frees = tu_counters(api, dev).calls[HIPPO_CALL_FREE];
+  CK_OK(api, api->release(a, h)); /* the page empties, due at once */
+  for (int i = 0; i < 8; i++) {
+    z = tu_reserve(api, a, 0);
+    CK_OK(api, api->release(a, z));
+  }
+  CK_STATUS(api, api->cleanup(dev, NULL), HIPPO_GRAPH_RECORDING);
+  CK_STATUS(api, api->reclaim(dev, NULL), HIPPO_GRAPH_RECORDING);
+  CK_STATUS(api, api->stream_detach(a), HIPPO_GRAPH_RECORDING);
+  {
+    tu_layout l2;
+    CK_STATUS(api,
+              api->pools_install(dev, tu_layout_sliced(&l2, MiB, MiB), NULL),
+              HIPPO_GRAPH_RECORDING);
+  }
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], frees);
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->emu_capture_end(dev, nb));
+  /* the ticks backed off while the gate said no (1, 2, 4, ...
+   * reservations): the page goes within 16 now */
+  for (int i = 0; i < 16 && tu_counters(api, dev).pages_held; i++) {
+    z = tu_reserve(api, a, 0);
+    CK_OK(api, api->release(a, z));
+  }
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
+  CK_STATUS(api, api->graph_retire(dev, id), HIPPO_INVALID_ARGUMENT);
+  tu_detach(api, dev, a, na);
+  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* A slice resolved during a capture never moves: relocation leaves its
+ * page whole (pages_guarded) until the graph is retired, then moves it.
+ * Released after the capture, it still stays out of use until retire. */
+START_TEST(test_resolved_not_moved) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_pool_options *o;
+  hippo_device *dev;
+  void *n;
+  hippo_stream *s;
+  hippo_handle a, big, c;
+  hippo_relocation_report rep;
+  uint64_t id, old;
+  void *p;
+  tu_layout_init(&l);
+  o = tu_layout_add(&l, HIPPO_POOL_ARENA);
+  o->page_size = 2 * MiB;
+  o->max_slice_size = 16 * MiB;
+  dev = tu_open(api, HIPPO_BACKEND_HOST, 64 * MiB, &l.layout);
+  s = tu_attach(api, dev, &n);
+  a = tu_reserve(api, s, MiB);
+  tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, s, a), MiB, 9);
+  big = tu_reserve(api, s, 8 * MiB); /* grows: a's page is outdated */
+  old = tu_addr(api, s, a);
+  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  CK_OK(api, api->resolve(s, a, &p, NULL)); /* the graph bakes it in */
+  ck_assert_uint_eq((uint64_t)(uintptr_t)p, old);
+  CK_OK(api, api->emu_capture_end(dev, n));
+  ck_assert_uint_eq(holds(api, dev, s), 1);
+  ck_assert_uint_eq(guarded(api, dev, s), 0); /* held, still live */
+  memset(&rep, 0, sizeof rep);
+  rep.struct_size = sizeof rep;
+  CK_OK(api, api->relocate_with(dev, s, HIPPO_RELOCATE_EXPLICIT, &rep));
+  ck_assert_uint_eq(rep.slices_moved, 0);
+  ck_assert_uint_eq(rep.pages_guarded, 1);
+  ck_assert_uint_eq(rep.outcome, HIPPO_RELOCATION_NO_ROOM);
+  ck_assert_uint_eq(tu_addr(api, s, a), old);
+  /* released after the capture: out of use until retire */
+  CK_OK(api, api->release(s, a));
+  ck_assert_uint_eq(guarded(api, dev, s), MiB);
+  c = tu_reserve(api, s, 512 * KiB);
+  ck_assert_uint_ne(tu_addr(api, s, c), old);
+  CK_OK(api, api->cleanup(dev, s));
+  ck_assert_uint_eq(tu_report(api, s, 1).outdated_pages, 1); /* kept */
+  CK_CHECK(api, dev);
+  CK_OK(api, api->graph_retire(dev, id));
+  ck_assert_uint_eq(guarded(api, dev, s), 0);
+  CK_OK(api, api->cleanup(dev, s));
+  ck_assert_uint_eq(tu_report(api, s, 1).outdated_pages, 0); /* gone now */
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, big));
+  CK_OK(api, api->release(s, c));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* A stream detached while a graph holds slices of it: the held pages stay
+ * (retained by the device) and go when the graph is retired; never
+ * retired, at device_close.  install is refused while holds remain. */
+START_TEST(test_detach_retains) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, backends[_i]);
+  void *na, *nb;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_handle h, k;
+  uint64_t id, id2;
+  tu_layout l;
+  h = tu_reserve(api, a, 64 * KiB);
+  (void)tu_reserve(api, a, 64 * KiB); /* live at detach: dropped */
+  CK_OK(api, api->emu_capture_begin(dev, na, &id));
+  CK_OK(api, api->release(a, h)); /* guarded */
+  CK_OK(api, api->emu_capture_end(dev, na));
+  CK_STATUS(api,
+            api->pools_install(dev, tu_layout_sliced(&l, MiB, MiB), NULL),
+            HIPPO_POOLS_IN_USE);
+  CK_ERROR_HAS(api, "graph_retire");
+  tu_detach(api, dev, a, na); /* g goes; h's page stays */
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, MiB);
+  ck_assert_uint_eq(guarded(api, dev, NULL), 64 * KiB);
+  ck_assert_uint_eq(holds(api, dev, NULL), 1);
+  ck_assert_uint_eq(tu_info(api, dev).streams, 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->graph_retire(dev, id));
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
+  ck_assert_uint_eq(guarded(api, dev, NULL), 0);
+  CK_CHECK(api, dev);
+  /* never retired: the page stays until device_close */
+  CK_OK(api, api->emu_capture_begin(dev, nb, &id2));
+  k = tu_reserve(api, b, 0);
+  CK_STATUS(api, api->reserve(b, 4096, HIPPO_MODE_AUTO, &k),
+            HIPPO_GRAPH_NEEDS_PAGE);
+  CK_OK(api, api->emu_capture_end(dev, nb));
+  k = tu_reserve(api, b, 4096);
+  CK_OK(api, api->emu_capture_begin(dev, nb, &id2));
+  CK_OK(api, api->release(b, k));
+  CK_OK(api, api->emu_capture_end(dev, nb));
+  tu_detach(api, dev, b, nb);
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->device_close(dev)); /* gives it back (valgrind: no leak) */
+}
+END_TEST
+
+/* Pools that keep a page per reservation (EXCLUSIVE, DIRECT, persistent)
+ * guard the same way: a page released during a capture is not reused
+ * before retire. */
+START_TEST(test_page_pools_guard) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  void *n;
+  hippo_stream *s;
+  hippo_handle w, h, x, y;
+  uint64_t id, a, p;
+  tu_layout_init(&l);
+  tu_layout_add(&l, HIPPO_POOL_EXCLUSIVE)->max_alloc_size = 4 * MiB;
+  dev = tu_open(api, backends[_i], 64 * MiB, &l.layout);
+  s = tu_attach(api, dev, &n);
+  w = tu_reserve(api, s, MiB); /* warm-up: a free 1 MiB page */
+  CK_OK(api, api->release(s, w));
+  CK_OK(api, api->reserve(s, 8192, HIPPO_MODE_PERSISTENT, &w));
+  CK_OK(api, api->release(s, w)); /* and a free persistent page */
+  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  h = tu_reserve(api, s, MiB);
+  a = tu_addr(api, s, h);
+  CK_OK(api, api->release(s, h));
+  CK_OK(api, api->reserve(s, 8192, HIPPO_MODE_PERSISTENT, &w));
+  p = tu_addr(api, s, w);
+  CK_OK(api, api->release(s, w));
+  ck_assert_uint_eq(guarded(api, dev, s), MiB + 8192);
+  ck_assert_uint_eq(tu_report(api, s, 0).bytes_guarded, 8192);
+  CK_OK(api, api->emu_capture_end(dev, n));
+  x = tu_reserve(api, s, MiB); /* a new page, not the guarded one */
+  ck_assert_uint_ne(tu_addr(api, s, x), a);
+  CK_OK(api, api->reserve(s, 8192, HIPPO_MODE_PERSISTENT, &y));
+  ck_assert_uint_ne(tu_addr(api, s, y), p);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, x));
+  CK_OK(api, api->release(s, y));
+  CK_OK(api, api->graph_retire(dev, id));
+  ck_assert_uint_eq(guarded(api, dev, s), 0);
+  CK_CHECK(api, dev);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+static Suite *guard_suite(void) {
+  Suite *s = suite_create("guard");
+  TCase *tc = tcase_create("graph");
+  tcase_add_loop_test(tc, test_released_not_reused, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_capture_needs_page, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_zero_frees_while_recording, 0, N_BACKENDS);
+  tcase_add_test(tc, test_resolved_not_moved);
+  tcase_add_loop_test(tc, test_detach_retains, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_page_pools_guard, 0, N_BACKENDS);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(guard_suite()); }
