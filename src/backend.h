@@ -25,8 +25,16 @@
  *                           it until then on purpose, so a missing
  *                           synchronization shows up as wrong data.
  *  stream_sync(stream)   -> waits for all work queued on `stream`.
- *  event_record(stream)  -> an event marking the work queued so far.
- *  event_query(event)    -> *done = whether that work has finished.
+ *  event_create          -> an event (recorded on nothing: done).  hippo
+ *                           creates events off the reservation path and
+ *                           records them again and again.
+ *  event_record(event, stream) -> the event now marks the work queued on
+ *                           `stream` so far.
+ *  event_query(event)    -> *done = whether that work has finished; never
+ *                           waits, and on HOST runs nothing (an emulated
+ *                           stream's work runs at a sync, a wait, a page
+ *                           free that touches it, or its destruction).
+ *  event_wait(event)     -> waits until that work has finished.
  *  event_destroy(event)
  *  capture_status(stream)-> *capturing and, when capturing, *capture_id
  *                           (hipStreamIsCapturing/hipStreamGetCaptureInfo).
@@ -67,9 +75,10 @@ typedef struct hippo__backend_ops {
   hippo_status (*copy)(hippo__backend *be, void *stream, uint64_t dst,
                        uint64_t src, uint64_t size);
   hippo_status (*stream_sync)(hippo__backend *be, void *stream);
-  hippo_status (*event_record)(hippo__backend *be, void *stream,
-                               void **event);
+  hippo_status (*event_create)(hippo__backend *be, void **event);
+  hippo_status (*event_record)(hippo__backend *be, void *event, void *stream);
   hippo_status (*event_query)(hippo__backend *be, void *event, bool *done);
+  hippo_status (*event_wait)(hippo__backend *be, void *event);
   hippo_status (*event_destroy)(hippo__backend *be, void *event);
   hippo_status (*capture_status)(hippo__backend *be, void *stream,
                                  bool *capturing, uint64_t *capture_id);

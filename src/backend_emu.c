@@ -363,37 +363,52 @@ out:
   return st;
 }
 
-static hippo_status emu_event_record(hippo__backend *be, void *stream,
-                                     void **event) {
+static hippo_status emu_event_create(hippo__backend *be, void **event) {
   hippo__emu *emu = emu_of(be);
-  hippo__emu_stream *s = NULL;
   hippo__emu_event *e = NULL;
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = stream_call(emu, HIPPO_CALL_EVENT, "event_record", stream, &s)))
+  if ((st = emu_call(emu, HIPPO_CALL_EVENT, "event_create")))
     goto out;
   if (!event) {
     st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                          "%s event_record: event must not be NULL",
+                          "%s event_create: event must not be NULL",
                           emu->name);
     goto out;
   }
   e = calloc(1, sizeof *e);
   if (!e) {
     st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                          "%s event_record: out of host memory", emu->name);
+                          "%s event_create: out of host memory", emu->name);
     goto out;
   }
   e->magic = HIPPO__EMU_EVENT_MAGIC;
   e->owner = emu;
-  e->stream = s;
-  e->target = s->queued;
+  e->stream = NULL; /* recorded on nothing: done */
   e->next = emu->events;
   if (emu->events)
     emu->events->prev = e;
   emu->events = e;
   *event = e;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+static hippo_status emu_event_record(hippo__backend *be, void *event,
+                                     void *stream) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_stream *s = NULL;
+  hippo__emu_event *e = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = stream_call(emu, HIPPO_CALL_EVENT, "event_record", stream, &s)) ||
+      (st = event_check(emu, event, "event_record", &e)))
+    goto out;
+  e->stream = s;
+  e->target = s->queued;
 out:
   pthread_mutex_unlock(&emu->mutex);
   return st;
@@ -414,10 +429,25 @@ static hippo_status emu_event_query(hippo__backend *be, void *event,
                           "%s event_query: done must not be NULL", emu->name);
     goto out;
   }
-  /* A query lets the emulated device run the stream up to the event. */
+  /* As a device: done once the stream's queue ran up to the event (a
+   * sync, a wait, a page free that drains it); asking runs nothing. */
+  *done = !e->stream || e->stream->done >= e->target;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+static hippo_status emu_event_wait(hippo__backend *be, void *event) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_event *e = NULL;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = emu_call(emu, HIPPO_CALL_EVENT, "event_wait")) ||
+      (st = event_check(emu, event, "event_wait", &e)))
+    goto out;
   if (e->stream)
     stream_run(emu, e->stream, e->target);
-  *done = true;
 out:
   pthread_mutex_unlock(&emu->mutex);
   return st;
@@ -802,7 +832,9 @@ static const hippo__backend_ops emu_ops = {
     .page_free = emu_page_free,
     .copy = emu_copy,
     .stream_sync = emu_stream_sync,
+    .event_create = emu_event_create,
     .event_record = emu_event_record,
+    .event_wait = emu_event_wait,
     .event_query = emu_event_query,
     .event_destroy = emu_event_destroy,
     .capture_status = emu_capture_status,

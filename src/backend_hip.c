@@ -178,8 +178,7 @@ static hippo_status hip_stream_sync(hippo__backend *be, void *stream) {
   return leave(&sc, HIPPO_SUCCESS);
 }
 
-static hippo_status hip_event_record(hippo__backend *be, void *stream,
-                                     void **event) {
+static hippo_status hip_event_create(hippo__backend *be, void **event) {
   hip_backend *h = hip_of(be);
   dev_scope sc;
   hippo_status st;
@@ -189,20 +188,47 @@ static hippo_status hip_event_record(hippo__backend *be, void *stream,
   count(h, HIPPO_CALL_EVENT);
   if (!event)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP event_record: event must not be NULL");
-  if ((st = enter(h, "event_record", &sc)) != HIPPO_SUCCESS)
+                            "HIP event_create: event must not be NULL");
+  if ((st = enter(h, "event_create", &sc)) != HIPPO_SUCCESS)
     return st;
   err = hipEventCreateWithFlags(&ev, hipEventDisableTiming);
   if (err != hipSuccess)
     return leave(&sc, hip_fail(err, "hipEventCreateWithFlags", NULL));
-  err = hipEventRecord(ev, (hipStream_t)stream);
-  if (err != hipSuccess) {
-    st = hip_fail(err, "hipEventRecord", NULL);
-    (void)hipEventDestroy(ev); /* keep the first error */
-    return leave(&sc, st);
-  }
   *event = ev;
   return leave(&sc, HIPPO_SUCCESS);
+}
+
+static hippo_status hip_event_record(hippo__backend *be, void *event,
+                                     void *stream) {
+  hip_backend *h = hip_of(be);
+  dev_scope sc;
+  hippo_status st;
+  hipError_t err;
+
+  count(h, HIPPO_CALL_EVENT);
+  if (!event)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "HIP event_record: event must not be NULL");
+  if ((st = enter(h, "event_record", &sc)) != HIPPO_SUCCESS)
+    return st;
+  err = hipEventRecord((hipEvent_t)event, (hipStream_t)stream);
+  if (err != hipSuccess)
+    return leave(&sc, hip_fail(err, "hipEventRecord", NULL));
+  return leave(&sc, HIPPO_SUCCESS);
+}
+
+static hippo_status hip_event_wait(hippo__backend *be, void *event) {
+  hip_backend *h = hip_of(be);
+  hipError_t err;
+
+  count(h, HIPPO_CALL_EVENT);
+  if (!event)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "HIP event_wait: event must not be NULL");
+  err = hipEventSynchronize((hipEvent_t)event);
+  if (err != hipSuccess)
+    return hip_fail(err, "hipEventSynchronize", NULL);
+  return HIPPO_SUCCESS;
 }
 
 static hippo_status hip_event_query(hippo__backend *be, void *event,
@@ -307,7 +333,9 @@ static const hippo__backend_ops hip_ops = {
     .page_free = hip_page_free,
     .copy = hip_copy,
     .stream_sync = hip_stream_sync,
+    .event_create = hip_event_create,
     .event_record = hip_event_record,
+    .event_wait = hip_event_wait,
     .event_query = hip_event_query,
     .event_destroy = hip_event_destroy,
     .capture_status = hip_capture_status,

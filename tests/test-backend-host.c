@@ -215,37 +215,53 @@ START_TEST(copy_overlapping_is_memmove) {
 }
 END_TEST
 
-START_TEST(event_query_runs_up_to_event) {
+/* An event marks the work queued so far; asking runs nothing (as a
+ * device: the work runs at a sync, a wait, a page free that drains it);
+ * a wait runs the stream up to the event and no further.  An event is
+ * recorded again and again. */
+START_TEST(event_query_and_wait) {
   hippo__backend *be = host_new(MiB, 0);
   void *s, *ev, *ev2;
-  bool done = false;
+  bool done = true;
   uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB),
            c = page_new(be, 4 * KiB);
 
   OK(be->ops->emu_stream_create(be, &s));
+  OK(be->ops->event_create(be, &ev));
+  ck_assert_ptr_nonnull(ev);
+  OK(be->ops->event_query(be, ev, &done)); /* recorded on nothing */
+  ck_assert(done);
   fill(be, a, 4 * KiB, 9);
   OK(be->ops->copy(be, s, b, a, 4 * KiB));
-  OK(be->ops->event_record(be, s, &ev));
-  ck_assert_ptr_nonnull(ev);
+  OK(be->ops->event_record(be, ev, s));
   OK(be->ops->copy(be, s, c, a, 4 * KiB)); /* after the event */
-  ck_assert(all_bytes(be, b, 4 * KiB, 0));
+  OK(be->ops->event_query(be, ev, &done));
+  ck_assert(!done);
+  ck_assert(all_bytes(be, b, 4 * KiB, 0)); /* the query ran nothing */
+  OK(be->ops->event_wait(be, ev));
   OK(be->ops->event_query(be, ev, &done));
   ck_assert(done);
   ck_assert(holds(be, b, 4 * KiB, 9));
   ck_assert(all_bytes(be, c, 4 * KiB, 0)); /* still queued */
   ck_assert_uint_eq(counters_of(be).bytes_copied, 4 * KiB);
-  /* An event with nothing before it is done at once. */
-  OK(be->ops->event_record(be, NULL, &ev2));
+  /* recorded again: it marks the copy to c now; a sync finishes it */
+  OK(be->ops->event_record(be, ev, s));
+  OK(be->ops->event_query(be, ev, &done));
+  ck_assert(!done);
+  OK(be->ops->stream_sync(be, s));
+  OK(be->ops->event_query(be, ev, &done));
+  ck_assert(done);
+  ck_assert(holds(be, c, 4 * KiB, 9));
+  /* an event with nothing before it is done at once */
+  OK(be->ops->event_create(be, &ev2));
+  OK(be->ops->event_record(be, ev2, NULL));
   done = false;
   OK(be->ops->event_query(be, ev2, &done));
   ck_assert(done);
-  OK(be->ops->stream_sync(be, s));
-  ck_assert(holds(be, c, 4 * KiB, 9));
-  OK(be->ops->event_destroy(be, ev));
   OK(be->ops->event_destroy(be, ev2));
-  /* An event of a destroyed stream: its work ran, the event is done. */
+  /* an event of a destroyed stream: its work ran, the event is done */
   OK(be->ops->copy(be, s, c, b, 1024));
-  OK(be->ops->event_record(be, s, &ev));
+  OK(be->ops->event_record(be, ev, s));
   OK(be->ops->emu_stream_destroy(be, s));
   done = false;
   OK(be->ops->event_query(be, ev, &done));
@@ -434,23 +450,32 @@ START_TEST(fault_event_and_capture_query) {
 
   fill(be, a, 4 * KiB, 8);
   OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
-  /* event_record and event_query share the HIPPO_CALL_EVENT count. */
+  /* event_create, _record, _query and _wait share the HIPPO_CALL_EVENT
+   * count. */
   OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_OUT_OF_MEMORY));
-  FAILS(be->ops->event_record(be, NULL, &ev), HIPPO_OUT_OF_MEMORY,
-        "HOST event_record call #1 failed");
+  FAILS(be->ops->event_create(be, &ev), HIPPO_OUT_OF_MEMORY,
+        "HOST event_create call #1 failed");
   ck_assert_ptr_null(ev);
-  OK(be->ops->event_record(be, NULL, &ev));
+  OK(be->ops->event_create(be, &ev));
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
+  FAILS(be->ops->event_record(be, ev, NULL), HIPPO_BACKEND_ERROR,
+        "HOST event_record call #3 failed");
+  OK(be->ops->event_record(be, ev, NULL));
+  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
+  FAILS(be->ops->event_wait(be, ev), HIPPO_BACKEND_ERROR,
+        "HOST event_wait call #5 failed");
+  ck_assert(all_bytes(be, b, 4 * KiB, 0)); /* the failed wait ran nothing */
   OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
   FAILS(be->ops->event_query(be, ev, &done), HIPPO_BACKEND_ERROR,
-        "HOST event_query call #3 failed");
+        "HOST event_query call #6 failed");
   ck_assert(!done);
-  ck_assert(all_bytes(be, b, 4 * KiB, 0)); /* the failed query ran nothing */
+  OK(be->ops->event_wait(be, ev));
   OK(be->ops->event_query(be, ev, &done));
   ck_assert(done);
   ck_assert(holds(be, b, 4 * KiB, 8));
-  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 4);
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 8);
   OK(be->ops->event_destroy(be, ev));
-  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 4);
+  ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 8);
 
   OK(be->ops->emu_stream_create(be, &s));
   OK(be->ops->emu_capture_begin(be, s, &id));
@@ -568,8 +593,14 @@ START_TEST(bad_addresses) {
         "not an emulated stream");
   FAILS(be->ops->stream_sync(be, (void *)&local), HIPPO_INVALID_ARGUMENT,
         "not an emulated stream");
-  FAILS(be->ops->event_record(be, (void *)&local, &ev),
+  OK(be->ops->event_create(be, &ev));
+  FAILS(be->ops->event_record(be, ev, (void *)&local),
         HIPPO_INVALID_ARGUMENT, "not an emulated stream");
+  FAILS(be->ops->event_record(be, (void *)&local, NULL),
+        HIPPO_INVALID_ARGUMENT, "not a live event");
+  FAILS(be->ops->event_wait(be, NULL), HIPPO_INVALID_ARGUMENT,
+        "not a live event");
+  OK(be->ops->event_destroy(be, ev));
   FAILS(be->ops->event_query(be, NULL, &done), HIPPO_INVALID_ARGUMENT,
         "not a live event");
   FAILS(be->ops->event_destroy(be, NULL), HIPPO_INVALID_ARGUMENT,
@@ -632,7 +663,8 @@ START_TEST(counters_exact) {
   OK(be->ops->copy(be, NULL, b, a, 0)); /* counted, copies nothing */
   OK(be->ops->stream_sync(be, NULL));
   OK(be->ops->stream_sync(be, NULL));
-  OK(be->ops->event_record(be, NULL, &ev));
+  OK(be->ops->event_create(be, &ev));
+  OK(be->ops->event_record(be, ev, NULL));
   OK(be->ops->event_query(be, ev, &done));
   OK(be->ops->event_destroy(be, ev));
   OK(be->ops->capture_status(be, NULL, &capturing, NULL));
@@ -641,7 +673,7 @@ START_TEST(counters_exact) {
   ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 1);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_COPY], 3);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_SYNC], 2);
-  ck_assert_uint_eq(c.calls[HIPPO_CALL_EVENT], 2);
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_EVENT], 3);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_CAPTURE_QUERY], 1);
   ck_assert_uint_eq(c.pages_held, 2);
   ck_assert_uint_eq(c.bytes_held, 256 + 8 * KiB);
@@ -773,7 +805,7 @@ static Suite *host_suite(void) {
   tcase_add_test(tc, copy_waits_for_sync);
   tcase_add_test(tc, copy_in_stream_order);
   tcase_add_test(tc, copy_overlapping_is_memmove);
-  tcase_add_test(tc, event_query_runs_up_to_event);
+  tcase_add_test(tc, event_query_and_wait);
   tcase_add_test(tc, free_drains_pending_copies);
   tcase_add_test(tc, capacity_exhaustion);
   tcase_add_test(tc, fault_alloc_nth);
