@@ -274,6 +274,10 @@ typedef struct hippo_usage {
   uint64_t slices_guarded;       /* holds graphs keep on slices, live or
                                     released (a slice two graphs hold
                                     counts twice) */
+  uint64_t slices_waiting;       /* released slices waiting for the work of
+                                    the streams that used them (record_use) */
+  uint64_t event_failures;       /* event queries that failed (the slice
+                                    waits on; cleanup waits for it) */
 } hippo_usage;
 
 /* One pool of a stream. */
@@ -378,7 +382,14 @@ typedef struct hippo_api {
   hippo_status (*release)(hippo_stream *stream, hippo_handle handle);
   hippo_status (*resolve)(hippo_stream *stream, hippo_handle handle,
                           void **device_ptr, uint64_t *size);
-  /* later: another stream used the memory; release waits for its work. */
+  /* Another attached stream of the device (`user`) uses the reservation:
+   * at its release hippo records an event on `user`, and the bytes are
+   * reused only once the work `user` had queued by then has finished
+   * (polled at the owner's later reservations, waited for by cleanup and
+   * detach).  While `user` captures a graph, the reservation is guarded
+   * for that graph instead (graph_retire).  The reservation does not move
+   * until then.  Once per (reservation, user); user == stream: nothing to
+   * do. */
   hippo_status (*record_use)(hippo_stream *stream, hippo_handle handle,
                              hippo_stream *user);
   /* Persistent windows: nested; the stream is persistent while any is open. */

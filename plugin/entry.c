@@ -3,8 +3,7 @@
  * This layer checks every argument (NULL pointers, the objects' magic,
  * struct sizes of any version) before the core sees it, and turns caller
  * structs into the plugin's own with hippo__struct_in/out.  Locking lives in
- * the core (manager.h states the rule).  Slots whose features land in later
- * releases answer HIPPO_UNSUPPORTED and say "not implemented yet".
+ * the core (device.h states the rule): this layer takes no core lock.
  */
 #include <config.h>
 
@@ -141,12 +140,6 @@ static inline void *shell_obj(const void *p, uint32_t magic) {
     (s) = obj_;                                                                \
   } while (0)
 
-static hippo_status not_yet(const char *call) {
-  return hippo__error_set(HIPPO_UNSUPPORTED,
-                          "%s: not implemented yet in hippo %s (see README, "
-                          "ABI status)",
-                          call, PACKAGE_VERSION);
-}
 
 /* ---- diagnostics ------------------------------------------------------ */
 static const char *api_last_error(void) { return hippo__error_get(); }
@@ -319,8 +312,13 @@ static hippo_status api_resolve(hippo_stream *stream, hippo_handle handle,
 
 static hippo_status api_record_use(hippo_stream *stream, hippo_handle handle,
                                    hippo_stream *user) {
-  (void)stream, (void)handle, (void)user;
-  return not_yet("record_use");
+  CHECK_STREAM(stream, "record_use");
+  CHECK_STREAM(user, "record_use");
+  if (user->device != stream->device)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "record_use: the user stream belongs to another "
+                            "device");
+  return hippo__record_use(stream, handle, user);
 }
 
 static hippo_status api_persistent_begin(hippo_stream *stream) {

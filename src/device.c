@@ -74,6 +74,7 @@ hippo_status hippo__device_open(const hippo_device_desc *desc,
   }
   hippo__lock_init(&dev->lock);
   hippo__lock_init(&dev->natives_lock);
+  hippo__lock_init(&dev->events_lock);
   hippo__graphs_init(&dev->graphs);
   dev->magic = HIPPO__DEVICE_MAGIC;
   dev->flags = desc->flags;
@@ -101,6 +102,9 @@ hippo_status hippo__device_close(hippo_device *dev) {
   }
   free(dev->retained);
   hippo__graphs_fini(&dev->graphs);
+  for (uint32_t i = 0; i < dev->event_count; i++)
+    (void)dev->be->ops->event_destroy(dev->be, dev->events[i]);
+  free(dev->events);
   dev->be->ops->destroy(dev->be);
   free(dev->streams);
   free(dev->natives);
@@ -272,6 +276,34 @@ hippo_status hippo__emu_stream_destroy(hippo_device *dev, void *native) {
   return st;
 }
 
+hippo_status hippo__device_event_get(hippo_device *dev, void **event) {
+  hippo__lock_take(&dev->events_lock);
+  if (dev->event_count) {
+    *event = dev->events[--dev->event_count];
+    hippo__lock_drop(&dev->events_lock);
+    return HIPPO_SUCCESS;
+  }
+  hippo__lock_drop(&dev->events_lock);
+  return dev->be->ops->event_create(dev->be, event);
+}
+
+void hippo__device_event_put(hippo_device *dev, void *event) {
+  hippo__lock_take(&dev->events_lock);
+  if (dev->event_count == dev->event_cap) {
+    uint32_t cap = dev->event_cap ? dev->event_cap * 2 : 16;
+    void **grown = realloc(dev->events, cap * sizeof *grown);
+    if (!grown) { /* no host memory to keep it: it goes */
+      hippo__lock_drop(&dev->events_lock);
+      (void)dev->be->ops->event_destroy(dev->be, event);
+      return;
+    }
+    dev->events = grown;
+    dev->event_cap = cap;
+  }
+  dev->events[dev->event_count++] = event;
+  hippo__lock_drop(&dev->events_lock);
+}
+
 /* Room for one more retained stream, so a detach never fails halfway. */
 static hippo_status retained_room(hippo_device *dev) {
   if (dev->retained_count < dev->retained_cap)
@@ -310,11 +342,30 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   st = hippo__device_refuse_while_recording(dev, "stream_detach");
   if (st == HIPPO_SUCCESS)
     st = retained_room(dev);
+  /* record_use: what the others' slices wait for on this stream is marked
+   * now (its work so far) */
+  for (uint32_t k = 0; k < dev->stream_count && st == HIPPO_SUCCESS; k++) {
+    hippo_stream *o = dev->streams[k];
+    if (o == s)
+      continue;
+    hippo__lock_take(&o->lock);
+    st = hippo__manager_user_leaves_locked(o, s);
+    hippo__lock_drop(&o->lock);
+  }
   if (st != HIPPO_SUCCESS) {
     hippo__lock_drop(&dev->lock);
     return st;
   }
   hippo__lock_take(&s->lock);
+  /* and what other streams use of this one's slices is waited for */
+  st = hippo__manager_drop_uses_locked(s);
+  if (st != HIPPO_SUCCESS) {
+    hippo__lock_drop(&s->lock);
+    hippo__lock_drop(&dev->lock);
+    return hippo__error_wrap(st, "stream_detach: waiting for the streams "
+                             "that use its reservations (record_use); "
+                             "nothing was released, retry");
+  }
   hippo__manager_release_all_locked(s);
   st = hippo__manager_cleanup_locked(s);
   if (st != HIPPO_SUCCESS) {
@@ -546,6 +597,8 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
     out->bytes_stranded += u.bytes_stranded;
     out->bytes_guarded += u.bytes_guarded;
     out->slices_guarded += u.slices_guarded;
+    out->slices_waiting += u.slices_waiting;
+    out->event_failures += u.event_failures;
   }
   for (uint32_t i = 0; i < dev->retained_count; i++) {
     hippo_usage u;

@@ -60,6 +60,11 @@ struct hippo_device {
   hippo__graphs graphs;
   hippo_stream **retained;
   uint32_t retained_count, retained_cap;
+  /* Backend events ready for reuse (record_use), under events_lock, a
+   * leaf lock. */
+  hippo__lock events_lock;
+  void **events;
+  uint32_t event_count, event_cap;
 };
 
 hippo_status hippo__device_open(const hippo_device_desc *desc,
@@ -94,6 +99,11 @@ hippo_status hippo__device_refuse_while_recording(hippo_device *dev,
 /* hippo__free_gate's question for a device (ctx): true when no stream of
  * it captures.  May be called holding a stream lock. */
 hippo_status hippo__device_may_free(void *dev, bool *may_free);
+/* An event for record_use: one ready for reuse, else a new one
+ * (event_create); hippo__device_event_put gives it back (or, the pool
+ * full of host memory, destroys it). */
+hippo_status hippo__device_event_get(hippo_device *dev, void **event);
+void hippo__device_event_put(hippo_device *dev, void *event);
 /* graph_retire: the holds capture `id` took are dropped (guard.h). */
 hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id);
 /* Waits until every attached stream's queued work has finished (the

@@ -74,7 +74,14 @@ void hippo__pools_destroy(hippo__pool **pools, uint32_t from,
 }
 
 void hippo__manager_fini(hippo_stream *s) {
+  hippo__backend *be = s->device->be;
   s->magic = 0;
+  for (uint32_t i = 0; i < s->use_count; i++)
+    (void)be->ops->event_destroy(be, s->uses[i].event);
+  for (uint32_t i = 0; i < s->wait_count; i++)
+    (void)be->ops->event_destroy(be, s->waits[i].event);
+  free(s->uses);
+  free(s->waits);
   for (uint32_t k = 0; k <= HIPPO__MAX_POOLS; k++)
     free(s->parked[k].records);
   hippo__pools_destroy(s->pools, 0, s->pool_count);
@@ -429,6 +436,188 @@ static bool locate(hippo_stream *s, hippo_handle h, uint32_t *pool,
   return true;
 }
 
+/* ---- record_use (manager.h: uses and waits) --------------------------------
+ * A use keeps a hold on the slice, so its release leaves it out of use
+ * (guarded bytes) until the hold goes; the event recorded on the user at
+ * the release says when. */
+
+/* Room for one more entry in a uses or waits array. */
+static hippo_status use_room(hippo__use **a, uint32_t count, uint32_t *cap) {
+  if (count < *cap)
+    return HIPPO_SUCCESS;
+  {
+    uint32_t n = *cap ? *cap * 2 : 8;
+    hippo__use *grown = realloc(*a, n * sizeof *grown);
+    if (!grown)
+      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "record_use: host memory for %u uses", n);
+    *a = grown;
+    *cap = n;
+  }
+  return HIPPO_SUCCESS;
+}
+
+/* A waiting slice's users are done: its hold goes (it may become free),
+ * its event is ready again. */
+static void wait_done(hippo_stream *s, uint32_t i) {
+  hippo__use w = s->waits[i];
+  hippo__pool *p = s->pools[w.pool];
+  p->now = s->clock; /* stamps the page if it empties */
+  p->ops->unhold(p, w.slice);
+  hippo__device_event_put(s->device, w.event);
+  s->waits[i] = s->waits[--s->wait_count];
+}
+
+/* At a reservation: the waiting slices whose events completed become
+ * reusable.  Never waits; a failed query is counted and asked again. */
+static void poll_waits(hippo_stream *s) {
+  hippo__backend *be = s->device->be;
+  for (uint32_t i = s->wait_count; i-- > 0;) {
+    bool done = false;
+    if (be->ops->event_query(be, s->waits[i].event, &done) != HIPPO_SUCCESS)
+      s->event_failures++;
+    else if (done)
+      wait_done(s, i);
+  }
+}
+
+hippo_status hippo__manager_wait_uses_locked(hippo_stream *s) {
+  hippo__backend *be = s->device->be;
+  hippo_status first = HIPPO_SUCCESS;
+  for (uint32_t i = s->wait_count; i-- > 0;) {
+    hippo_status st = be->ops->event_wait(be, s->waits[i].event);
+    if (st == HIPPO_SUCCESS)
+      wait_done(s, i);
+    else if (first == HIPPO_SUCCESS)
+      first = st;
+  }
+  return first;
+}
+
+/* The release of slice (pool, slice) is about to happen: each use of it
+ * gets its event recorded on its user and becomes a wait.  A failure
+ * changes nothing (the release must not happen). */
+static hippo_status uses_released(hippo_stream *s, uint32_t pool,
+                                  uint32_t slice) {
+  hippo__backend *be = s->device->be;
+  uint32_t n = 0;
+  for (uint32_t i = 0; i < s->use_count; i++) {
+    hippo__use *u = &s->uses[i];
+    hippo_status st;
+    if (u->pool != pool || u->slice != slice)
+      continue;
+    n++;
+    st = use_room(&s->waits, s->wait_count + n - 1, &s->wait_cap);
+    if (st == HIPPO_SUCCESS && u->user)
+      st = be->ops->event_record(be, u->event, u->user->native);
+    if (st != HIPPO_SUCCESS)
+      return hippo__error_wrap(st,
+                               "release: marking the work of a stream that "
+                               "uses the reservation (record_use); it stays "
+                               "live, retry");
+  }
+  for (uint32_t i = s->use_count; i-- > 0;) {
+    hippo__use *u = &s->uses[i];
+    if (u->pool != pool || u->slice != slice)
+      continue;
+    u->user = NULL;
+    s->waits[s->wait_count++] = *u;
+    s->uses[i] = s->uses[--s->use_count];
+  }
+  return HIPPO_SUCCESS;
+}
+
+/* Before release's own work: the uses of h's slice, if any. */
+static hippo_status release_uses(hippo_stream *s, hippo_handle h) {
+  uint32_t pool, slice;
+  hippo__slot *slot;
+  if (!locate(s, h, &pool, &slice, &slot) || pool == HIPPO__POOL_NONE)
+    return HIPPO_SUCCESS; /* release reports a bad handle itself */
+  return uses_released(s, pool, slice);
+}
+
+hippo_status hippo__manager_drop_uses_locked(hippo_stream *s) {
+  hippo__backend *be = s->device->be;
+  hippo_status st = HIPPO_SUCCESS;
+  for (uint32_t i = 0; i < s->use_count && st == HIPPO_SUCCESS; i++)
+    if (s->uses[i].user)
+      st = be->ops->event_record(be, s->uses[i].event,
+                                 s->uses[i].user->native);
+  for (uint32_t i = 0; i < s->use_count && st == HIPPO_SUCCESS; i++)
+    st = be->ops->event_wait(be, s->uses[i].event);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  while (s->use_count) { /* every user is done with them */
+    hippo__use u = s->uses[--s->use_count];
+    s->pools[u.pool]->ops->unhold(s->pools[u.pool], u.slice);
+    hippo__device_event_put(s->device, u.event);
+  }
+  return hippo__manager_wait_uses_locked(s);
+}
+
+hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
+                                               hippo_stream *user) {
+  hippo__backend *be = s->device->be;
+  for (uint32_t i = 0; i < s->use_count; i++)
+    if (s->uses[i].user == user) {
+      hippo_status st =
+          be->ops->event_record(be, s->uses[i].event, user->native);
+      if (st != HIPPO_SUCCESS)
+        return hippo__error_wrap(st,
+                                 "stream_detach: marking the work of the "
+                                 "stream on reservations it uses");
+    }
+  for (uint32_t i = 0; i < s->use_count; i++)
+    if (s->uses[i].user == user)
+      s->uses[i].user = NULL; /* recorded: waited for at the release */
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__record_use(hippo_stream *s, hippo_handle h,
+                               hippo_stream *user) {
+  uint32_t pool, slice;
+  hippo__slot *slot;
+  void *event = NULL;
+  uint64_t cid = 0;
+  hippo_status st = HIPPO_SUCCESS;
+  if (user != s) {
+    st = capture_of(user, &cid);
+    if (st == HIPPO_SUCCESS && !cid)
+      st = hippo__device_event_get(s->device, &event);
+    if (st != HIPPO_SUCCESS)
+      return hippo__error_wrap(st, "record_use");
+  }
+  hippo__lock_take(&s->lock);
+  if (!locate(s, h, &pool, &slice, &slot)) {
+    st = bad_handle(h, "record_use");
+    goto out;
+  }
+  if (user == s || pool == HIPPO__POOL_NONE)
+    goto out; /* stream order covers it; no bytes to keep */
+  if (cid) { /* the user's graph uses it: guarded for that graph */
+    st = hippo__graphs_make_room(&s->device->graphs, cid);
+    if (st == HIPPO_SUCCESS)
+      guard_take(s, cid, pool, slice);
+    goto out;
+  }
+  for (uint32_t i = 0; i < s->use_count; i++)
+    if (s->uses[i].pool == pool && s->uses[i].slice == slice &&
+        s->uses[i].user == user)
+      goto out; /* once per (reservation, user) */
+  st = use_room(&s->uses, s->use_count, &s->use_cap);
+  if (st != HIPPO_SUCCESS)
+    goto out;
+  s->uses[s->use_count++] =
+      (hippo__use){.pool = pool, .slice = slice, .user = user, .event = event};
+  event = NULL;
+  s->pools[pool]->ops->hold(s->pools[pool], slice);
+out:
+  hippo__lock_drop(&s->lock);
+  if (event)
+    hippo__device_event_put(s->device, event);
+  return st;
+}
+
 /* reserve on a stream that captures `cid`: only from room the pools hold
  * (HIPPO_GRAPH_NEEDS_PAGE otherwise), the slice held for the graph, no
  * tick (nothing is given back while a capture records). */
@@ -480,6 +669,8 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
     hippo__lock_drop(&s->lock);
     return st;
   }
+  if (HIPPO__UNLIKELY(s->wait_count))
+    poll_waits(s); /* slices other streams used may be reusable now */
   persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
   if (size > 0) {
     /* CubeCL's rule, on request (HIPPO_DEVICE_AUTO_RELOCATE): relocate
@@ -530,6 +721,8 @@ static hippo_status release_captured(hippo_stream *s, hippo_handle h,
   }
   if (pool != HIPPO__POOL_NONE) {
     st = hippo__graphs_make_room(&s->device->graphs, cid);
+    if (st == HIPPO_SUCCESS && s->use_count)
+      st = uses_released(s, pool, slice);
     if (st != HIPPO_SUCCESS) {
       hippo__lock_drop(&s->lock);
       return st;
@@ -557,6 +750,11 @@ hippo_status hippo__release(hippo_stream *s, hippo_handle h) {
   if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS || cid))
     return st != HIPPO_SUCCESS ? st : release_captured(s, h, cid);
   hippo__lock_take(&s->lock);
+  if (HIPPO__UNLIKELY(s->use_count) &&
+      (st = release_uses(s, h)) != HIPPO_SUCCESS) {
+    hippo__lock_drop(&s->lock);
+    return st;
+  }
   if (hp.pool != HIPPO__HANDLE_TABLE) {
     hippo__pool *p = naming_pool(s, hp);
     uint64_t size;
@@ -654,7 +852,8 @@ hippo_status hippo__persistent_end(hippo_stream *s) {
 }
 
 hippo_status hippo__manager_cleanup_locked(hippo_stream *s) {
-  hippo_status first = HIPPO_SUCCESS;
+  /* the bytes other streams used are waited for: they may go back now */
+  hippo_status first = hippo__manager_wait_uses_locked(s);
   for (uint32_t i = 0; i < s->pool_count; i++) {
     hippo_status st = s->pools[i]->ops->cleanup(s->pools[i]);
     if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
@@ -718,10 +917,11 @@ void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out) {
   out->slices_relocated = s->slices_relocated;
   out->bytes_relocated = s->bytes_relocated;
   out->bytes_stranded = hippo__manager_stranded_locked(s);
-  for (uint32_t i = 0; i < s->pool_count; i++) {
+  for (uint32_t i = 0; i < s->pool_count; i++)
     out->bytes_guarded += s->pools[i]->bytes_guarded;
-    out->slices_guarded += s->pools[i]->holds;
-  }
+  out->slices_guarded = s->holds;
+  out->slices_waiting = s->wait_count;
+  out->event_failures = s->event_failures;
 }
 
 hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out) {
@@ -804,12 +1004,13 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
     pages += p->pages;
     holds += p->holds;
   }
-  if (holds != s->holds)
+  if (holds != s->holds + s->use_count + s->wait_count)
     return hippo__error_set(HIPPO_INTERNAL,
-                            "manager check: pools count %llu graph holds, the "
-                            "stream %llu",
+                            "manager check: pools count %llu holds, the "
+                            "stream %llu of graphs, %u uses and %u waits",
                             (unsigned long long)holds,
-                            (unsigned long long)s->holds);
+                            (unsigned long long)s->holds, s->use_count,
+                            s->wait_count);
   if (zero != s->zero_live || in_use != s->in_use ||
       s->in_use > s->peak_in_use)
     return hippo__error_set(HIPPO_INTERNAL,

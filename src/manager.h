@@ -22,6 +22,16 @@
 _Static_assert(HIPPO__MAX_POOLS + 1 < HIPPO__HANDLE_TABLE,
                "a handle names any pool of a stream apart from the table");
 
+/* A use of one of the stream's slices by another stream (record_use): the
+ * slice (pool index, slice id) holds a hold for it; `event` was made ready
+ * at record_use and is recorded on `user` at the release (user NULL: it
+ * was recorded when `user` detached). */
+typedef struct hippo__use {
+  uint32_t pool, slice;
+  hippo_stream *user;
+  void *event;
+} hippo__use;
+
 /* One stream's memory manager.
  * Invariant: pools[0] is the persistent pool, pools[1 .. pool_count) the
  * dynamic pools of the device's current layout; every live handle slot
@@ -29,7 +39,8 @@ _Static_assert(HIPPO__MAX_POOLS + 1 < HIPPO__HANDLE_TABLE,
  * live slice of it; in_use == sum over pools of bytes_in_use;
  * peak_in_use >= in_use; acct.bytes_reserved == sum of pool bytes_reserved;
  * ticking and movable list exactly the pools with a dealloc_period and
- * with relocation operations, in routing order.
+ * with relocation operations, in routing order; the pools' holds sum to
+ * holds + use_count + wait_count.
  */
 #define HIPPO__STREAM_MAGIC 0x5354524du /* live hippo_stream ("STRM") */
 
@@ -72,6 +83,11 @@ struct hippo_stream {
                                 plugin's pointer), named in reports */
   uint64_t holds;            /* graph holds on this stream's slices (the
                                 registry's guards naming it) */
+  /* record_use: uses of live slices, and released slices waiting for the
+   * events recorded at their release; each entry keeps one hold. */
+  hippo__use *uses, *waits;
+  uint32_t use_count, use_cap, wait_count, wait_cap;
+  uint64_t event_failures;   /* failed event queries */
 };
 
 /* manager.c: a stream's manager.  The _locked variants expect the stream
@@ -89,6 +105,19 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
 hippo_status hippo__release(hippo_stream *s, hippo_handle h);
 hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
                             uint64_t *size);
+hippo_status hippo__record_use(hippo_stream *s, hippo_handle h,
+                               hippo_stream *user);
+/* Waits for every waiting slice's event and drops its hold (cleanup and
+ * detach need the bytes); the first failure, after trying all. */
+hippo_status hippo__manager_wait_uses_locked(hippo_stream *s);
+/* s is detaching: every use of its live slices by another stream is
+ * marked and waited for, then every waiting slice; the holds go.  The
+ * first failure, nothing dropped then. */
+hippo_status hippo__manager_drop_uses_locked(hippo_stream *s);
+/* `user` is detaching: every use of s's slices by it gets its event
+ * recorded now (s's lock held). */
+hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
+                                               hippo_stream *user);
 hippo_status hippo__persistent_begin(hippo_stream *s);
 hippo_status hippo__persistent_end(hippo_stream *s);
 hippo_status hippo__manager_cleanup_locked(hippo_stream *s);

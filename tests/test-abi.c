@@ -581,27 +581,6 @@ START_TEST(test_output_larger) {
 }
 END_TEST
 
-/* ---- slots of later releases ---------------------------------------------------- */
-
-START_TEST(test_not_implemented) {
-  const hippo_api *api = tu_api();
-  hippo_device *dev = tu_open(api, HIPPO_BACKEND_HOST, TU_GiB, NULL);
-  void *na, *nb;
-  hippo_stream *a = tu_attach(api, dev, &na);
-  hippo_stream *b = tu_attach(api, dev, &nb);
-  hippo_handle h = tu_reserve(api, a, 4096);
-  CK_STATUS(api, api->record_use(a, h, b), HIPPO_UNSUPPORTED);
-  CK_ERROR_HAS(api, "not implemented yet");
-  CK_ERROR_HAS(api, "record_use");
-  /* and they touched nothing */
-  ck_assert_uint_eq(tu_usage(api, dev, a).allocations, 1);
-  CK_CHECK(api, dev);
-  CK_OK(api, api->release(a, h));
-  tu_detach(api, dev, a, na);
-  tu_detach(api, dev, b, nb);
-  CK_OK(api, api->device_close(dev));
-}
-END_TEST
 
 /* ---- bad objects ------------------------------------------------------------------ */
 
@@ -856,7 +835,6 @@ static Suite *abi_suite(void) {
   tcase_add_test(tc, test_output_larger);
   suite_add_tcase(s, tc);
   tc = tcase_create("slots");
-  tcase_add_test(tc, test_not_implemented);
   tcase_add_test(tc, test_bad_device);
   tcase_add_test(tc, test_bad_stream);
   tcase_add_test(tc, test_stale_objects);
