@@ -466,6 +466,9 @@ typedef struct hippo_api {
    * when the stream's work is waited for, as a kernel would (HOST, DRY). */
   hippo_status (*emu_copy)(hippo_device *device, void *native_stream,
                            void *dst, const void *src, uint64_t size);
+  /* Emulation: run an emulated stream's queued work now, as a device
+   * finishing it would (HOST, DRY). */
+  hippo_status (*emu_stream_sync)(hippo_device *device, void *native_stream);
 } hippo_api;
 
 /* The one exported symbol.  *abi_version: in, the newest version the caller

@@ -520,14 +520,15 @@ static hippo_status api_emu_write(hippo_device *device, void *device_ptr,
 
 static hippo_status api_emu_copy(hippo_device *device, void *native,
                                  void *dst, const void *src, uint64_t size) {
-  EMU_OP(device, copy, "emu_copy");
-  if (!device->be->ops->emu_read)
-    return hippo__error_set(HIPPO_UNSUPPORTED,
-                            "emu_copy: only HOST and DRY devices emulate; "
-                            "this one is HIP");
+  EMU_OP(device, emu_stream_create, "emu_copy");
   return device->be->ops->copy(device->be, native,
                                (uint64_t)(uintptr_t)dst,
                                (uint64_t)(uintptr_t)src, size);
+}
+
+static hippo_status api_emu_stream_sync(hippo_device *device, void *native) {
+  EMU_OP(device, emu_stream_create, "emu_stream_sync");
+  return device->be->ops->stream_sync(device->be, native);
 }
 
 static hippo_status api_emu_counters(hippo_device *device,
@@ -577,6 +578,7 @@ static const hippo_api api_v1 = {
     .relocate_with = api_relocate_with,
     .relocation_report = api_relocation_report,
     .emu_copy = api_emu_copy,
+    .emu_stream_sync = api_emu_stream_sync,
 };
 
 EXPORT hippo_status hippo_plugin_entry(uint32_t *abi_version,

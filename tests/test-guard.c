@@ -333,6 +333,180 @@ START_TEST(test_page_pools_guard) {
 }
 END_TEST
 
+/* ---- record_use ---------------------------------------------------------------- */
+
+/* Stream b uses a's slice x (record_use), with its work still queued (a
+ * copy that reads x): released by a, x is reused by no reservation a makes
+ * before b's work ran, and by the first one after; b read x's bytes
+ * intact. */
+START_TEST(test_use_order) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  void *na, *nb;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_handle x, y, r1, r2;
+  uint64_t ax;
+  hippo_usage u;
+
+  x = tu_reserve(api, a, 64 * KiB);
+  ax = tu_addr(api, a, x);
+  tu_fill(api, dev, (void *)(uintptr_t)ax, 64 * KiB, 21);
+  y = tu_reserve(api, b, 64 * KiB);
+  CK_OK(api, api->record_use(a, x, b));
+  CK_OK(api, api->record_use(a, x, b)); /* once per user */
+  CK_OK(api, api->record_use(a, x, a)); /* the owner: nothing to do */
+  /* b's work: a copy of x, queued, not run */
+  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+                           (const void *)(uintptr_t)ax, 64 * KiB));
+  CK_OK(api, api->release(a, x));
+  u = tu_usage(api, dev, a);
+  ck_assert_uint_eq(u.slices_waiting, 1);
+  ck_assert_uint_eq(u.bytes_guarded, 64 * KiB);
+  ck_assert_uint_eq(u.allocations, 0);
+  CK_CHECK(api, dev);
+  r1 = tu_reserve(api, a, 64 * KiB); /* before b's work ran: not x */
+  ck_assert_uint_ne(tu_addr(api, a, r1), ax);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  CK_OK(api, api->emu_stream_sync(dev, nb)); /* b's work runs */
+  r2 = tu_reserve(api, a, 64 * KiB); /* after: x again */
+  ck_assert_uint_eq(tu_addr(api, a, r2), ax);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded, 0);
+  tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, b, y), 64 * KiB,
+               21, __FILE__, __LINE__);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, r1));
+  CK_OK(api, api->release(a, r2));
+  CK_OK(api, api->release(b, y));
+  tu_detach(api, dev, a, na);
+  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* A fault recording the event fails the release, which changes nothing
+ * (the reservation stays live); a fault in the query at a later
+ * reservation leaves the slice waiting, counted; cleanup waits for the
+ * work and then the bytes are free. */
+START_TEST(test_use_faults) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, backends[_i]);
+  void *na, *nb, *p;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_handle x, r, q;
+  uint64_t ax;
+  x = tu_reserve(api, a, 64 * KiB);
+  ax = tu_addr(api, a, x);
+  q = tu_reserve(api, a, 64 * KiB); /* keeps the page from emptying */
+  CK_OK(api, api->record_use(a, x, b));
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_EVENT, 1,
+                                   HIPPO_BACKEND_ERROR));
+  CK_STATUS(api, api->release(a, x), HIPPO_BACKEND_ERROR);
+  CK_ERROR_HAS(api, "record_use");
+  CK_OK(api, api->resolve(a, x, &p, NULL)); /* still live */
+  ck_assert_uint_eq(tu_usage(api, dev, a).allocations, 2);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, x));
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  /* the event is done (nothing queued on b): but the query fails */
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_EVENT, 1,
+                                   HIPPO_BACKEND_ERROR));
+  r = tu_reserve(api, a, 64 * KiB);
+  ck_assert_uint_ne(tu_addr(api, a, r), ax);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  ck_assert_uint_eq(tu_usage(api, dev, a).event_failures, 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->cleanup(dev, a)); /* waits: the bytes are free now */
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded, 0);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, r));
+  CK_OK(api, api->release(a, q));
+  tu_detach(api, dev, a, na);
+  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* Detaching: the owner waits for its users' work before its pages go (b
+ * read the bytes intact); a user that detaches first has its work marked,
+ * and the owner's release then waits for that mark. */
+START_TEST(test_use_detach) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  void *na, *nb, *nc;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_stream *c;
+  hippo_handle x, y, z, w;
+  x = tu_reserve(api, a, 64 * KiB);
+  tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, a, x), 64 * KiB, 33);
+  y = tu_reserve(api, b, 64 * KiB);
+  CK_OK(api, api->record_use(a, x, b));
+  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+                           (const void *)(uintptr_t)tu_addr(api, a, x),
+                           64 * KiB));
+  tu_detach(api, dev, a, na); /* waits for b's copy, then frees */
+  tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, b, y), 64 * KiB, 33,
+               __FILE__, __LINE__);
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1); /* b's page */
+  CK_CHECK(api, dev);
+  /* the user detaches first */
+  c = tu_attach(api, dev, &nc);
+  z = tu_reserve(api, c, 64 * KiB);
+  w = tu_reserve(api, c, 64 * KiB);
+  CK_OK(api, api->record_use(c, z, b));
+  CK_OK(api, api->release(b, y));
+  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->release(c, z)); /* its event was recorded at b's detach */
+  ck_assert_uint_eq(tu_usage(api, dev, c).slices_waiting, 1);
+  CK_OK(api, api->cleanup(dev, c));
+  ck_assert_uint_eq(tu_usage(api, dev, c).slices_waiting, 0);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(c, w));
+  tu_detach(api, dev, c, nc);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* A user that captures a graph: the slice is guarded for that graph. */
+START_TEST(test_use_by_capture) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, backends[_i]);
+  void *na, *nb;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_device *other = tu_open(api, HIPPO_BACKEND_DRY, 0, NULL);
+  void *no;
+  hippo_stream *so = tu_attach(api, other, &no);
+  hippo_handle x, r;
+  uint64_t id, ax;
+  x = tu_reserve(api, a, 64 * KiB);
+  ax = tu_addr(api, a, x);
+  CK_OK(api, api->emu_capture_begin(dev, nb, &id));
+  CK_OK(api, api->record_use(a, x, b));
+  CK_OK(api, api->emu_capture_end(dev, nb));
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_guarded, 1);
+  CK_OK(api, api->release(a, x));
+  r = tu_reserve(api, a, 64 * KiB);
+  ck_assert_uint_ne(tu_addr(api, a, r), ax);
+  CK_OK(api, api->graph_retire(dev, id));
+  ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded, 0);
+  /* bad arguments */
+  CK_STATUS(api, api->record_use(a, x, b), HIPPO_INVALID_HANDLE);
+  CK_STATUS(api, api->record_use(a, r, so), HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "another device");
+  CK_STATUS(api, api->record_use(a, r, NULL), HIPPO_INVALID_ARGUMENT);
+  CK_STATUS(api, api->record_use(NULL, r, b), HIPPO_INVALID_ARGUMENT);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, r));
+  tu_detach(api, dev, a, na);
+  tu_detach(api, dev, b, nb);
+  tu_detach(api, other, so, no);
+  CK_OK(api, api->device_close(dev));
+  CK_OK(api, api->device_close(other));
+}
+END_TEST
+
 static Suite *guard_suite(void) {
   Suite *s = suite_create("guard");
   TCase *tc = tcase_create("graph");
@@ -342,6 +516,12 @@ static Suite *guard_suite(void) {
   tcase_add_test(tc, test_resolved_not_moved);
   tcase_add_loop_test(tc, test_detach_retains, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_page_pools_guard, 0, N_BACKENDS);
+  suite_add_tcase(s, tc);
+  tc = tcase_create("record_use");
+  tcase_add_test(tc, test_use_order);
+  tcase_add_loop_test(tc, test_use_faults, 0, N_BACKENDS);
+  tcase_add_test(tc, test_use_detach);
+  tcase_add_loop_test(tc, test_use_by_capture, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
   return s;
 }
