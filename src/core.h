@@ -6,6 +6,7 @@
 #ifndef HIPPO_CORE_H
 #define HIPPO_CORE_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -59,21 +60,30 @@ const char *hippo__status_string(hippo_status status);
 const char *hippo__status_name(hippo_status status);
 
 /* ---- locks --------------------------------------------------------------
- * A small test-and-test-and-set lock: one atomic exchange to take it
- * uncontended, a plain release store to drop it.  Critical sections in
- * hippo are short (a few hundred instructions); a waiter spins briefly and
- * then yields the CPU so a preempted holder can run. */
+ * hippo__lock is a stream's lock, the one the reserve/release fast path
+ * takes: one atomic exchange to take it uncontended, a release store and a
+ * relaxed load to drop it.  A waiter spins briefly, then sleeps in the
+ * kernel (a futex on Linux) until the holder drops it, so no thread burns
+ * a CPU while the holder waits on the device.  A wake-up can be missed in
+ * a narrow race (the holder's load of `sleepers` may pass its store); the
+ * sleep is bounded (HIPPO__LOCK_NAP_NS) and the waiter then tries again.
+ * hippo__mutex is a pthread mutex: the device's locks (device.h). */
 typedef struct hippo__lock {
-  atomic_bool held;
+  atomic_int held;        /* 1 while taken (a futex word) */
+  atomic_uint sleepers;   /* waiters asleep or about to sleep */
 } hippo__lock;
 
+#define HIPPO__LOCK_NAP_NS 200000L /* at most this long asleep at once */
+
 void hippo__lock_slow(hippo__lock *lock);
+void hippo__lock_wake(hippo__lock *lock);
 
 static inline void hippo__lock_init(hippo__lock *lock) {
-  atomic_init(&lock->held, false);
+  atomic_init(&lock->held, 0);
+  atomic_init(&lock->sleepers, 0);
 }
 static inline void hippo__lock_take(hippo__lock *lock) {
-  if (HIPPO__LIKELY(!atomic_exchange_explicit(&lock->held, true,
+  if (HIPPO__LIKELY(!atomic_exchange_explicit(&lock->held, 1,
                                               memory_order_acquire)))
     return;
   hippo__lock_slow(lock);
@@ -81,10 +91,29 @@ static inline void hippo__lock_take(hippo__lock *lock) {
 /* Take the lock only if it is free now; true when taken. */
 static inline bool hippo__lock_try(hippo__lock *lock) {
   return !atomic_load_explicit(&lock->held, memory_order_relaxed) &&
-         !atomic_exchange_explicit(&lock->held, true, memory_order_acquire);
+         !atomic_exchange_explicit(&lock->held, 1, memory_order_acquire);
 }
 static inline void hippo__lock_drop(hippo__lock *lock) {
-  atomic_store_explicit(&lock->held, false, memory_order_release);
+  atomic_store_explicit(&lock->held, 0, memory_order_release);
+  if (HIPPO__UNLIKELY(atomic_load_explicit(&lock->sleepers,
+                                           memory_order_relaxed)))
+    hippo__lock_wake(lock);
+}
+
+typedef struct hippo__mutex {
+  pthread_mutex_t m;
+} hippo__mutex;
+static inline void hippo__mutex_init(hippo__mutex *mu) {
+  pthread_mutex_init(&mu->m, NULL);
+}
+static inline void hippo__mutex_fini(hippo__mutex *mu) {
+  pthread_mutex_destroy(&mu->m);
+}
+static inline void hippo__mutex_take(hippo__mutex *mu) {
+  pthread_mutex_lock(&mu->m);
+}
+static inline void hippo__mutex_drop(hippo__mutex *mu) {
+  pthread_mutex_unlock(&mu->m);
 }
 
 /* ---- arithmetic ---------------------------------------------------------*/

@@ -72,9 +72,10 @@ hippo_status hippo__device_open(const hippo_device_desc *desc,
     free(dev);
     return st;
   }
-  hippo__lock_init(&dev->lock);
-  hippo__lock_init(&dev->natives_lock);
-  hippo__lock_init(&dev->events_lock);
+  hippo__mutex_init(&dev->lock);
+  hippo__mutex_init(&dev->natives_lock);
+  pthread_cond_init(&dev->natives_idle, NULL);
+  hippo__mutex_init(&dev->events_lock);
   hippo__graphs_init(&dev->graphs);
   dev->magic = HIPPO__DEVICE_MAGIC;
   dev->flags = desc->flags;
@@ -84,17 +85,17 @@ hippo_status hippo__device_open(const hippo_device_desc *desc,
 }
 
 hippo_status hippo__device_close(hippo_device *dev) {
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   if (dev->stream_count) {
     uint32_t n = dev->stream_count;
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return hippo__error_set(HIPPO_BUSY,
                             "device_close: %u streams are still attached; "
                             "detach them first",
                             n);
   }
   dev->magic = 0;
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   /* graphs never retired keep their slices until now */
   for (uint32_t i = 0; i < dev->retained_count; i++) {
     hippo__manager_fini(dev->retained[i]);
@@ -105,6 +106,10 @@ hippo_status hippo__device_close(hippo_device *dev) {
   for (uint32_t i = 0; i < dev->event_count; i++)
     (void)dev->be->ops->event_destroy(dev->be, dev->events[i]);
   free(dev->events);
+  hippo__mutex_fini(&dev->lock);
+  hippo__mutex_fini(&dev->natives_lock);
+  pthread_cond_destroy(&dev->natives_idle);
+  hippo__mutex_fini(&dev->events_lock);
   dev->be->ops->destroy(dev->be);
   free(dev->streams);
   free(dev->natives);
@@ -124,11 +129,11 @@ hippo_status hippo__device_info(hippo_device *dev, hippo_device_info *out) {
   out->total_memory = total;
   out->free_memory = free_bytes;
   out->alignment = dev->be->alignment;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   out->streams = dev->stream_count;
   out->preset = dev->layout.preset;
   out->pool_count = dev->layout.count;
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   return HIPPO_SUCCESS;
 }
 
@@ -142,10 +147,10 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
   s = malloc(sizeof *s);
   if (!s)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY, "host memory for a stream");
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   for (uint32_t i = 0; i < dev->stream_count; i++)
     if (dev->streams[i]->native == native) {
-      hippo__lock_drop(&dev->lock);
+      hippo__mutex_drop(&dev->lock);
       free(s);
       return hippo__error_set(HIPPO_BUSY,
                               "stream_attach: native stream %p is already "
@@ -160,7 +165,7 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
     uint64_t id;
     st = dev->be->ops->capture_status(dev->be, native, &capturing, &id);
     if (st != HIPPO_SUCCESS) {
-      hippo__lock_drop(&dev->lock);
+      hippo__mutex_drop(&dev->lock);
       free(s);
       return hippo__error_wrap(st,
                                "stream_attach: native stream %p: the backend "
@@ -175,14 +180,14 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
     if (grown)
       dev->streams = grown;
     /* readers of natives hold natives_lock: move it under that lock */
-    hippo__lock_take(&dev->natives_lock);
+    hippo__mutex_take(&dev->natives_lock);
     if (grown)
       natives = realloc(dev->natives, cap * sizeof *natives);
     if (natives)
       dev->natives = natives;
-    hippo__lock_drop(&dev->natives_lock);
+    hippo__mutex_drop(&dev->natives_lock);
     if (!natives) {
-      hippo__lock_drop(&dev->lock);
+      hippo__mutex_drop(&dev->lock);
       free(s);
       return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                               "host memory for %u streams", cap);
@@ -198,40 +203,77 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
       hippo__manager_fini(s);
   }
   if (st != HIPPO_SUCCESS) {
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     free(s);
     return st;
   }
-  hippo__lock_take(&dev->natives_lock);
+  hippo__mutex_take(&dev->natives_lock);
   dev->natives[dev->stream_count] = native;
   dev->streams[dev->stream_count++] = s;
-  hippo__lock_drop(&dev->natives_lock);
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->natives_lock);
+  hippo__mutex_drop(&dev->lock);
   *out = s;
   return HIPPO_SUCCESS;
+}
+
+/* The native streams, copied under the natives lock, so the backend calls
+ * made on them (capture queries, waits) hold no lock: while a view is open
+ * (natives_users > 0) no detach removes a native, so each stays valid.
+ * Without host memory for a long list, the view keeps the lock instead. */
+typedef struct natives_view {
+  void **v;
+  uint32_t n;
+  bool locked;
+  void *buf[32];
+} natives_view;
+
+static void natives_open(hippo_device *dev, natives_view *nv) {
+  hippo__mutex_take(&dev->natives_lock);
+  nv->n = dev->stream_count;
+  nv->locked = false;
+  nv->v = nv->n <= 32 ? nv->buf : malloc(nv->n * sizeof *nv->v);
+  if (!nv->v) {
+    nv->v = dev->natives;
+    nv->locked = true;
+    return;
+  }
+  memcpy(nv->v, dev->natives, nv->n * sizeof *nv->v);
+  dev->natives_users++;
+  hippo__mutex_drop(&dev->natives_lock);
+}
+
+static void natives_close(hippo_device *dev, natives_view *nv) {
+  if (!nv->locked) {
+    hippo__mutex_take(&dev->natives_lock);
+    if (--dev->natives_users == 0)
+      pthread_cond_broadcast(&dev->natives_idle);
+    if (nv->v != nv->buf)
+      free(nv->v);
+  }
+  hippo__mutex_drop(&dev->natives_lock);
 }
 
 hippo_status hippo__device_refuse_while_recording(hippo_device *dev,
                                                   const char *call) {
   hippo_status st = HIPPO_SUCCESS;
-  hippo__lock_take(&dev->natives_lock);
-  for (uint32_t i = 0; i < dev->stream_count && st == HIPPO_SUCCESS; i++) {
+  natives_view nv;
+  natives_open(dev, &nv);
+  for (uint32_t i = 0; i < nv.n && st == HIPPO_SUCCESS; i++) {
     bool capturing = false;
     uint64_t id = 0;
-    st = dev->be->ops->capture_status(dev->be, dev->natives[i], &capturing,
-                                      &id);
+    st = dev->be->ops->capture_status(dev->be, nv.v[i], &capturing, &id);
     if (st != HIPPO_SUCCESS)
       st = hippo__error_wrap(st, "%s: asking whether native stream %p "
                              "captures",
-                             call, dev->natives[i]);
+                             call, nv.v[i]);
     else if (capturing)
       st = hippo__error_set(HIPPO_GRAPH_RECORDING,
                             "%s: native stream %p is capturing graph %llu; "
                             "the pages it touches keep their addresses "
                             "until the capture ends: retry after it",
-                            call, dev->natives[i], (unsigned long long)id);
+                            call, nv.v[i], (unsigned long long)id);
   }
-  hippo__lock_drop(&dev->natives_lock);
+  natives_close(dev, &nv);
   return st;
 }
 
@@ -249,51 +291,52 @@ hippo_status hippo__device_may_free(void *ctx, bool *may_free) {
 
 hippo_status hippo__device_finish(hippo_device *dev) {
   hippo_status first = HIPPO_SUCCESS;
-  hippo__lock_take(&dev->natives_lock);
-  for (uint32_t i = 0; i < dev->stream_count; i++) {
-    hippo_status st = dev->be->ops->stream_sync(dev->be, dev->natives[i]);
+  natives_view nv;
+  natives_open(dev, &nv);
+  for (uint32_t i = 0; i < nv.n; i++) {
+    hippo_status st = dev->be->ops->stream_sync(dev->be, nv.v[i]);
     if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
       first = hippo__error_wrap(st, "waiting for the work of native stream "
                                 "%p",
-                                dev->natives[i]);
+                                nv.v[i]);
   }
-  hippo__lock_drop(&dev->natives_lock);
+  natives_close(dev, &nv);
   return first;
 }
 
 hippo_status hippo__emu_stream_destroy(hippo_device *dev, void *native) {
   hippo_status st;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   for (uint32_t i = 0; i < dev->stream_count; i++)
     if (dev->streams[i]->native == native) {
-      hippo__lock_drop(&dev->lock);
+      hippo__mutex_drop(&dev->lock);
       return hippo__error_set(HIPPO_BUSY,
                               "emu_stream_destroy: the stream is still "
                               "attached; detach it first");
     }
   st = dev->be->ops->emu_stream_destroy(dev->be, native);
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   return st;
 }
 
 hippo_status hippo__device_event_get(hippo_device *dev, void **event) {
-  hippo__lock_take(&dev->events_lock);
+  hippo__mutex_take(&dev->events_lock);
   if (dev->event_count) {
     *event = dev->events[--dev->event_count];
-    hippo__lock_drop(&dev->events_lock);
+    hippo__mutex_drop(&dev->events_lock);
     return HIPPO_SUCCESS;
   }
-  hippo__lock_drop(&dev->events_lock);
+  hippo__mutex_drop(&dev->events_lock);
   return dev->be->ops->event_create(dev->be, event);
 }
 
 void hippo__device_event_put(hippo_device *dev, void *event) {
-  hippo__lock_take(&dev->events_lock);
+  hippo__mutex_take(&dev->events_lock);
   if (dev->event_count == dev->event_cap) {
     uint32_t cap = dev->event_cap ? dev->event_cap * 2 : 16;
     void **grown = realloc(dev->events, cap * sizeof *grown);
     if (!grown) { /* no host memory to keep it: it goes */
-      hippo__lock_drop(&dev->events_lock);
+      hippo__mutex_drop(&dev->events_lock);
       (void)dev->be->ops->event_destroy(dev->be, event);
       return;
     }
@@ -301,7 +344,7 @@ void hippo__device_event_put(hippo_device *dev, void *event) {
     dev->event_cap = cap;
   }
   dev->events[dev->event_count++] = event;
-  hippo__lock_drop(&dev->events_lock);
+  hippo__mutex_drop(&dev->events_lock);
 }
 
 /* Room for one more retained stream, so a detach never fails halfway. */
@@ -331,11 +374,11 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   hippo_device *dev = s->device;
   hippo_status st;
   uint32_t i;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   for (i = 0; i < dev->stream_count && dev->streams[i] != s; i++)
     ;
   if (i == dev->stream_count) {
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "stream_detach: the stream is not attached");
   }
@@ -353,7 +396,7 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
     hippo__lock_drop(&o->lock);
   }
   if (st != HIPPO_SUCCESS) {
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return st;
   }
   hippo__lock_take(&s->lock);
@@ -361,7 +404,7 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   st = hippo__manager_drop_uses_locked(s);
   if (st != HIPPO_SUCCESS) {
     hippo__lock_drop(&s->lock);
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return hippo__error_wrap(st, "stream_detach: waiting for the streams "
                              "that use its reservations (record_use); "
                              "nothing was released, retry");
@@ -371,7 +414,7 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   if (st != HIPPO_SUCCESS) {
     uint64_t pages = atomic_load(&s->acct.pages);
     hippo__lock_drop(&s->lock);
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return hippo__error_wrap(st,
                              "stream_detach: %llu pages could not be given "
                              "back, so the stream stays attached (its "
@@ -379,14 +422,18 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
                              "retry",
                              (unsigned long long)pages);
   }
-  /* Keep the order of the others: it is the lock order. */
-  hippo__lock_take(&dev->natives_lock);
+  /* Keep the order of the others: it is the lock order.  A view of the
+   * natives in use (a capture question, a wait) may still call on this
+   * one: it goes once they are done. */
+  hippo__mutex_take(&dev->natives_lock);
+  while (dev->natives_users)
+    pthread_cond_wait(&dev->natives_idle, &dev->natives_lock.m);
   memmove(&dev->streams[i], &dev->streams[i + 1],
           (dev->stream_count - i - 1) * sizeof *dev->streams);
   memmove(&dev->natives[i], &dev->natives[i + 1],
           (dev->stream_count - i - 1) * sizeof *dev->natives);
   dev->stream_count--;
-  hippo__lock_drop(&dev->natives_lock);
+  hippo__mutex_drop(&dev->natives_lock);
   dev->detached_peak_in_use += s->peak_in_use;
   if (s->holds) {
     /* a graph still holds slices of it: those pages stay, retained, until
@@ -395,12 +442,12 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
     s->native = NULL;
     dev->retained[dev->retained_count++] = s;
     hippo__lock_drop(&s->lock);
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return HIPPO_SUCCESS;
   }
   hippo__manager_fini(s); /* no page left to free */
   hippo__lock_drop(&s->lock);
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   free(s);
   return HIPPO_SUCCESS;
 }
@@ -429,7 +476,7 @@ hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
   hippo_status st = hippo__graphs_take(&dev->graphs, id, &g, &n);
   if (st != HIPPO_SUCCESS)
     return st;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   for (uint32_t i = 0; i < n; i++) {
     hippo_stream *s = g[i].s;
     hippo__pool *p;
@@ -441,7 +488,7 @@ hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
     hippo__lock_drop(&s->lock);
   }
   retained_sweep(dev);
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   free(g);
   return HIPPO_SUCCESS;
 }
@@ -475,10 +522,10 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
   st = hippo__layout_resolve(in, pools, dev->be, &layout);
   if (st != HIPPO_SUCCESS)
     return st;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   st = hippo__device_refuse_while_recording(dev, "pools_install");
   if (st != HIPPO_SUCCESS) {
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return st;
   }
   hippo__device_lock_streams(dev);
@@ -547,7 +594,7 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
   dev->layout = layout;
 out:
   hippo__device_unlock_streams(dev);
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   free(built);
   free(counts);
   return st;
@@ -555,10 +602,10 @@ out:
 
 hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
   hippo_status first = HIPPO_SUCCESS, st;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   st = hippo__device_refuse_while_recording(dev, "cleanup");
   if (st != HIPPO_SUCCESS) {
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return st;
   }
   for (uint32_t i = 0; i < dev->stream_count; i++) {
@@ -571,7 +618,7 @@ hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
     if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
       first = st;
   }
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   return first;
 }
 
@@ -585,7 +632,7 @@ hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
 hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   hippo__device_lock_streams(dev); /* one moment for every figure */
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_usage u;
@@ -615,7 +662,7 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
   out->peak_bytes_reserved = atomic_load(&dev->acct.peak_bytes_reserved);
   out->pages = atomic_load(&dev->acct.pages);
   hippo__device_unlock_streams(dev);
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   return HIPPO_SUCCESS;
 }
 
@@ -623,7 +670,7 @@ hippo_status hippo__device_check(hippo_device *dev) {
   hippo_status st = HIPPO_SUCCESS;
   uint64_t reserved = 0, pages = 0, holds = 0;
   uint32_t n;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   hippo__device_lock_streams(dev);
   n = dev->stream_count + dev->retained_count;
   for (uint32_t i = 0; i < n && st == HIPPO_SUCCESS; i++) {
@@ -666,6 +713,6 @@ hippo_status hippo__device_check(hippo_device *dev) {
                           (unsigned long long)atomic_load(
                               &dev->acct.bytes_reserved));
   hippo__device_unlock_streams(dev);
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   return st;
 }

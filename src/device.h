@@ -36,7 +36,7 @@
 struct hippo_device {
   uint32_t magic;           /* HIPPO__DEVICE_MAGIC while open */
   hippo__backend *be;
-  hippo__lock lock;         /* guards streams and layout */
+  hippo__mutex lock;        /* guards streams, layout, retained */
   uint32_t flags;           /* HIPPO_DEVICE_* */
   int32_t hip_device;
   hippo__layout layout;     /* the layout in force */
@@ -50,8 +50,11 @@ struct hippo_device {
    * capture that begins after the question was answered is not seen: the
    * driver gives no way to be told.  The device's last relocation report
    * is kept under the same lock. */
-  hippo__lock natives_lock;
+  hippo__mutex natives_lock;
   void **natives;           /* natives[i] == streams[i]->native */
+  uint32_t natives_users;   /* open views (device.c): no native is removed
+                               while one is open */
+  pthread_cond_t natives_idle; /* signalled when natives_users drops to 0 */
   hippo_relocation_report last_report;
   /* Graph guards (guard.h): the registry, and the streams detached while
    * a graph still held slices of theirs (retained[0 .. retained_count),
@@ -62,7 +65,7 @@ struct hippo_device {
   uint32_t retained_count, retained_cap;
   /* Backend events ready for reuse (record_use), under events_lock, a
    * leaf lock. */
-  hippo__lock events_lock;
+  hippo__mutex events_lock;
   void **events;
   uint32_t event_count, event_cap;
 };

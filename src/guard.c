@@ -6,14 +6,14 @@
 
 void hippo__graphs_init(hippo__graphs *gs) {
   memset(gs, 0, sizeof *gs);
-  hippo__lock_init(&gs->lock);
+  hippo__mutex_init(&gs->lock);
 }
 
 void hippo__graphs_fini(hippo__graphs *gs) {
   for (uint32_t i = 0; i < gs->count; i++)
     free(gs->graphs[i].guards);
   free(gs->graphs);
-  memset(gs, 0, sizeof *gs);
+  hippo__mutex_fini(&gs->lock);
 }
 
 /* The graph of `id`, or NULL.  Locked. */
@@ -31,7 +31,7 @@ static hippo__graph *find(hippo__graphs *gs, uint64_t id) {
 hippo_status hippo__graphs_make_room(hippo__graphs *gs, uint64_t id) {
   hippo__graph *g;
   hippo_status st = HIPPO_SUCCESS;
-  hippo__lock_take(&gs->lock);
+  hippo__mutex_take(&gs->lock);
   g = find(gs, id);
   if (!g) {
     if (gs->count == gs->cap) {
@@ -64,26 +64,26 @@ hippo_status hippo__graphs_make_room(hippo__graphs *gs, uint64_t id) {
     g->cap = cap;
   }
 out:
-  hippo__lock_drop(&gs->lock);
+  hippo__mutex_drop(&gs->lock);
   return st;
 }
 
 void hippo__graphs_note(hippo__graphs *gs, uint64_t id, hippo__guard guard) {
   hippo__graph *g;
-  hippo__lock_take(&gs->lock);
+  hippo__mutex_take(&gs->lock);
   g = find(gs, id); /* made by make_room, with room */
   g->retired = false;
   g->guards[g->count++] = guard;
-  hippo__lock_drop(&gs->lock);
+  hippo__mutex_drop(&gs->lock);
 }
 
 hippo_status hippo__graphs_take(hippo__graphs *gs, uint64_t id,
                                 hippo__guard **out, uint32_t *count) {
   hippo__graph *g;
-  hippo__lock_take(&gs->lock);
+  hippo__mutex_take(&gs->lock);
   g = find(gs, id);
   if (!g) {
-    hippo__lock_drop(&gs->lock);
+    hippo__mutex_drop(&gs->lock);
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "graph_retire: hippo guarded nothing under "
                             "capture %llu (no reserve, release or resolve "
@@ -95,15 +95,15 @@ hippo_status hippo__graphs_take(hippo__graphs *gs, uint64_t id,
   g->guards = NULL;
   g->count = g->cap = 0;
   g->retired = true;
-  hippo__lock_drop(&gs->lock);
+  hippo__mutex_drop(&gs->lock);
   return HIPPO_SUCCESS;
 }
 
 uint64_t hippo__graphs_holds(hippo__graphs *gs) {
   uint64_t n = 0;
-  hippo__lock_take(&gs->lock);
+  hippo__mutex_take(&gs->lock);
   for (uint32_t i = 0; i < gs->count; i++)
     n += gs->graphs[i].count;
-  hippo__lock_drop(&gs->lock);
+  hippo__mutex_drop(&gs->lock);
   return n;
 }

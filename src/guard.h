@@ -32,8 +32,9 @@
  * deallocation, cleanup and relocation wait while any stream of the device
  * captures (device.c, the free gate).
  *
- * Locking: the registry has its own lock, a leaf: taken under a stream lock
- * (reserve, release, resolve), never while waiting for another lock.
+ * Locking: the registry has its own mutex, a leaf: taken under a stream lock
+ * (reserve, release, resolve on a capturing stream), never while waiting
+ * for another lock, and never held across a backend call.
  */
 #ifndef HIPPO_GUARD_H
 #define HIPPO_GUARD_H
@@ -59,7 +60,7 @@ typedef struct hippo__graph {
 
 /* Every capture id a device guarded anything under (its registry). */
 typedef struct hippo__graphs {
-  hippo__lock lock;
+  hippo__mutex lock;
   hippo__graph *graphs;
   uint32_t count, cap;
   uint32_t last; /* index of the graph noted last (a capture notes many) */

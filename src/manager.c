@@ -233,7 +233,7 @@ static uint64_t device_in_use(const hippo_stream *s, uint32_t *missed) {
   hippo_device *dev = s->device;
   uint64_t bytes = s->in_use;
   *missed = 0;
-  hippo__lock_take(&dev->natives_lock);
+  hippo__mutex_take(&dev->natives_lock);
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_stream *o = dev->streams[i];
     if (o == s)
@@ -245,7 +245,7 @@ static uint64_t device_in_use(const hippo_stream *s, uint32_t *missed) {
       ++*missed;
     }
   }
-  hippo__lock_drop(&dev->natives_lock);
+  hippo__mutex_drop(&dev->natives_lock);
   return bytes;
 }
 

@@ -376,9 +376,9 @@ static void keep_reports(hippo_device *dev, run *runs, uint32_t n,
                          const hippo_relocation_report *rep) {
   for (uint32_t i = 0; i < n; i++)
     runs[i].s->last_report = runs[i].rep;
-  hippo__lock_take(&dev->natives_lock);
+  hippo__mutex_take(&dev->natives_lock);
   dev->last_report = *rep;
-  hippo__lock_drop(&dev->natives_lock);
+  hippo__mutex_drop(&dev->natives_lock);
 }
 
 hippo_status hippo__relocate_locked(hippo_stream *s,
@@ -460,20 +460,20 @@ hippo_status hippo__relocate(hippo_device *dev, hippo_stream *s,
     hippo__lock_drop(&s->lock);
     return st;
   }
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   hippo__device_lock_streams(dev);
   st = relocate_all_locked(dev, reason, report, "relocate_device");
   hippo__device_unlock_streams(dev);
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   return st;
 }
 
 hippo_status hippo__reclaim(hippo_device *dev, hippo_stream *only) {
   hippo_status st, first = HIPPO_SUCCESS;
-  hippo__lock_take(&dev->lock);
+  hippo__mutex_take(&dev->lock);
   st = hippo__device_refuse_while_recording(dev, "reclaim");
   if (st != HIPPO_SUCCESS) {
-    hippo__lock_drop(&dev->lock);
+    hippo__mutex_drop(&dev->lock);
     return st;
   }
   if (only) {
@@ -493,7 +493,7 @@ hippo_status hippo__reclaim(hippo_device *dev, hippo_stream *only) {
     }
     hippo__device_unlock_streams(dev);
   }
-  hippo__lock_drop(&dev->lock);
+  hippo__mutex_drop(&dev->lock);
   return first != HIPPO_SUCCESS ? first : st;
 }
 
@@ -504,9 +504,9 @@ hippo_status hippo__relocation_report(hippo_device *dev, hippo_stream *s,
     *out = s->last_report;
     hippo__lock_drop(&s->lock);
   } else {
-    hippo__lock_take(&dev->natives_lock);
+    hippo__mutex_take(&dev->natives_lock);
     *out = dev->last_report;
-    hippo__lock_drop(&dev->natives_lock);
+    hippo__mutex_drop(&dev->natives_lock);
   }
   out->struct_size = sizeof *out;
   return HIPPO_SUCCESS;
