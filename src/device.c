@@ -508,7 +508,7 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
                                   uint64_t *bytes_in_use) {
   hippo__layout layout;
   hippo__pool ***built = NULL;
-  uint32_t *counts = NULL;
+  uint32_t *counts = NULL, built_count = 0;
   uint64_t live = 0, held = 0;
   hippo_status st;
 
@@ -529,49 +529,38 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
     return st;
   }
   hippo__device_lock_streams(dev);
-  for (uint32_t i = 0; i < dev->stream_count; i++) {
-    hippo_stream *s = dev->streams[i];
-    for (uint32_t p = 1; p < s->pool_count; p++)
-      if (s->pools[p]->holds) {
-        st = hippo__error_set(HIPPO_POOLS_IN_USE,
-                              "pools_install: graphs not yet retired hold "
-                              "slices of the dynamic pools (%llu holds on "
-                              "pool %u of a stream), so the old layout was "
-                              "kept; graph_retire them and retry",
-                              (unsigned long long)s->pools[p]->holds, p - 1);
-        goto out;
-      }
-  }
+  /* 1. in use?  Then nothing changes (not even empty pages go back). */
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_stream *s = dev->streams[i];
     for (uint32_t p = 1; p < s->pool_count; p++) {
-      hippo_status cst = s->pools[p]->ops->cleanup(s->pools[p]);
-      if (cst != HIPPO_SUCCESS && st == HIPPO_SUCCESS)
-        st = cst;
-      held += s->pools[p]->pages;
+      const hippo__pool *pool = s->pools[p];
+      if (pool->holds || pool->bytes_stranded) {
+        st = hippo__error_set(HIPPO_POOLS_IN_USE,
+                              "pools_install: pool %u of a stream holds "
+                              "slices that graphs not yet retired or other "
+                              "streams' work may use (%llu holds) or that a "
+                              "failed relocation wait keeps (%llu B), so "
+                              "the old layout was kept; graph_retire, "
+                              "cleanup and retry",
+                              p - 1, (unsigned long long)pool->holds,
+                              (unsigned long long)pool->bytes_stranded);
+        goto out;
+      }
     }
     live += hippo__manager_dynamic_bytes_locked(s);
   }
-  if (!live && held) {
-    /* a page whose free failed: the old pools must keep it */
-    st = hippo__error_wrap(st == HIPPO_SUCCESS ? HIPPO_INTERNAL : st,
-                           "pools_install: %llu empty pages could not be "
-                           "given back, so the old layout was kept; retry",
-                           (unsigned long long)held);
-    goto out;
-  }
-  st = HIPPO_SUCCESS;
   if (live) {
     st = hippo__error_set(HIPPO_POOLS_IN_USE,
                           "pools_install: %llu B are still live in the "
-                          "dynamic pools, so the old layout was kept; "
-                          "release them and retry (persistent reservations "
-                          "do not count)",
+                          "dynamic pools, so the old layout was kept "
+                          "(nothing was given back); release them and retry "
+                          "(persistent reservations do not count)",
                           (unsigned long long)live);
     if (bytes_in_use)
       *bytes_in_use = live;
     goto out;
   }
+  /* 2. the new pools, before anything changes */
   built = calloc(dev->stream_count + 1, sizeof *built);
   counts = calloc(dev->stream_count + 1, sizeof *counts);
   if (!built || !counts) {
@@ -582,18 +571,47 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     st = hippo__manager_build(dev->streams[i], &layout, &built[i], &counts[i]);
     if (st != HIPPO_SUCCESS) {
-      for (uint32_t j = 0; j < i; j++) {
-        hippo__pools_destroy(built[j], 1, counts[j]);
-        free(built[j]);
-      }
+      built_count = i;
       goto out;
     }
   }
+  built_count = dev->stream_count;
+  /* 3. the old pools' pages leave (freed after the locks); a page that
+   * must be freed now and cannot keeps the old layout */
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    hippo_stream *s = dev->streams[i];
+    s->gate.defer = true;
+    for (uint32_t p = 1; p < s->pool_count; p++) {
+      hippo_status cst = s->pools[p]->ops->cleanup(s->pools[p]);
+      if (cst != HIPPO_SUCCESS && st == HIPPO_SUCCESS)
+        st = cst;
+      held += s->pools[p]->pages;
+    }
+    s->gate.defer = false;
+  }
+  if (held) {
+    st = hippo__error_wrap(st == HIPPO_SUCCESS ? HIPPO_INTERNAL : st,
+                           "pools_install: %llu empty pages could not be "
+                           "given back, so the old layout was kept; retry",
+                           (unsigned long long)held);
+    goto out;
+  }
+  st = HIPPO_SUCCESS;
   for (uint32_t i = 0; i < dev->stream_count; i++)
     hippo__manager_swap(dev->streams[i], built[i], counts[i]);
+  built_count = 0;
   dev->layout = layout;
 out:
+  for (uint32_t j = 0; j < built_count; j++) { /* not installed */
+    hippo__pools_destroy(built[j], 1, counts[j]);
+    free(built[j]);
+  }
   hippo__device_unlock_streams(dev);
+  /* 4. the frees, with no stream lock held (hipFree may wait): a page
+   * whose free fails stays held by its stream, tried again later */
+  for (uint32_t i = 0; i < dev->stream_count; i++)
+    if (dev->streams[i]->leaving.count)
+      (void)hippo__manager_flush(dev->streams[i], false);
   hippo__mutex_drop(&dev->lock);
   free(built);
   free(counts);
@@ -613,8 +631,14 @@ hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
     if (only && s != only)
       continue;
     hippo__lock_take(&s->lock);
+    s->gate.defer = true; /* the frees come after the lock */
     st = hippo__manager_cleanup_locked(s);
+    s->gate.defer = false;
     hippo__lock_drop(&s->lock);
+    if (st == HIPPO_SUCCESS)
+      st = hippo__manager_flush(s, true);
+    else
+      (void)hippo__manager_flush(s, true);
     if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
       first = st;
   }

@@ -38,6 +38,7 @@ hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
   s->gate.ask = hippo__device_may_free;
   s->gate.ctx = dev;
   s->gate.answer = -1;
+  s->gate.leaving = &s->leaving;
   s->pools = calloc(1, sizeof *s->pools);
   s->auto_relocate = (dev->flags & HIPPO_DEVICE_AUTO_RELOCATE) != 0;
   s->capture_word = dev->be->ops->capture_word
@@ -82,6 +83,11 @@ void hippo__manager_fini(hippo_stream *s) {
     (void)be->ops->event_destroy(be, s->waits[i].event);
   free(s->uses);
   free(s->waits);
+  for (uint32_t i = 0; i < s->leaving.count; i++) /* device_close */
+    if (be->ops->page_free(be, s->leaving.pages[i].addr,
+                           s->leaving.pages[i].size) == HIPPO_SUCCESS)
+      hippo__pool_unaccount(&s->acct, s->leaving.pages[i].size);
+  free(s->leaving.pages);
   for (uint32_t k = 0; k <= HIPPO__MAX_POOLS; k++)
     free(s->parked[k].records);
   hippo__pools_destroy(s->pools, 0, s->pool_count);
@@ -227,6 +233,105 @@ static inline void tick_backoff(hippo_stream *s) {
   s->tick_quiet_until = s->clock + s->tick_backoff;
 }
 
+/* ---- leaving pages (pool.h, hippo__leaving) --------------------------------- */
+
+#define RETRY_PERIOD HIPPO__DEFAULT_DEALLOC_PERIOD /* reservations */
+
+/* The entry of leaving page `addr` in state `state` (stream lock held). */
+static uint32_t leaving_find(const hippo__leaving *l, uint64_t addr,
+                             uint32_t state) {
+  for (uint32_t i = 0; i < l->count; i++)
+    if (l->pages[i].addr == addr && l->pages[i].state == state)
+      return i;
+  return UINT32_MAX;
+}
+
+/* The outcome of one leaving page's free (stream lock held). */
+static void leaving_done(hippo_stream *s, uint32_t i, hippo_status st) {
+  hippo__leaving *l = &s->leaving;
+  if (st == HIPPO_SUCCESS) {
+    hippo__pool_unaccount(&s->acct, l->pages[i].size);
+    l->pages[i] = l->pages[--l->count];
+  } else {
+    l->pages[i].state = HIPPO__LEAVING_FAILED;
+    l->pages[i].retry_at = s->clock + RETRY_PERIOD;
+  }
+}
+
+hippo_status hippo__manager_flush(hippo_stream *s, bool failed_too) {
+  enum { BATCH = 16 };
+  hippo__backend *be = s->device->be;
+  hippo__leaving *l = &s->leaving;
+  hippo__leaving_page todo[BATCH];
+  hippo_status res[BATCH], first = HIPPO_SUCCESS;
+  uint32_t n;
+  hippo__lock_take(&s->lock);
+  if (failed_too)
+    for (uint32_t i = 0; i < l->count; i++)
+      if (l->pages[i].state == HIPPO__LEAVING_FAILED) {
+        l->pages[i].state = HIPPO__LEAVING_PENDING;
+        l->pending++;
+      }
+  do {
+    n = 0;
+    for (uint32_t i = 0; i < l->count && n < BATCH; i++)
+      if (l->pages[i].state == HIPPO__LEAVING_PENDING) {
+        l->pages[i].state = HIPPO__LEAVING_FREEING;
+        l->pending--;
+        todo[n++] = l->pages[i];
+      }
+    hippo__lock_drop(&s->lock);
+    for (uint32_t k = 0; k < n; k++) /* no lock held: hipFree may wait */
+      res[k] = be->ops->page_free(be, todo[k].addr, todo[k].size);
+    hippo__lock_take(&s->lock);
+    for (uint32_t k = 0; k < n; k++) {
+      leaving_done(s, leaving_find(l, todo[k].addr, HIPPO__LEAVING_FREEING),
+                   res[k]);
+      if (res[k] != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+        first = hippo__error_wrap(res[k],
+                                  "freeing a page of %llu B (it stays held "
+                                  "and is tried again)",
+                                  (unsigned long long)todo[k].size);
+    }
+  } while (n == BATCH);
+  hippo__lock_drop(&s->lock);
+  return first;
+}
+
+/* Leaving pages freed now, under the lock (detach, cleanup without
+ * deferral): the first failure; those pages stay. */
+static hippo_status leaving_free_now(hippo_stream *s) {
+  hippo__backend *be = s->device->be;
+  hippo__leaving *l = &s->leaving;
+  hippo_status first = HIPPO_SUCCESS;
+  for (uint32_t i = l->count; i-- > 0;) {
+    hippo__leaving_page *p = &l->pages[i];
+    hippo_status st;
+    if (p->state == HIPPO__LEAVING_FREEING)
+      continue; /* another thread's flush has it */
+    if (p->state == HIPPO__LEAVING_PENDING)
+      l->pending--;
+    p->state = HIPPO__LEAVING_FREEING;
+    st = be->ops->page_free(be, p->addr, p->size);
+    leaving_done(s, i, st);
+    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+      first = st;
+  }
+  return first;
+}
+
+/* After a tick: failed leaving pages whose retry is due are pending again
+ * (stream lock held). */
+static void leaving_retry_due(hippo_stream *s) {
+  hippo__leaving *l = &s->leaving;
+  for (uint32_t i = 0; i < l->count; i++)
+    if (l->pages[i].state == HIPPO__LEAVING_FAILED &&
+        s->clock >= l->pages[i].retry_at) {
+      l->pages[i].state = HIPPO__LEAVING_PENDING;
+      l->pending++;
+    }
+}
+
 /* The device's bytes in use, summed over the streams whose lock is free
  * now (and `s`, whose lock the caller holds); *missed counts the others. */
 static uint64_t device_in_use(const hippo_stream *s, uint32_t *missed) {
@@ -314,9 +419,16 @@ static hippo_status reserve_retry(hippo_stream *s, uint64_t size,
     /* Room held by outdated pages and empty pages of this stream may be
      * what the device lacks; not while a capture records (the gate), since
      * its graph may hold them. */
+    s->gate.defer = true; /* the frees come after the lock */
     if (hippo__relocation_may_help_locked(s))
       (void)hippo__relocate_locked(s, HIPPO_RELOCATE_EXPLICIT, NULL);
     (void)hippo__manager_cleanup_locked(s);
+    s->gate.defer = false;
+    if (s->leaving.count) {
+      hippo__lock_drop(&s->lock);
+      (void)hippo__manager_flush(s, true);
+      hippo__lock_take(&s->lock);
+    }
     st = reserve_in(s, size, persistent, pool, ref);
     if (st == HIPPO_OUT_OF_MEMORY)
       return out_of_memory(s, size);
@@ -697,11 +809,21 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
     for (uint32_t i = 0; i < s->ticking_count; i++)
       if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due) &&
           s->clock >= s->tick_quiet_until) {
+        s->gate.defer = true; /* the frees come after the lock */
         (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
+        s->gate.defer = false;
         ticked = true;
       }
-    if (HIPPO__UNLIKELY(ticked))
+    if (HIPPO__UNLIKELY(ticked)) {
       tick_backoff(s);
+      if (s->leaving.count > s->leaving.pending)
+        leaving_retry_due(s);
+      if (s->leaving.pending) {
+        hippo__lock_drop(&s->lock);
+        (void)hippo__manager_flush(s, false); /* failures: kept, retried */
+        return HIPPO_SUCCESS;
+      }
+    }
   }
   hippo__lock_drop(&s->lock);
   return HIPPO_SUCCESS;
@@ -854,6 +976,11 @@ hippo_status hippo__persistent_end(hippo_stream *s) {
 hippo_status hippo__manager_cleanup_locked(hippo_stream *s) {
   /* the bytes other streams used are waited for: they may go back now */
   hippo_status first = hippo__manager_wait_uses_locked(s);
+  if (!s->gate.defer && s->leaving.count) {
+    hippo_status st = leaving_free_now(s);
+    if (first == HIPPO_SUCCESS)
+      first = st;
+  }
   for (uint32_t i = 0; i < s->pool_count; i++) {
     hippo_status st = s->pools[i]->ops->cleanup(s->pools[i]);
     if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
@@ -1003,6 +1130,10 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
     reserved += p->bytes_reserved;
     pages += p->pages;
     holds += p->holds;
+  }
+  for (uint32_t i = 0; i < s->leaving.count; i++) {
+    reserved += s->leaving.pages[i].size;
+    pages++;
   }
   if (holds != s->holds + s->use_count + s->wait_count)
     return hippo__error_set(HIPPO_INTERNAL,

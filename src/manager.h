@@ -40,7 +40,8 @@ typedef struct hippo__use {
  * peak_in_use >= in_use; acct.bytes_reserved == sum of pool bytes_reserved;
  * ticking and movable list exactly the pools with a dealloc_period and
  * with relocation operations, in routing order; the pools' holds sum to
- * holds + use_count + wait_count.
+ * holds + use_count + wait_count; acct counts the pools' pages and the
+ * leaving ones.
  */
 #define HIPPO__STREAM_MAGIC 0x5354524du /* live hippo_stream ("STRM") */
 
@@ -67,6 +68,7 @@ struct hippo_stream {
   uint64_t peak_in_use;
   uint64_t zero_live;       /* live zero-size reservations */
   hippo__page_acct acct;    /* page figures; parent = the device's */
+  hippo__leaving leaving;   /* pages given up, freed after the lock */
   hippo__free_gate gate;    /* asks the device whether pages may go back */
   /* Generation histories of pool indices whose pool no longer names its
    * reservations (pools_install put another kind there, or fewer pools):
@@ -121,6 +123,11 @@ hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
 hippo_status hippo__persistent_begin(hippo_stream *s);
 hippo_status hippo__persistent_end(hippo_stream *s);
 hippo_status hippo__manager_cleanup_locked(hippo_stream *s);
+/* Frees the stream's leaving pages (pool.h, hippo__leaving) -- called
+ * WITHOUT the stream lock, which it takes only briefly around the backend
+ * calls; `failed_too` retries the ones whose free failed before.  The
+ * first failure (the page stays, tried again later). */
+hippo_status hippo__manager_flush(hippo_stream *s, bool failed_too);
 /* Release every live reservation of the stream (stream_detach). */
 void hippo__manager_release_all_locked(hippo_stream *s);
 uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s);

@@ -1,5 +1,6 @@
 /* pool.c -- what every pool kind shares: the common head, page accounting
  * against the device's figures, report heads, and creation by kind. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "pool.h"
@@ -67,9 +68,39 @@ hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
   return HIPPO_SUCCESS;
 }
 
+void hippo__pool_unaccount(hippo__page_acct *acct, uint64_t size) {
+  acct_sub(acct, size);
+}
+
+/* Room for one more leaving page (host memory); false: free it now. */
+static bool leaving_room(hippo__leaving *l) {
+  if (l->count < l->cap)
+    return true;
+  {
+    uint32_t cap = l->cap ? l->cap * 2 : 16;
+    hippo__leaving_page *grown = realloc(l->pages, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    l->pages = grown;
+    l->cap = cap;
+  }
+  return true;
+}
+
 hippo_status hippo__pool_page_free(hippo__pool *pool, uint64_t addr,
                                    uint64_t size) {
-  hippo_status st = pool->be->ops->page_free(pool->be, addr, size);
+  hippo_status st;
+  hippo__free_gate *g = pool->gate;
+  if (g && g->defer && g->leaving && leaving_room(g->leaving)) {
+    hippo__leaving *l = g->leaving;
+    l->pages[l->count++] = (hippo__leaving_page){
+        .addr = addr, .size = size, .state = HIPPO__LEAVING_PENDING};
+    l->pending++;
+    pool->pages--;
+    pool->bytes_reserved -= size; /* the stream keeps it accounted */
+    return HIPPO_SUCCESS;
+  }
+  st = pool->be->ops->page_free(pool->be, addr, size);
   if (st != HIPPO_SUCCESS)
     return st;
   pool->pages--;

@@ -175,6 +175,28 @@ typedef struct hippo__page_acct {
   struct hippo__page_acct *parent; /* the device's, or NULL */
 } hippo__page_acct;
 
+/* Pages a stream's pools gave up whose backend free is still to be made
+ * (pool.c, hippo__pool_page_free while `defer` is set): the stream frees
+ * them once its lock is dropped, so no thread waits on its lock while the
+ * driver frees (hipFree may synchronize the device).  Such a page is still
+ * counted in the stream's and the device's figures until its free
+ * succeeds; a page whose free failed stays, tried again by the stream's
+ * next cleanup.
+ * Invariant: the stream's page figures == its pools' + these pages. */
+enum { HIPPO__LEAVING_PENDING = 0, HIPPO__LEAVING_FREEING = 1,
+       HIPPO__LEAVING_FAILED = 2 };
+typedef struct hippo__leaving_page {
+  uint64_t addr, size;
+  uint64_t retry_at; /* FAILED: the stream's clock for the next try */
+  uint32_t state;    /* HIPPO__LEAVING_* */
+  uint32_t pad;
+} hippo__leaving_page;
+typedef struct hippo__leaving {
+  hippo__leaving_page *pages;
+  uint32_t count, cap;
+  uint32_t pending;  /* in state PENDING */
+} hippo__leaving;
+
 /* Whether pages may be given back now: no stream of the device captures a
  * graph.  A stream's manager resets `answer` before each reservation's
  * ticks; a pool asks (hippo__pool_may_free) only right before it would
@@ -188,6 +210,10 @@ typedef struct hippo__free_gate {
    * page (a driver allocation inside a capture is illegal), so
    * hippo__pool_page_alloc answers HIPPO_GRAPH_NEEDS_PAGE. */
   bool no_pages;
+  /* Set by the manager around work under its lock whose page frees it
+   * makes after the lock (hippo__leaving). */
+  bool defer;
+  hippo__leaving *leaving;
 } hippo__free_gate;
 
 /* The common head of every pool.
@@ -268,9 +294,15 @@ void hippo__pool_head_init(hippo__pool *pool, const hippo__pool_ops *ops,
  * device figures); on failure nothing changes. */
 hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
                                     uint64_t *addr);
-/* Give a page back and unaccount it; on failure it stays accounted. */
+/* Give a page back and unaccount it; on failure it stays accounted.
+ * While the gate defers, the page leaves the pool at once and joins the
+ * stream's leaving pages (its free comes later); a page that finds no room
+ * there is freed now. */
 hippo_status hippo__pool_page_free(hippo__pool *pool, uint64_t addr,
                                    uint64_t size);
+/* A leaving page's free succeeded: out of the stream's (and the device's)
+ * figures. */
+void hippo__pool_unaccount(hippo__page_acct *acct, uint64_t size);
 /* Account a served request of `size` in a slice of `slice_size` bytes, and
  * its release. */
 static inline void hippo__pool_note_reserve(hippo__pool *pool, uint64_t size,
