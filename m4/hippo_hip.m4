@@ -70,3 +70,24 @@ AC_DEFUN([HIPPO_WARN_FLAGS], [
                         [VISIBILITY_CFLAGS=-fvisibility=hidden], [], [-Werror])
   AC_SUBST([VISIBILITY_CFLAGS])
 ])
+
+# HIPPO_SANITIZERS: --enable-sanitizers=LIST builds everything (the core,
+# the plugin, the tools and the tests, which dlopen the plugin) with
+# -fsanitize=LIST, e.g. "address,undefined" or "thread".  The flags go into
+# CC, so libtool passes them to every compile and link.
+AC_DEFUN([HIPPO_SANITIZERS], [
+  AC_ARG_ENABLE([sanitizers],
+    [AS_HELP_STRING([--enable-sanitizers=LIST],
+      [build with -fsanitize=LIST (address,undefined or thread)])],
+    [], [enable_sanitizers=no])
+  hippo_sanitizers=no
+  AS_IF([test "x$enable_sanitizers" != xno], [
+    AS_IF([test "x$enable_sanitizers" = xyes], [enable_sanitizers=address,undefined])
+    hippo_san_flags="-fsanitize=$enable_sanitizers -fno-omit-frame-pointer -fno-sanitize-recover=all -g"
+    hippo_save_CC=$CC
+    CC="$CC $hippo_san_flags"
+    AC_LINK_IFELSE([AC_LANG_PROGRAM([], [])], [hippo_sanitizers=$enable_sanitizers],
+      [AC_MSG_ERROR([the compiler cannot build with -fsanitize=$enable_sanitizers])])
+  ])
+  AM_CONDITIONAL([HAVE_SANITIZERS], [test "x$hippo_sanitizers" != xno])
+])
