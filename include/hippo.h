@@ -184,6 +184,13 @@ typedef uint32_t hippo_relocation_need;
 #define HIPPO_RELOCATION_FAILED 6u    /* a backend call failed; nothing moved
                                          (see failures) */
 
+/* What a host runtime announces about a stream's captures
+ * (capture_announce). */
+#define HIPPO_CAPTURE_QUERY 0u  /* ask the driver at every call (default) */
+#define HIPPO_CAPTURE_BEGINS 1u /* the stream captures now, until ENDED */
+#define HIPPO_CAPTURE_ENDED 2u  /* the capture ended */
+typedef uint32_t hippo_capture_announcement;
+
 /* Where a relocation failed (hippo_relocation_failure.step). */
 #define HIPPO_RELOCATION_STEP_PAGE 1u   /* a destination page was refused */
 #define HIPPO_RELOCATION_STEP_FINISH 2u /* waiting for the streams' work */
@@ -469,6 +476,17 @@ typedef struct hippo_api {
   /* Emulation: run an emulated stream's queued work now, as a device
    * finishing it would (HOST, DRY). */
   hippo_status (*emu_stream_sync)(hippo_device *device, void *native_stream);
+  /* A host runtime that announces its captures saves hippo a driver
+   * question (hipStreamIsCapturing) at every reserve, release and resolve
+   * on a HIP stream: after BEGINS (checked with the driver, which gives
+   * the capture id) and until ENDED (checked too), hippo takes the stream
+   * as capturing, and between an ENDED and the next BEGINS as not; QUERY
+   * goes back to asking the driver.  A BEGINS while the driver says the
+   * stream does not capture is HIPPO_INVALID_ARGUMENT, an ENDED while it
+   * still captures HIPPO_GRAPH_RECORDING.  HOST and DRY devices read their
+   * emulated streams' state at no cost and only check announcements. */
+  hippo_status (*capture_announce)(hippo_stream *stream,
+                                   hippo_capture_announcement what);
 } hippo_api;
 
 /* The one exported symbol.  *abi_version: in, the newest version the caller

@@ -531,6 +531,12 @@ static hippo_status api_emu_stream_sync(hippo_device *device, void *native) {
   return device->be->ops->stream_sync(device->be, native);
 }
 
+static hippo_status api_capture_announce(hippo_stream *stream,
+                                         hippo_capture_announcement what) {
+  CHECK_STREAM(stream, "capture_announce");
+  return hippo__capture_announce(stream, what);
+}
+
 static hippo_status api_emu_counters(hippo_device *device,
                                      hippo_emu_counters *counters) {
   EMU_OP(device, emu_counters, "emu_counters");
@@ -579,6 +585,7 @@ static const hippo_api api_v1 = {
     .relocation_report = api_relocation_report,
     .emu_copy = api_emu_copy,
     .emu_stream_sync = api_emu_stream_sync,
+    .capture_announce = api_capture_announce,
 };
 
 EXPORT hippo_status hippo_plugin_entry(uint32_t *abi_version,

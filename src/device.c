@@ -438,7 +438,7 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   if (s->holds) {
     /* a graph still holds slices of it: those pages stay, retained, until
      * graph_retire or device_close (guard.h) */
-    s->capture_word = NULL;
+    s->capture_word = &s->own_word; /* the native may go: never read */
     s->native = NULL;
     dev->retained[dev->retained_count++] = s;
     hippo__lock_drop(&s->lock);

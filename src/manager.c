@@ -44,6 +44,10 @@ hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
   s->capture_word = dev->be->ops->capture_word
                         ? dev->be->ops->capture_word(dev->be, native)
                         : NULL;
+  atomic_init(&s->own_word, 0);
+  atomic_init(&s->ask_driver, s->capture_word == NULL);
+  if (!s->capture_word)
+    s->capture_word = &s->own_word;
   s->ticking = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->ticking);
   s->movable = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->movable);
   if (!s->pools || !s->ticking || !s->movable) {
@@ -506,11 +510,49 @@ static hippo_status capture_query(const hippo_stream *s, uint64_t *cid) {
 }
 
 static inline hippo_status capture_of(const hippo_stream *s, uint64_t *cid) {
-  if (HIPPO__LIKELY(s->capture_word != NULL)) {
+  if (HIPPO__LIKELY(!atomic_load_explicit(&s->ask_driver,
+                                          memory_order_relaxed))) {
     *cid = atomic_load_explicit(s->capture_word, memory_order_acquire);
     return HIPPO_SUCCESS;
   }
   return capture_query(s, cid);
+}
+
+hippo_status hippo__capture_announce(hippo_stream *s,
+                                     hippo_capture_announcement what) {
+  uint64_t cid = 0;
+  hippo_status st;
+  bool own = s->capture_word == &s->own_word; /* HIP: no backend word */
+  if (what == HIPPO_CAPTURE_QUERY) {
+    if (own)
+      atomic_store(&s->ask_driver, true);
+    return HIPPO_SUCCESS;
+  }
+  if (what != HIPPO_CAPTURE_BEGINS && what != HIPPO_CAPTURE_ENDED)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "capture_announce: %u is not "
+                            "HIPPO_CAPTURE_QUERY, _BEGINS or _ENDED",
+                            what);
+  st = capture_query(s, &cid); /* the driver's answer is authoritative */
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "capture_announce");
+  if (what == HIPPO_CAPTURE_BEGINS && !cid)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "capture_announce: BEGINS, but the driver says "
+                            "native stream %p does not capture; announce "
+                            "right after the capture began",
+                            s->native);
+  if (what == HIPPO_CAPTURE_ENDED && cid)
+    return hippo__error_set(HIPPO_GRAPH_RECORDING,
+                            "capture_announce: ENDED, but the driver says "
+                            "native stream %p still captures graph %llu; "
+                            "announce right after the capture ended",
+                            s->native, (unsigned long long)cid);
+  if (own) {
+    atomic_store_explicit(&s->own_word, cid, memory_order_release);
+    atomic_store(&s->ask_driver, false);
+  }
+  return HIPPO_SUCCESS;
 }
 
 /* A hold of capture `cid` on slice `slice` of pool `pool`, noted in the

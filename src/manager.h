@@ -49,10 +49,14 @@ struct hippo_stream {
   uint32_t magic;           /* HIPPO__STREAM_MAGIC while attached */
   hippo_device *device;
   void *native;             /* hipStream_t, or the emulated stream */
-  /* The backend's word for the stream's capture id (backend.h), read
-   * without a lock at each reserve, release and resolve; NULL: ask
-   * capture_status (HIP). */
+  /* The word of the stream's capture id, read without a lock at each
+   * reserve, release and resolve: the backend's (HOST, DRY: backend.h),
+   * else own_word; while ask_driver is set (HIP, unless the host runtime
+   * announces its captures: capture_announce) hippo asks capture_status
+   * instead. */
   const _Atomic uint64_t *capture_word;
+  _Atomic uint64_t own_word;
+  atomic_bool ask_driver;
   hippo__lock lock;         /* guards everything below */
   hippo__handles handles;
   hippo__pool **pools;      /* [0] persistent, then the layout's pools */
@@ -109,6 +113,8 @@ hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
                             uint64_t *size);
 hippo_status hippo__record_use(hippo_stream *s, hippo_handle h,
                                hippo_stream *user);
+hippo_status hippo__capture_announce(hippo_stream *s,
+                                     hippo_capture_announcement what);
 /* Waits for every waiting slice's event and drops its hold (cleanup and
  * detach need the bytes); the first failure, after trying all. */
 hippo_status hippo__manager_wait_uses_locked(hippo_stream *s);

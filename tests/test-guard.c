@@ -507,6 +507,44 @@ START_TEST(test_use_by_capture) {
 }
 END_TEST
 
+/* capture_announce: checked with the driver (the emulated one here), and
+ * the guard works the same with announcements. */
+START_TEST(test_capture_announce) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, backends[_i]);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle warm, h, r;
+  uint64_t id, a;
+  warm = tu_reserve(api, s, 64 * KiB);
+  CK_OK(api, api->release(s, warm));
+  CK_STATUS(api, api->capture_announce(s, HIPPO_CAPTURE_BEGINS),
+            HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "does not capture");
+  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_BEGINS));
+  CK_STATUS(api, api->capture_announce(s, HIPPO_CAPTURE_ENDED),
+            HIPPO_GRAPH_RECORDING);
+  CK_ERROR_HAS(api, "still captures");
+  h = tu_reserve(api, s, 64 * KiB);
+  a = tu_addr(api, s, h);
+  CK_OK(api, api->release(s, h));
+  CK_OK(api, api->emu_capture_end(dev, n));
+  CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_ENDED));
+  r = tu_reserve(api, s, 64 * KiB); /* guarded: not the same bytes */
+  ck_assert_uint_ne(tu_addr(api, s, r), a);
+  CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_QUERY));
+  CK_STATUS(api, api->capture_announce(s, 3), HIPPO_INVALID_ARGUMENT);
+  CK_STATUS(api, api->capture_announce(NULL, HIPPO_CAPTURE_QUERY),
+            HIPPO_INVALID_ARGUMENT);
+  CK_OK(api, api->graph_retire(dev, id));
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, r));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 static Suite *guard_suite(void) {
   Suite *s = suite_create("guard");
   TCase *tc = tcase_create("graph");
@@ -516,6 +554,7 @@ static Suite *guard_suite(void) {
   tcase_add_test(tc, test_resolved_not_moved);
   tcase_add_loop_test(tc, test_detach_retains, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_page_pools_guard, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_capture_announce, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
   tc = tcase_create("record_use");
   tcase_add_test(tc, test_use_order);
