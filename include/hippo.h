@@ -354,8 +354,7 @@ typedef struct hippo_emu_counters {
 } hippo_emu_counters;
 
 /* ------------------------------------------------------------------------ */
-/* The entry table, v1.  Slots marked "later" answer HIPPO_UNSUPPORTED with
- * "not implemented yet" in last_error in this release; see README. */
+/* The entry table, v1, and the slots added after it (check struct_size). */
 typedef struct hippo_api {
   uint32_t abi_version; /* the version negotiated */
   uint32_t struct_size; /* sizeof(hippo_api) of the plugin */
@@ -375,7 +374,10 @@ typedef struct hippo_api {
    * twice gives HIPPO_BUSY. */
   hippo_status (*stream_attach)(hippo_device *device, void *native_stream,
                                 hippo_stream **stream);
-  /* Frees every page of the stream; live reservations are dropped. */
+  /* Frees every page of the stream; live reservations are dropped.  What
+   * other streams use (record_use) is waited for first; pages holding
+   * slices a graph not yet retired may use stay, with the device, until
+   * graph_retire or device_close. */
   hippo_status (*stream_detach)(hippo_stream *stream);
 
   /* Layouts. */
@@ -426,7 +428,11 @@ typedef struct hippo_api {
    * captures; else relocate (EXPLICIT) then cleanup, of one stream or
    * (NULL) every stream. */
   hippo_status (*reclaim)(hippo_device *device, hippo_stream *stream);
-  /* later: the host runtime destroyed the graph of capture_id. */
+  /* The host runtime destroyed the graph of capture_id: what hippo kept
+   * for it (the slices reserved, resolved or released on a stream while
+   * it captured) may move and be reused again.  An id hippo guarded
+   * nothing under is HIPPO_INVALID_ARGUMENT; retiring twice is harmless.
+   * A graph never retired keeps its slices until device_close. */
   hippo_status (*graph_retire)(hippo_device *device, uint64_t capture_id);
 
   /* Figures. stream == NULL: the device's sum. */
