@@ -64,12 +64,26 @@ START_TEST(test_released_not_reused) {
   ck_assert_uint_eq(tu_usage(api, dev, s).allocations, 0);
   CK_CHECK(api, dev);
   CK_OK(api, api->emu_capture_end(dev, n));
-  /* after the capture, before retire: the guarded bytes stay out of use */
+  /* after the capture, before retire: the guarded bytes stay out of use,
+   * on this stream and (their page never goes back) on any other */
   h2 = tu_reserve(api, s, 64 * KiB);
   ck_assert_uint_eq(tu_addr(api, s, h2), a1 + 64 * KiB);
   CK_OK(api, api->cleanup(dev, NULL));
+  CK_OK(api, api->reclaim(dev, NULL));
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
-  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC], allocs);
+  {
+    void *on;
+    hippo_stream *o = tu_attach(api, dev, &on);
+    hippo_handle oh = tu_reserve(api, o, 64 * KiB);
+    ck_assert(tu_addr(api, o, oh) + 64 * KiB <= a1 ||
+              tu_addr(api, o, oh) >= a1 + 64 * KiB);
+    CK_OK(api, api->release(o, oh));
+    tu_detach(api, dev, o, on);
+  }
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  /* the other stream's page, only */
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC],
+                    allocs + 1);
   CK_CHECK(api, dev);
   CK_OK(api, api->graph_retire(dev, id));
   ck_assert_uint_eq(guarded(api, dev, NULL), 0);
