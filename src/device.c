@@ -237,7 +237,8 @@ static void natives_open(hippo_device *dev, natives_view *nv) {
     nv->locked = true;
     return;
   }
-  memcpy(nv->v, dev->natives, nv->n * sizeof *nv->v);
+  if (nv->n)
+    memcpy(nv->v, dev->natives, nv->n * sizeof *nv->v);
   dev->natives_users++;
   hippo__mutex_drop(&dev->natives_lock);
 }
