@@ -370,8 +370,9 @@ typedef struct hippo_api {
   hippo_status (*device_close)(hippo_device *device);
   hippo_status (*device_info)(hippo_device *device, hippo_device_info *info);
   /* native_stream: a hipStream_t (HIP), or a stream from emu_stream_create
-   * (HOST, DRY).  One manager per native stream: attaching the same stream
-   * twice gives HIPPO_BUSY. */
+   * (HOST, DRY); NULL is the default stream (HIP's NULL stream, the
+   * emulated default stream).  One manager per native stream: attaching
+   * the same stream twice gives HIPPO_BUSY. */
   hippo_status (*stream_attach)(hippo_device *device, void *native_stream,
                                 hippo_stream **stream);
   /* Frees every page of the stream; live reservations are dropped.  What
@@ -381,6 +382,9 @@ typedef struct hippo_api {
   hippo_status (*stream_detach)(hippo_stream *stream);
 
   /* Layouts. */
+  /* Refused (nothing changed) with HIPPO_POOLS_IN_USE while the dynamic
+   * pools hold live reservations; *bytes_in_use (may be NULL) then gets
+   * their bytes. */
   hippo_status (*pools_install)(hippo_device *device,
                                 const hippo_layout *layout,
                                 uint64_t *bytes_in_use);
@@ -389,6 +393,8 @@ typedef struct hippo_api {
   hippo_status (*reserve)(hippo_stream *stream, uint64_t size,
                           hippo_mode mode, hippo_handle *handle);
   hippo_status (*release)(hippo_stream *stream, hippo_handle handle);
+  /* *device_ptr: the address now (valid until the next relocation or
+   * cleanup on the device); size may be NULL. */
   hippo_status (*resolve)(hippo_stream *stream, hippo_handle handle,
                           void **device_ptr, uint64_t *size);
   /* Another attached stream of the device (`user`) uses the reservation:

@@ -694,7 +694,8 @@ static hippo_status emu_counters(hippo__backend *be,
   c.host_bytes_mapped = emu->host_bytes_mapped;
   c.bytes_copied = emu->bytes_copied;
   pthread_mutex_unlock(&emu->mutex);
-  return hippo__struct_out(out, &c, sizeof c, sizeof c, "hippo_emu_counters");
+  /* an older caller's smaller struct (from 8 bytes) gets what it knows */
+  return hippo__struct_out(out, &c, sizeof c, 8, "hippo_emu_counters");
 }
 
 /* ---- pages ------------------------------------------------------------- */

@@ -216,65 +216,66 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
   return HIPPO_SUCCESS;
 }
 
-/* The native streams, copied under the natives lock, so the backend calls
- * made on them (capture queries, waits) hold no lock: while a view is open
- * (natives_users > 0) no detach removes a native, so each stays valid.
- * Without host memory for a long list, the view keeps the lock instead. */
-typedef struct natives_view {
-  void **v;
+/* The attached streams, copied under the natives lock, so the backend
+ * calls made on their native streams (capture questions, waits) hold no
+ * lock: while a view is open (natives_users > 0) no detach removes (or
+ * frees) a stream, so each stays valid.  Without host memory for a long
+ * list, the view keeps the lock instead. */
+typedef struct streams_view {
+  hippo_stream **v;
   uint32_t n;
   bool locked;
-  void *buf[32];
-} natives_view;
+  hippo_stream *buf[32];
+} streams_view;
 
-static void natives_open(hippo_device *dev, natives_view *nv) {
+static void view_open(hippo_device *dev, streams_view *sv) {
   hippo__mutex_take(&dev->natives_lock);
-  nv->n = dev->stream_count;
-  nv->locked = false;
-  nv->v = nv->n <= 32 ? nv->buf : malloc(nv->n * sizeof *nv->v);
-  if (!nv->v) {
-    nv->v = dev->natives;
-    nv->locked = true;
+  sv->n = dev->stream_count;
+  sv->locked = false;
+  sv->v = sv->n <= 32 ? sv->buf : malloc(sv->n * sizeof *sv->v);
+  if (!sv->v) {
+    sv->v = dev->streams;
+    sv->locked = true;
     return;
   }
-  if (nv->n)
-    memcpy(nv->v, dev->natives, nv->n * sizeof *nv->v);
+  if (sv->n)
+    memcpy(sv->v, dev->streams, sv->n * sizeof *sv->v);
   dev->natives_users++;
   hippo__mutex_drop(&dev->natives_lock);
 }
 
-static void natives_close(hippo_device *dev, natives_view *nv) {
-  if (!nv->locked) {
+static void view_close(hippo_device *dev, streams_view *sv) {
+  if (!sv->locked) {
     hippo__mutex_take(&dev->natives_lock);
     if (--dev->natives_users == 0)
       pthread_cond_broadcast(&dev->natives_idle);
-    if (nv->v != nv->buf)
-      free(nv->v);
+    if (sv->v != sv->buf)
+      free(sv->v);
   }
   hippo__mutex_drop(&dev->natives_lock);
 }
 
+
 hippo_status hippo__device_refuse_while_recording(hippo_device *dev,
                                                   const char *call) {
   hippo_status st = HIPPO_SUCCESS;
-  natives_view nv;
-  natives_open(dev, &nv);
-  for (uint32_t i = 0; i < nv.n && st == HIPPO_SUCCESS; i++) {
-    bool capturing = false;
+  streams_view sv;
+  view_open(dev, &sv);
+  for (uint32_t i = 0; i < sv.n && st == HIPPO_SUCCESS; i++) {
     uint64_t id = 0;
-    st = dev->be->ops->capture_status(dev->be, nv.v[i], &capturing, &id);
+    bool capturing;
+    st = hippo__stream_capture(sv.v[i], &id); /* O(1) a stream */
+    capturing = id != 0;
     if (st != HIPPO_SUCCESS)
-      st = hippo__error_wrap(st, "%s: asking whether native stream %p "
-                             "captures",
-                             call, nv.v[i]);
+      st = hippo__error_wrap(st, "%s", call);
     else if (capturing)
       st = hippo__error_set(HIPPO_GRAPH_RECORDING,
                             "%s: native stream %p is capturing graph %llu; "
                             "the pages it touches keep their addresses "
                             "until the capture ends: retry after it",
-                            call, nv.v[i], (unsigned long long)id);
+                            call, sv.v[i]->native, (unsigned long long)id);
   }
-  natives_close(dev, &nv);
+  view_close(dev, &sv);
   return st;
 }
 
@@ -292,16 +293,17 @@ hippo_status hippo__device_may_free(void *ctx, bool *may_free) {
 
 hippo_status hippo__device_finish(hippo_device *dev) {
   hippo_status first = HIPPO_SUCCESS;
-  natives_view nv;
-  natives_open(dev, &nv);
-  for (uint32_t i = 0; i < nv.n; i++) {
-    hippo_status st = dev->be->ops->stream_sync(dev->be, nv.v[i]);
+  streams_view sv;
+  view_open(dev, &sv);
+  for (uint32_t i = 0; i < sv.n; i++) {
+    void *native = sv.v[i]->native;
+    hippo_status st = dev->be->ops->stream_sync(dev->be, native);
     if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
       first = hippo__error_wrap(st, "waiting for the work of native stream "
                                 "%p",
-                                nv.v[i]);
+                                native);
   }
-  natives_close(dev, &nv);
+  view_close(dev, &sv);
   return first;
 }
 
@@ -439,7 +441,9 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   if (s->holds) {
     /* a graph still holds slices of it: those pages stay, retained, until
      * graph_retire or device_close (guard.h) */
-    s->capture_word = &s->own_word; /* the native may go: never read */
+    /* the native may go: never asked again */
+    atomic_store(&s->own_word, 0);
+    atomic_store(&s->capture_mode, HIPPO__CAPTURE_ANNOUNCED);
     s->native = NULL;
     dev->retained[dev->retained_count++] = s;
     hippo__lock_drop(&s->lock);

@@ -28,6 +28,9 @@
  * max_pool_size below the alignment; sizes that
  * overflow when aligned; a page so small that the pool could need more than
  * HIPPO__MAX_PAGES pages (page count of min(cap, device memory)).
+ * A SLICED or ARENA page_size must be a multiple of the alignment (a page
+ * is carved in alignment units: rounding it silently would make a pool
+ * that cannot serve its own max_slice_size).
  * ARENA pools: page_size is the smallest page, at least the alignment and
  * at most max_slice_size, the largest request and page, which must not
  * exceed the device; max_pool_size, when set, at least one smallest page.
@@ -194,6 +197,12 @@ static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
     if (o->page_size < a)
       return BAD(i, "page_size", "%llu is below the alignment %llu", kind,
                  (unsigned long long)o->page_size, (unsigned long long)a);
+    if (o->page_size % a)
+      return BAD(i, "page_size",
+                 "%llu is not a multiple of the alignment %llu; use %llu",
+                 kind, (unsigned long long)o->page_size,
+                 (unsigned long long)a,
+                 (unsigned long long)(o->page_size / a + 1) * a);
     if (o->page_size / a > UINT32_MAX)
       return BAD(i, "page_size",
                  "%llu is more than 2^32 alignment units of %llu B; use "
@@ -218,9 +227,10 @@ static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
                  (unsigned long long)span, (unsigned long long)pages,
                  (unsigned long long)HIPPO__MAX_PAGES);
   } else if (o->kind == HIPPO_POOL_ARENA) {
-    if (o->page_size < a)
+    if (o->page_size < a || o->page_size % a)
       return BAD(i, "page_size",
-                 "%llu is below the alignment %llu (it is the smallest page)",
+                 "%llu is not a positive multiple of the alignment %llu (it "
+                 "is the smallest page)",
                  kind, (unsigned long long)o->page_size,
                  (unsigned long long)a);
     if (o->max_slice_size < o->page_size)

@@ -41,13 +41,12 @@ hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
   s->gate.leaving = &s->leaving;
   s->pools = calloc(1, sizeof *s->pools);
   s->auto_relocate = (dev->flags & HIPPO_DEVICE_AUTO_RELOCATE) != 0;
-  s->capture_word = dev->be->ops->capture_word
+  s->backend_word = dev->be->ops->capture_word
                         ? dev->be->ops->capture_word(dev->be, native)
                         : NULL;
   atomic_init(&s->own_word, 0);
-  atomic_init(&s->ask_driver, s->capture_word == NULL);
-  if (!s->capture_word)
-    s->capture_word = &s->own_word;
+  atomic_init(&s->capture_mode, s->backend_word ? HIPPO__CAPTURE_WORD
+                                                : HIPPO__CAPTURE_ASK);
   s->ticking = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->ticking);
   s->movable = calloc(HIPPO__MAX_POOLS + 1, sizeof *s->movable);
   if (!s->pools || !s->ticking || !s->movable) {
@@ -510,22 +509,28 @@ static hippo_status capture_query(const hippo_stream *s, uint64_t *cid) {
 }
 
 static inline hippo_status capture_of(const hippo_stream *s, uint64_t *cid) {
-  if (HIPPO__LIKELY(!atomic_load_explicit(&s->ask_driver,
-                                          memory_order_relaxed))) {
-    *cid = atomic_load_explicit(s->capture_word, memory_order_acquire);
+  unsigned mode = atomic_load_explicit(&s->capture_mode, memory_order_relaxed);
+  if (HIPPO__LIKELY(mode == HIPPO__CAPTURE_WORD)) {
+    *cid = atomic_load_explicit(s->backend_word, memory_order_acquire);
+    return HIPPO_SUCCESS;
+  }
+  if (mode == HIPPO__CAPTURE_ANNOUNCED) {
+    *cid = atomic_load_explicit(&s->own_word, memory_order_acquire);
     return HIPPO_SUCCESS;
   }
   return capture_query(s, cid);
+}
+
+hippo_status hippo__stream_capture(const hippo_stream *s, uint64_t *cid) {
+  return capture_of(s, cid);
 }
 
 hippo_status hippo__capture_announce(hippo_stream *s,
                                      hippo_capture_announcement what) {
   uint64_t cid = 0;
   hippo_status st;
-  bool own = s->capture_word == &s->own_word; /* HIP: no backend word */
   if (what == HIPPO_CAPTURE_QUERY) {
-    if (own)
-      atomic_store(&s->ask_driver, true);
+    atomic_store(&s->capture_mode, HIPPO__CAPTURE_ASK);
     return HIPPO_SUCCESS;
   }
   if (what != HIPPO_CAPTURE_BEGINS && what != HIPPO_CAPTURE_ENDED)
@@ -548,10 +553,8 @@ hippo_status hippo__capture_announce(hippo_stream *s,
                             "native stream %p still captures graph %llu; "
                             "announce right after the capture ended",
                             s->native, (unsigned long long)cid);
-  if (own) {
-    atomic_store_explicit(&s->own_word, cid, memory_order_release);
-    atomic_store(&s->ask_driver, false);
-  }
+  atomic_store_explicit(&s->own_word, cid, memory_order_release);
+  atomic_store(&s->capture_mode, HIPPO__CAPTURE_ANNOUNCED);
   return HIPPO_SUCCESS;
 }
 

@@ -44,19 +44,25 @@ typedef struct hippo__use {
  * leaving ones.
  */
 #define HIPPO__STREAM_MAGIC 0x5354524du /* live hippo_stream ("STRM") */
+enum { HIPPO__CAPTURE_WORD = 0, HIPPO__CAPTURE_ASK = 1,
+       HIPPO__CAPTURE_ANNOUNCED = 2 };
+/* Whether stream s captures (*cid != 0: under that id).  O(1) but where
+ * the driver is asked. */
+hippo_status hippo__stream_capture(const hippo_stream *s, uint64_t *cid);
 
 struct hippo_stream {
   uint32_t magic;           /* HIPPO__STREAM_MAGIC while attached */
   hippo_device *device;
   void *native;             /* hipStream_t, or the emulated stream */
-  /* The word of the stream's capture id, read without a lock at each
-   * reserve, release and resolve: the backend's (HOST, DRY: backend.h),
-   * else own_word; while ask_driver is set (HIP, unless the host runtime
-   * announces its captures: capture_announce) hippo asks capture_status
-   * instead. */
-  const _Atomic uint64_t *capture_word;
+  /* How hippo learns whether the stream captures, at each reserve, release
+   * and resolve, and in the device's capture questions: capture_mode says
+   * where -- the backend's word, read without a lock (HOST, DRY:
+   * backend.h); the driver's answer (capture_status: HIP, or any stream
+   * after capture_announce(QUERY)); or own_word, set by the host runtime's
+   * announcements (capture_announce). */
+  const _Atomic uint64_t *backend_word; /* NULL: the backend has none */
   _Atomic uint64_t own_word;
-  atomic_bool ask_driver;
+  atomic_uint capture_mode;             /* HIPPO__CAPTURE_* */
   hippo__lock lock;         /* guards everything below */
   hippo__handles handles;
   hippo__pool **pools;      /* [0] persistent, then the layout's pools */

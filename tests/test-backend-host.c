@@ -5,6 +5,7 @@
 #include <config.h>
 
 #include <check.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -705,10 +706,24 @@ START_TEST(counters_struct_size) {
   hippo_emu_counters small;
 
   page_new(be, 4 * KiB);
-  memset(&small, 0, sizeof small);
-  small.struct_size = 8;
+  /* An older caller's smaller struct, every size hippo.h promises to
+   * take (8 .. sizeof, multiples of 8): filled that far, no further. */
+  for (uint32_t size = 8; size <= sizeof small; size += 8) {
+    memset(&small, 0xab, sizeof small);
+    small.struct_size = size;
+    OK(be->ops->emu_counters(be, &small));
+    ck_assert_uint_eq(small.struct_size, size);
+    if (size >= offsetof(hippo_emu_counters, bytes_held) + 8)
+      ck_assert_uint_eq(small.pages_held, 1);
+    if (size < sizeof small)
+      ck_assert_uint_eq(((unsigned char *)&small)[size], 0xab);
+  }
+  small.struct_size = 12;
   FAILS(be->ops->emu_counters(be, &small), HIPPO_INVALID_ARGUMENT,
-        "struct_size is 8");
+        "struct_size is 12");
+  small.struct_size = 4;
+  FAILS(be->ops->emu_counters(be, &small), HIPPO_INVALID_ARGUMENT,
+        "struct_size is 4");
   FAILS(be->ops->emu_counters(be, NULL), HIPPO_INVALID_ARGUMENT, "NULL");
   /* A newer caller's larger struct: known fields filled, the rest zeroed,
    * its size kept. */

@@ -147,6 +147,17 @@ START_TEST(test_zero_page_size) {
 }
 END_TEST
 
+/* A page that is not a multiple of the alignment is refused (rounding it
+ * down would leave a pool that cannot serve its own max_slice_size). */
+START_TEST(test_page_not_aligned) {
+  tu_layout l;
+  tu_layout_init(&l);
+  tu_layout_add_sliced(&l, 1000, 1000, 0);
+  EXPECT_CONFIG(&l, "layout pool 0", "SLICED", "page_size", "1000",
+                "not a multiple of the alignment 256", "use 1024");
+}
+END_TEST
+
 START_TEST(test_zero_max_slice_size) {
   tu_layout l;
   hippo_pool_options *o = second(&l, HIPPO_POOL_SLICED);
@@ -559,6 +570,7 @@ static Suite *layout_suite(void) {
   tcase_add_test(tc, test_unknown_kind);
   tcase_add_test(tc, test_zero_page_size);
   tcase_add_test(tc, test_zero_max_slice_size);
+  tcase_add_test(tc, test_page_not_aligned);
   tcase_add_test(tc, test_zero_max_alloc_size);
   tcase_add_test(tc, test_slice_larger_than_page);
   tcase_add_test(tc, test_page_below_alignment);

@@ -782,6 +782,9 @@ START_TEST(test_relocation_faults) {
     bool fired;
     world_open(api, &w, true); /* 1 MiB free per current page: reason
                                   CAPTURE adds destination pages */
+    if (kind == HIPPO_CALL_CAPTURE_QUERY) /* ask as on HIP */
+      for (int s = 0; s < STREAMS; s++)
+        CK_OK(api, api->capture_announce(w.s[s], HIPPO_CAPTURE_QUERY));
     before = tu_counters(api, w.dev);
     CK_OK(api, api->emu_inject_fault(w.dev, kind, nth, HIPPO_BACKEND_ERROR));
     st = api->relocate_with(w.dev, NULL, HIPPO_RELOCATE_CAPTURE, NULL);
