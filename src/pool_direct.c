@@ -430,8 +430,10 @@ hippo_status hippo__pool_direct_create_kind(hippo__backend *be,
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "%s pool: no host memory for the size map", name);
   }
+  /* nothing above the device can ever be served: BUFFER_TOO_BIG, not an
+   * out-of-memory that invites a retry */
   hippo__pool_head_init(&p->head, &direct_ops, be, acct, kind, opt,
-                        UINT64_MAX & ~(be->alignment - 1));
+                        be->total_memory & ~(be->alignment - 1));
   if (kind == HIPPO_POOL_PERSISTENT) {
     p->head.opt.reclaim_at = 0;
     p->head.opt.dealloc_period = 0;
