@@ -91,3 +91,28 @@ AC_DEFUN([HIPPO_SANITIZERS], [
   ])
   AM_CONDITIONAL([HAVE_SANITIZERS], [test "x$hippo_sanitizers" != xno])
 ])
+
+# HIPPO_FUZZ: --enable-fuzz builds tests/fuzz/hippo-fuzz, the fuzz driver
+# as a libFuzzer target (make fuzz).  It needs clang (CC=clang): every
+# object is built with -fsanitize=fuzzer-no-link (coverage for libFuzzer)
+# plus address and undefined, and the target links -fsanitize=fuzzer.
+AC_DEFUN([HIPPO_FUZZ], [
+  AC_ARG_ENABLE([fuzz],
+    [AS_HELP_STRING([--enable-fuzz],
+      [build the libFuzzer target tests/fuzz/hippo-fuzz (needs CC=clang)])],
+    [], [enable_fuzz=no])
+  hippo_fuzz=no
+  AS_IF([test "x$enable_fuzz" = xyes], [
+    hippo_save_CC=$CC
+    CC="$CC -fsanitize=fuzzer"
+    AC_LINK_IFELSE([AC_LANG_SOURCE([[
+#include <stddef.h>
+#include <stdint.h>
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n);
+int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n) { return d && n ? 0 : 0; }
+]])], [hippo_fuzz=yes],
+      [AC_MSG_ERROR([--enable-fuzz needs a compiler with libFuzzer: configure CC=clang --enable-fuzz])])
+    CC="$hippo_save_CC -fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer -g"
+  ])
+  AM_CONDITIONAL([FUZZ], [test "x$hippo_fuzz" = xyes])
+])

@@ -534,36 +534,48 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
     return st;
   }
   hippo__device_lock_streams(dev);
-  /* 1. in use?  Then nothing changes (not even empty pages go back). */
-  for (uint32_t i = 0; i < dev->stream_count; i++) {
-    hippo_stream *s = dev->streams[i];
-    for (uint32_t p = 1; p < s->pool_count; p++) {
-      const hippo__pool *pool = s->pools[p];
-      if (pool->holds || pool->bytes_stranded) {
-        st = hippo__error_set(HIPPO_POOLS_IN_USE,
-                              "pools_install: pool %u of a stream holds "
-                              "slices that graphs not yet retired or other "
-                              "streams' work may use (%llu holds) or that a "
-                              "failed relocation wait keeps (%llu B), so "
-                              "the old layout was kept; graph_retire, "
-                              "cleanup and retry",
-                              p - 1, (unsigned long long)pool->holds,
-                              (unsigned long long)pool->bytes_stranded);
-        goto out;
-      }
+  /* 1. in use?  Then nothing changes (not even empty pages go back).
+   * Live bytes first (the caller learns them whatever else holds). */
+  {
+    uint32_t held_index = 0;
+    const hippo__pool *held_by = NULL;
+    for (uint32_t i = 0; i < dev->stream_count; i++) {
+      hippo_stream *s = dev->streams[i];
+      for (uint32_t p = 1; p < s->pool_count && !held_by; p++)
+        if (s->pools[p]->holds || s->pools[p]->bytes_stranded) {
+          held_by = s->pools[p];
+          held_index = p - 1;
+        }
+      live += hippo__manager_dynamic_bytes_locked(s);
     }
-    live += hippo__manager_dynamic_bytes_locked(s);
-  }
-  if (live) {
-    st = hippo__error_set(HIPPO_POOLS_IN_USE,
-                          "pools_install: %llu B are still live in the "
-                          "dynamic pools, so the old layout was kept "
-                          "(nothing was given back); release them and retry "
-                          "(persistent reservations do not count)",
-                          (unsigned long long)live);
     if (bytes_in_use)
       *bytes_in_use = live;
-    goto out;
+    if (live) {
+      st = hippo__error_set(HIPPO_POOLS_IN_USE,
+                            "pools_install: %llu B are still live in the "
+                            "dynamic pools, so the old layout was kept "
+                            "(nothing was given back); release them and "
+                            "retry (persistent reservations do not "
+                            "count)%s",
+                            (unsigned long long)live,
+                            held_by ? "; slices that graphs not yet retired "
+                                      "or other streams' work may use are "
+                                      "held too: graph_retire, cleanup"
+                                    : "");
+      goto out;
+    }
+    if (held_by) {
+      st = hippo__error_set(HIPPO_POOLS_IN_USE,
+                            "pools_install: pool %u of a stream holds "
+                            "slices that graphs not yet retired or other "
+                            "streams' work may use (%llu holds) or that a "
+                            "failed relocation wait keeps (%llu B), so "
+                            "the old layout was kept; graph_retire, "
+                            "cleanup and retry",
+                            held_index, (unsigned long long)held_by->holds,
+                            (unsigned long long)held_by->bytes_stranded);
+      goto out;
+    }
   }
   /* 2. the new pools, before anything changes */
   built = calloc(dev->stream_count + 1, sizeof *built);

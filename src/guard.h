@@ -50,11 +50,17 @@ typedef struct hippo__guard {
 
 /* One capture id and its holds.
  * Invariant: retired == (count == 0 and the holds were dropped); every
- * guard names a slice with a hold in its pool. */
+ * guard names a slice with a hold in its pool, and no two guards name the
+ * same slice (a slice a capture touches again takes no second hold);
+ * index is an open-addressing set of guards[] positions + 1 (0 = empty)
+ * with index_cap a power of two at least twice count, or NULL while
+ * count is 0. */
 typedef struct hippo__graph {
   uint64_t id;
   hippo__guard *guards;
   uint32_t count, cap;
+  uint32_t *index;
+  uint32_t index_cap;
   bool retired;
 } hippo__graph;
 
@@ -72,8 +78,10 @@ void hippo__graphs_fini(hippo__graphs *gs);
  * memory); HIPPO_OUT_OF_MEMORY with last_error otherwise, nothing
  * changed. */
 hippo_status hippo__graphs_make_room(hippo__graphs *gs, uint64_t id);
-/* Note a hold taken under `id` (after make_room). */
-void hippo__graphs_note(hippo__graphs *gs, uint64_t id, hippo__guard g);
+/* Note a hold under `id` (after make_room): true when the slice was not
+ * held by `id` yet (the caller then takes the pool's hold), false when it
+ * is already (nothing to do: one hold per slice and graph). */
+bool hippo__graphs_note(hippo__graphs *gs, uint64_t id, hippo__guard g);
 /* Take the holds of `id` for retiring: HIPPO_INVALID_ARGUMENT when the id
  * is unknown; *out NULL (count 0) when it was retired already.  The caller
  * drops each hold and frees *out. */

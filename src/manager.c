@@ -558,15 +558,17 @@ hippo_status hippo__capture_announce(hippo_stream *s,
   return HIPPO_SUCCESS;
 }
 
-/* A hold of capture `cid` on slice `slice` of pool `pool`, noted in the
+/* A hold of capture `cid` on slice `slice` of pool `pool` (one per slice and
+ * graph, however often the capture touches the slice), noted in the
  * registry (hippo__graphs_make_room succeeded). */
 static void guard_take(hippo_stream *s, uint64_t cid, uint32_t pool,
                        uint32_t slice) {
   hippo__pool *p = s->pools[pool];
+  if (!hippo__graphs_note(&s->device->graphs, cid,
+                          (hippo__guard){.s = s, .pool = pool, .slice = slice}))
+    return; /* held by this graph already */
   p->ops->hold(p, slice);
   s->holds++;
-  hippo__graphs_note(&s->device->graphs, cid,
-                     (hippo__guard){.s = s, .pool = pool, .slice = slice});
 }
 
 /* Where live handle h's reservation lives: its pool index and slice
