@@ -428,7 +428,10 @@ typedef struct hippo_api {
   hippo_status (*relocate)(hippo_stream *stream);
   hippo_status (*relocate_when_wanted)(hippo_stream *stream);
   hippo_status (*relocate_device)(hippo_device *device);
-  /* Frees every empty page of every stream (stream == NULL) or of one. */
+  /* Frees every empty page of every stream (stream == NULL: also those a
+   * detached stream left for a graph since retired) or of one.  Waits
+   * for the copies that left destinations stranded (a failed relocation
+   * wait) and frees them. */
   hippo_status (*cleanup)(hippo_device *device, hippo_stream *stream);
   /* Refused with HIPPO_GRAPH_RECORDING (naming the stream) while a stream
    * captures; else relocate (EXPLICIT) then cleanup, of one stream or

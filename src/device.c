@@ -459,20 +459,27 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
 
 /* Give back what retained streams hold once no graph holds it (device lock
  * held); a stream whose pages could not all go back stays, to be tried
- * again. */
-static void retained_sweep(hippo_device *dev) {
+ * again by the next graph_retire or cleanup of every stream.  The first
+ * failure. */
+static hippo_status retained_sweep(hippo_device *dev) {
+  hippo_status first = HIPPO_SUCCESS;
   uint32_t kept = 0;
   for (uint32_t i = 0; i < dev->retained_count; i++) {
     hippo_stream *s = dev->retained[i];
-    if (s->holds == 0 && hippo__manager_cleanup_locked(s) == HIPPO_SUCCESS &&
+    hippo_status st = s->holds ? HIPPO_SUCCESS
+                               : hippo__manager_cleanup_locked(s);
+    if (s->holds == 0 && st == HIPPO_SUCCESS &&
         atomic_load(&s->acct.pages) == 0) {
       hippo__manager_fini(s);
       free(s);
     } else {
       dev->retained[kept++] = s;
     }
+    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+      first = st;
   }
   dev->retained_count = kept;
+  return first;
 }
 
 hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
@@ -492,7 +499,9 @@ hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
     s->holds--;
     hippo__lock_drop(&s->lock);
   }
-  retained_sweep(dev);
+  /* a page whose free fails stays with the device, counted, until the
+   * next cleanup of every stream: the holds are gone all the same */
+  (void)retained_sweep(dev);
   hippo__mutex_drop(&dev->lock);
   free(g);
   return HIPPO_SUCCESS;
@@ -656,6 +665,13 @@ hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
       st = hippo__manager_flush(s, true);
     else
       (void)hippo__manager_flush(s, true);
+    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+      first = st;
+  }
+  /* and the empty pages of detached streams whose graphs were retired (a
+   * free that failed in graph_retire's sweep) */
+  if (!only && dev->retained_count) {
+    st = retained_sweep(dev);
     if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
       first = st;
   }

@@ -1023,6 +1023,11 @@ hippo_status hippo__persistent_end(hippo_stream *s) {
 hippo_status hippo__manager_cleanup_locked(hippo_stream *s) {
   /* the bytes other streams used are waited for: they may go back now */
   hippo_status first = hippo__manager_wait_uses_locked(s);
+  /* and the copies of a relocation whose wait failed: their stranded
+   * destinations go free, and their pages may empty */
+  hippo_status ust = hippo__relocation_unstrand_locked(s);
+  if (first == HIPPO_SUCCESS)
+    first = ust;
   if (!s->gate.defer && s->leaving.count) {
     hippo_status st = leaving_free_now(s);
     if (first == HIPPO_SUCCESS)
