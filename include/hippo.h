@@ -14,7 +14,10 @@
  *    the extra bytes must be zero) and rejects a size it cannot interpret
  *    (below 8, not a multiple of 8 -- every field ends on a multiple of 8 --
  *    or with non-zero bytes it does not know) with HIPPO_INVALID_ARGUMENT.  Output structs are filled up to the smaller of
- *    the two sizes.
+ *    the two sizes: a larger caller's bytes past the plugin's struct are
+ *    zeroed (the fields it does not know read as zero), a smaller
+ *    caller's struct gets nothing past its struct_size, and a refused
+ *    size gets nothing written.
  *  - No struct is passed by value; every enum travels as a fixed-width
  *    integer.
  *  - Every call returns a hippo_status.  On failure, last_error() returns a
@@ -224,9 +227,10 @@ typedef struct hippo_pool_options {
 typedef struct hippo_layout {
   uint32_t struct_size;             /* sizeof(hippo_layout) */
   hippo_preset preset;              /* HIPPO_PRESET_* */
-  uint32_t pool_count;              /* CUSTOM: entries in pools */
+  uint32_t pool_count;              /* CUSTOM: entries in pools, 1..32 */
   uint32_t pool_options_size;       /* CUSTOM: stride of pools in bytes
-                                       (sizeof(hippo_pool_options)) */
+                                       (sizeof(hippo_pool_options); a
+                                       multiple of 8, like a struct_size) */
   const hippo_pool_options *pools;  /* CUSTOM: the pools, routing order */
 } hippo_layout;
 
@@ -458,8 +462,11 @@ typedef struct hippo_api {
   hippo_status (*emu_capture_begin)(hippo_device *device, void *native_stream,
                                     uint64_t *capture_id);
   hippo_status (*emu_capture_end)(hippo_device *device, void *native_stream);
-  /* Fail the nth (1 = next) backend call of `kind` with `status`;
-   * nth == 0 clears the injection of that kind. */
+  /* Fail the nth (1 = next) backend call of `kind` with `status`, a
+   * status a backend call can fail with (HIPPO_INVALID_ARGUMENT ..
+   * HIPPO_INTERNAL); nth == 0 clears the injection of that kind (status
+   * then ignored).  A kind >= HIPPO_CALL_KINDS, another status, or an nth
+   * too far to count is HIPPO_INVALID_ARGUMENT. */
   hippo_status (*emu_inject_fault)(hippo_device *device, hippo_call_kind kind,
                                    uint64_t nth, hippo_status status);
   /* Synchronous host access to emulated device bytes (HOST only; DRY has
@@ -476,7 +483,8 @@ typedef struct hippo_api {
   hippo_status (*relocation_need)(hippo_stream *stream,
                                   hippo_relocation_need *need);
   /* Relocate for `reason`: the memory of `stream`, or (stream NULL) of
-   * every stream of the device.  report may be NULL. */
+   * every stream of the device.  report may be NULL.  An unknown reason
+   * is HIPPO_INVALID_ARGUMENT: nothing runs, *report is not written. */
   hippo_status (*relocate_with)(hippo_device *device, hippo_stream *stream,
                                 hippo_relocate_reason reason,
                                 hippo_relocation_report *report);

@@ -159,12 +159,17 @@ static hippo_status read_layout(const hippo_layout *in, layout_in *out,
   if (out->layout.preset != HIPPO_PRESET_CUSTOM ||
       out->layout.pool_count > HIPPO__MAX_POOLS || out->layout.pool_count == 0)
     return HIPPO_SUCCESS; /* hippo__layout_resolve names what is wrong */
+  /* the stride is the size of the caller's pool struct: like a
+   * struct_size, a multiple of 8 (else every other pool would start
+   * inside a field) */
   if (!out->layout.pools || out->layout.pool_options_size < MIN_STRUCT ||
-      out->layout.pool_options_size > HIPPO__STRUCT_MAX)
+      out->layout.pool_options_size > HIPPO__STRUCT_MAX ||
+      out->layout.pool_options_size % 8 != 0)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s: layout.pools is NULL or "
-                            "layout.pool_options_size (%u) is outside "
-                            "%u..%u; set it to sizeof(hippo_pool_options)",
+                            "layout.pool_options_size (%u) is not a multiple "
+                            "of 8 in %u..%u; set it to "
+                            "sizeof(hippo_pool_options)",
                             call, out->layout.pool_options_size, MIN_STRUCT,
                             HIPPO__STRUCT_MAX);
   for (uint32_t i = 0; i < out->layout.pool_count; i++) {
@@ -371,10 +376,20 @@ static hippo_status api_relocate_with(hippo_device *device,
   hippo_status st;
   CHECK_DEVICE(device, "relocate_with");
   CHECK_OPTIONAL_STREAM(device, stream, "relocate_with");
+  if (reason > HIPPO_RELOCATE_SPARSE) /* nothing runs: no report */
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "relocate_with: reason %u is not a "
+                            "HIPPO_RELOCATE_* value (0 .. %u)",
+                            reason, HIPPO_RELOCATE_SPARSE);
   if (report && (st = hippo__struct_out_ok(report, MIN_STRUCT,
                                            "hippo_relocation_report")) !=
                     HIPPO_SUCCESS)
     return st; /* the size is checked before anything moves */
+  /* a relocation that fails before it plans (no host memory) reports
+   * nothing run: outcome NONE, not stack bytes */
+  memset(&mine, 0, sizeof mine);
+  mine.struct_size = sizeof mine;
+  mine.reason = reason;
   st = hippo__relocate(device, stream, reason, &mine);
   if (report) {
     hippo__error_kept kept;

@@ -24,7 +24,8 @@
  * pool index and field): no pools or more than HIPPO__MAX_POOLS; an unknown
  * kind; a zero size field (SLICED page_size or max_slice_size, EXCLUSIVE
  * max_alloc_size); a field the kind does not use set non-zero;
- * max_slice_size > page_size; a page of more than 2^32 alignment units;
+ * max_slice_size > page_size; a SLICED page larger than the device; a page
+ * of more than 2^32 alignment units;
  * max_pool_size below the alignment; sizes that
  * overflow when aligned; a page so small that the pool could need more than
  * HIPPO__MAX_PAGES pages (page count of min(cap, device memory)).
@@ -203,6 +204,12 @@ static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
                  kind, (unsigned long long)o->page_size,
                  (unsigned long long)a,
                  (unsigned long long)(o->page_size / a + 1) * a);
+    if (o->page_size > be->total_memory)
+      return BAD(i, "page_size",
+                 "%llu is larger than the device (%llu B), so no page could "
+                 "ever be had",
+                 kind, (unsigned long long)o->page_size,
+                 (unsigned long long)be->total_memory);
     if (o->page_size / a > UINT32_MAX)
       return BAD(i, "page_size",
                  "%llu is more than 2^32 alignment units of %llu B; use "
@@ -305,7 +312,8 @@ hippo_status hippo__layout_resolve(const hippo_layout *in,
                             "(pool_count is 0)");
   if (in->pool_count > HIPPO__MAX_POOLS)
     return hippo__error_set(HIPPO_POOL_CONFIG,
-                            "layout: %u pools, more than the limit of %u",
+                            "layout: pool_count is %u, more than the limit "
+                            "of %u pools",
                             in->pool_count, HIPPO__MAX_POOLS);
   memset(out, 0, sizeof *out);
   out->preset = HIPPO_PRESET_CUSTOM;

@@ -2,7 +2,9 @@
  * allocation per reservation, reused by exact size.
  *
  * Options {reclaim_at, dealloc_period}.  A reservation of `size` bytes
- * (0 < size <= 2^64 - A, A the alignment) gets an allocation of exactly
+ * (0 < size <= the device's memory T rounded down to A, the alignment;
+ * anything larger could never be had: HIPPO_BUFFER_TOO_BIG, and a layout
+ * routes it past the pool) gets an allocation of exactly
  * a = align_up(size, A) bytes; its padding is a - size < A, and nothing
  * else is ever wasted.  The slice id is the allocation's slot index.
  *
@@ -430,10 +432,10 @@ hippo_status hippo__pool_direct_create_kind(hippo__backend *be,
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "%s pool: no host memory for the size map", name);
   }
-  /* nothing above the device can ever be served: BUFFER_TOO_BIG, not an
-   * out-of-memory that invites a retry */
+  /* nothing larger than the device: such a request could never be
+   * served (HIPPO_BUFFER_TOO_BIG, not an out-of-memory retry) */
   hippo__pool_head_init(&p->head, &direct_ops, be, acct, kind, opt,
-                        be->total_memory & ~(be->alignment - 1));
+                        hippo__align_down(be->total_memory, be->alignment));
   if (kind == HIPPO_POOL_PERSISTENT) {
     p->head.opt.reclaim_at = 0;
     p->head.opt.dealloc_period = 0;

@@ -3,7 +3,8 @@
  *
  * Options {max_alloc_size, dealloc_period}.  The pool accepts
  * 0 < size <= max_alloc_size (pool->max_size; capped at 2^63 so class sizes
- * never overflow).  Every reservation gets a page of its own; the slice id
+ * never overflow, and at the device's memory, since no larger page could
+ * ever be had).  Every reservation gets a page of its own; the slice id
  * is the page's slot index.
  *
  * Size classes.  A request of `size` bytes is first rounded up to the
@@ -401,9 +402,12 @@ hippo_status hippo__pool_exclusive_create(hippo__backend *be,
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "EXCLUSIVE pool: no host memory for the pool");
   max = opt->max_alloc_size < MAX_REQUEST ? opt->max_alloc_size : MAX_REQUEST;
+  if (max > be->total_memory) /* a page larger than the device: never */
+    max = be->total_memory;
   hippo__pool_head_init(&p->head, &exclusive_ops, be, acct,
                         HIPPO_POOL_EXCLUSIVE, opt, max);
-  p->head.opt.max_alloc_size = max; /* in force: capped at 2^63 */
+  p->head.opt.max_alloc_size = max; /* in force: capped at 2^63 and at
+                                       the device */
   hippo__page_slots_init(&p->pages, "EXCLUSIVE", "page", "pages",
                          class_unlink_page);
   for (unsigned c = 0; c <= CLASS_EXACT; c++)

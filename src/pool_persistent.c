@@ -6,8 +6,9 @@
  * align_up(size, alignment) bytes per reservation, reused only by a later
  * reservation of the same aligned size, given back only by cleanup (or
  * destroy).  Its report says kind HIPPO_POOL_PERSISTENT with all options
- * zero.  It accepts every size the DIRECT pool does (up to the device's
- * memory, aligned down; a larger one is HIPPO_BUFFER_TOO_BIG).
+ * zero.  It accepts every size the DIRECT pool does: up to the device's
+ * memory (rounded down to the alignment); a larger request is
+ * HIPPO_BUFFER_TOO_BIG, as in Auto mode.
  */
 #include "pool_direct.h"
 

@@ -389,10 +389,10 @@ bool trace_parse(const char *path, char *buf, size_t len, struct trace *t) {
     }
   }
   if (ok && !header) {
-    fprintf(stderr,
-            "%s: no header line '" TRACE_HEADER "' and no events; is this "
-            "a trace?\n",
-            path);
+    /* PATH:LINE: like every other error: the last line (1 when empty) */
+    trace_error(path, line ? line : 1,
+                "no header line '" TRACE_HEADER "' and no events; is this "
+                "a trace?");
     ok = false;
   }
   if (ok && !link_releases(t)) {
