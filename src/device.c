@@ -388,30 +388,37 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
   st = hippo__device_refuse_while_recording(dev, "stream_detach");
   if (st == HIPPO_SUCCESS)
     st = retained_room(dev);
-  /* record_use: what the others' slices wait for on this stream is marked
-   * now (its work so far) */
-  for (uint32_t k = 0; k < dev->stream_count && st == HIPPO_SUCCESS; k++) {
-    hippo_stream *o = dev->streams[k];
-    if (o == s)
-      continue;
-    hippo__lock_take(&o->lock);
-    st = hippo__manager_user_leaves_locked(o, s);
-    hippo__lock_drop(&o->lock);
-  }
   if (st != HIPPO_SUCCESS) {
     hippo__mutex_drop(&dev->lock);
     return st;
   }
+  /* record_use, in an order where a failure changes nothing: (1) what
+   * other streams use of this one's slices is waited for; (2) the events
+   * of what this stream uses of the others' slices are recorded (its work
+   * so far); (3) only then those uses are marked as recorded */
   hippo__lock_take(&s->lock);
-  /* and what other streams use of this one's slices is waited for */
   st = hippo__manager_drop_uses_locked(s);
+  hippo__lock_drop(&s->lock);
   if (st != HIPPO_SUCCESS) {
-    hippo__lock_drop(&s->lock);
     hippo__mutex_drop(&dev->lock);
     return hippo__error_wrap(st, "stream_detach: waiting for the streams "
                              "that use its reservations (record_use); "
                              "nothing was released, retry");
   }
+  for (int mark = 0; mark < 2; mark++)
+    for (uint32_t k = 0; k < dev->stream_count && st == HIPPO_SUCCESS; k++) {
+      hippo_stream *o = dev->streams[k];
+      if (o == s)
+        continue;
+      hippo__lock_take(&o->lock);
+      st = hippo__manager_user_leaves_locked(o, s, mark);
+      hippo__lock_drop(&o->lock);
+    }
+  if (st != HIPPO_SUCCESS) {
+    hippo__mutex_drop(&dev->lock);
+    return st;
+  }
+  hippo__lock_take(&s->lock);
   hippo__manager_release_all_locked(s);
   st = hippo__manager_cleanup_locked(s);
   if (st != HIPPO_SUCCESS) {

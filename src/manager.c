@@ -715,8 +715,15 @@ hippo_status hippo__manager_drop_uses_locked(hippo_stream *s) {
 }
 
 hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
-                                               hippo_stream *user) {
+                                               hippo_stream *user,
+                                               bool mark) {
   hippo__backend *be = s->device->be;
+  if (mark) { /* recorded: waited for at the release */
+    for (uint32_t i = 0; i < s->use_count; i++)
+      if (s->uses[i].user == user)
+        s->uses[i].user = NULL;
+    return HIPPO_SUCCESS;
+  }
   for (uint32_t i = 0; i < s->use_count; i++)
     if (s->uses[i].user == user) {
       hippo_status st =
@@ -724,11 +731,9 @@ hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
       if (st != HIPPO_SUCCESS)
         return hippo__error_wrap(st,
                                  "stream_detach: marking the work of the "
-                                 "stream on reservations it uses");
+                                 "stream on reservations it uses; nothing "
+                                 "was released, retry");
     }
-  for (uint32_t i = 0; i < s->use_count; i++)
-    if (s->uses[i].user == user)
-      s->uses[i].user = NULL; /* recorded: waited for at the release */
   return HIPPO_SUCCESS;
 }
 

@@ -129,9 +129,13 @@ hippo_status hippo__manager_wait_uses_locked(hippo_stream *s);
  * first failure, nothing dropped then. */
 hippo_status hippo__manager_drop_uses_locked(hippo_stream *s);
 /* `user` is detaching: every use of s's slices by it gets its event
- * recorded now (s's lock held). */
+ * recorded now (mark false; a failure changes nothing, and recording again
+ * is harmless), then, once every step of the detach that can fail is
+ * done, is marked so (mark true: no backend call, never fails).  s's lock
+ * held. */
 hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
-                                               hippo_stream *user);
+                                               hippo_stream *user,
+                                               bool mark);
 hippo_status hippo__persistent_begin(hippo_stream *s);
 hippo_status hippo__persistent_end(hippo_stream *s);
 hippo_status hippo__manager_cleanup_locked(hippo_stream *s);

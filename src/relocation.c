@@ -261,8 +261,9 @@ static void finish_stream(run *u, first_error *first) {
                                           &u->rep.bytes_freed);
     if (st != HIPPO_SUCCESS)
       fail(&u->rep, first, s, st, HIPPO_RELOCATION_STEP_FREE, 0, 0);
-    /* a pool that moved nothing is not tried again until it changes */
-    p->stalled = u->rep.slices_moved == 0;
+    /* a pool that moved nothing is not tried again until it changes --
+     * unless a backend call failed: that may pass, so the need stays */
+    p->stalled = u->rep.slices_moved == 0 && u->rep.failure_count == 0;
     if (p->stalled)
       p->ops->reloc_shape(p, &p->stall);
     free(u->plans[k].moves);

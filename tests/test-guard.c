@@ -461,6 +461,57 @@ START_TEST(test_use_faults) {
 }
 END_TEST
 
+/* A detach that fails while recording the work of the detaching stream
+ * on the reservations it uses leaves those uses as they were: the stream
+ * stays attached and goes on using them, so a later release still waits
+ * for its later work (found by the fault campaign's review). */
+START_TEST(test_use_failed_detach) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, backends[_i]);
+  void *na, *nb, *nc, *src, *dst;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb),
+               *c = tu_attach(api, dev, &nc);
+  hippo_handle x, keep, y, bs, bd, r;
+  uint64_t ax;
+  x = tu_reserve(api, a, 64 * KiB);
+  ax = tu_addr(api, a, x);
+  keep = tu_reserve(api, a, 64 * KiB); /* keeps the page from emptying */
+  y = tu_reserve(api, c, 64 * KiB);
+  CK_OK(api, api->record_use(a, x, b));
+  CK_OK(api, api->record_use(c, y, b));
+  /* the second event record (c's use, after a's) fails */
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_EVENT, 2,
+                                   HIPPO_BACKEND_ERROR));
+  CK_STATUS(api, api->stream_detach(b), HIPPO_BACKEND_ERROR);
+  CK_ERROR_HAS(api, "nothing was released");
+  CK_CHECK(api, dev);
+  /* b stays and queues more work */
+  bs = tu_reserve(api, b, 4096);
+  bd = tu_reserve(api, b, 4096);
+  CK_OK(api, api->resolve(b, bs, &src, NULL));
+  CK_OK(api, api->resolve(b, bd, &dst, NULL));
+  CK_OK(api, api->emu_copy(dev, nb, dst, src, 4096));
+  /* x's release records b's work now: its bytes wait for the copy */
+  CK_OK(api, api->release(a, x));
+  r = tu_reserve(api, a, 64 * KiB);
+  ck_assert_uint_ne(tu_addr(api, a, r), ax);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  CK_OK(api, api->emu_stream_sync(dev, nb));
+  CK_OK(api, api->cleanup(dev, a));
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, r));
+  CK_OK(api, api->release(a, keep));
+  CK_OK(api, api->release(c, y));
+  CK_OK(api, api->release(b, bs));
+  CK_OK(api, api->release(b, bd));
+  tu_detach(api, dev, b, nb);
+  tu_detach(api, dev, a, na);
+  tu_detach(api, dev, c, nc);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* Detaching: the owner waits for its users' work before its pages go (b
  * read the bytes intact); a user that detaches first has its work marked,
  * and the owner's release then waits for that mark. */
@@ -592,6 +643,7 @@ static Suite *guard_suite(void) {
   tcase_add_test(tc, test_use_order);
   tcase_add_loop_test(tc, test_use_faults, 0, N_BACKENDS);
   tcase_add_test(tc, test_use_detach);
+  tcase_add_loop_test(tc, test_use_failed_detach, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_use_by_capture, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
   return s;

@@ -419,7 +419,8 @@ END_TEST
 
 /* A relocation that moved nothing (no room) is not retried until the pools
  * change: the same shape wants nothing; one more current page wants a
- * relocation again, which then moves. */
+ * relocation again, which then moves -- after one that failed (a backend
+ * call), which does not silence the need. */
 START_TEST(test_stall_memo) {
   const hippo_api *api = tu_api();
   hippo_device *dev =
@@ -446,6 +447,16 @@ START_TEST(test_stall_memo) {
   c = tu_reserve(api, s, 2 * MiB); /* a second 12 MiB page */
   ck_assert_uint_eq(arena(api, s).pages, 3);
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE);
+  /* a relocation that failed (a refused copy) moved nothing, but that may
+   * pass: the need stays */
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_COPY, 1,
+                                   HIPPO_BACKEND_ERROR));
+  CK_STATUS(api, api->relocate_when_wanted(s), HIPPO_BACKEND_ERROR);
+  rep = last_report(api, dev, s);
+  ck_assert_uint_eq(rep.outcome, HIPPO_RELOCATION_FAILED);
+  ck_assert_uint_eq(rep.slices_moved, 0);
+  ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE);
+  VERIFY(api, dev, s, a, 3 * MiB / 2, 7);
   CK_OK(api, api->relocate_when_wanted(s));
   rep = last_report(api, dev, s);
   ck_assert_uint_eq(rep.outcome, HIPPO_RELOCATION_MOVED);
