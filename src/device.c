@@ -531,6 +531,7 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
   hippo__pool ***built = NULL;
   uint32_t *counts = NULL, built_count = 0;
   uint64_t live = 0, held = 0;
+  bool left = false; /* step 3 ran: pages may wait on leaving lists */
   hippo_status st;
 
   if (bytes_in_use)
@@ -611,6 +612,7 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
   built_count = dev->stream_count;
   /* 3. the old pools' pages leave (freed after the locks); a page that
    * must be freed now and cannot keeps the old layout */
+  left = true;
   for (uint32_t i = 0; i < dev->stream_count; i++) {
     hippo_stream *s = dev->streams[i];
     s->gate.defer = true;
@@ -641,9 +643,12 @@ out:
   }
   hippo__device_unlock_streams(dev);
   /* 4. the frees, with no stream lock held (hipFree may wait): a page
-   * whose free fails stays held by its stream, tried again later */
-  for (uint32_t i = 0; i < dev->stream_count; i++)
-    if (dev->streams[i]->leaving.count)
+   * whose free fails stays held by its stream, tried again later.  Only
+   * after step 3 (a refused install gives nothing back), and never by a
+   * look at a leaving list without its stream's lock: the stream's own
+   * thread may be ticking (flush takes the lock to read it) */
+  if (left)
+    for (uint32_t i = 0; i < dev->stream_count; i++)
       (void)hippo__manager_flush(dev->streams[i], false);
   hippo__mutex_drop(&dev->lock);
   free(built);
