@@ -1196,37 +1196,36 @@ static int op_announce(fz *f, rd *r) {
     return 0;
   ms = &f->m.streams[i];
   capturing = ms->graph >= 0;
-  switch (v % 4) {
-  case 0:
-    st = f->api->capture_announce(ms->s, HIPPO_CAPTURE_QUERY);
-    faults_poll(f);
-    if (expect(f, "capture_announce(QUERY)", st, HFZ_ST(HIPPO_SUCCESS)))
-      return -1;
-    if (st == HIPPO_SUCCESS)
-      ms->mode = HFZ_ASK;
-    return 0;
-  case 1:
-    st = f->api->capture_announce(ms->s, HIPPO_CAPTURE_BEGINS);
-    faults_poll(f);
-    if (expect(f, "capture_announce(BEGINS)", st,
-               HFZ_ST(capturing ? HIPPO_SUCCESS : HIPPO_INVALID_ARGUMENT)))
-      return -1;
-    if (st == HIPPO_SUCCESS)
-      ms->mode = HFZ_ANNOUNCED;
-    return 0;
-  case 2:
-    st = f->api->capture_announce(ms->s, HIPPO_CAPTURE_ENDED);
-    faults_poll(f);
-    if (expect(f, "capture_announce(ENDED)", st,
-               HFZ_ST(capturing ? HIPPO_GRAPH_RECORDING : HIPPO_SUCCESS)))
-      return -1;
-    if (st == HIPPO_SUCCESS)
-      ms->mode = HFZ_ANNOUNCED;
-    return 0;
-  default:
+  if (v % 4 == 3) {
     st = f->api->capture_announce(ms->s, 3 + v);
     return expect(f, "capture_announce(bad)", st,
                   HFZ_ST(HIPPO_INVALID_ARGUMENT));
+  }
+  {
+    /* QUERY: ask the driver; BEGINS only while capturing; ENDED only
+     * while not */
+    static const struct {
+      hippo_capture_announcement what;
+      const char *name;
+      hippo_status idle, capturing;
+      enum hfz_capture_mode mode;
+    } row[3] = {
+        {HIPPO_CAPTURE_QUERY, "capture_announce(QUERY)", HIPPO_SUCCESS,
+         HIPPO_SUCCESS, HFZ_ASK},
+        {HIPPO_CAPTURE_BEGINS, "capture_announce(BEGINS)",
+         HIPPO_INVALID_ARGUMENT, HIPPO_SUCCESS, HFZ_ANNOUNCED},
+        {HIPPO_CAPTURE_ENDED, "capture_announce(ENDED)", HIPPO_SUCCESS,
+         HIPPO_GRAPH_RECORDING, HFZ_ANNOUNCED},
+    };
+    unsigned k = v % 4;
+    st = f->api->capture_announce(ms->s, row[k].what);
+    faults_poll(f);
+    if (expect(f, row[k].name, st,
+               HFZ_ST(capturing ? row[k].capturing : row[k].idle)))
+      return -1;
+    if (st == HIPPO_SUCCESS)
+      ms->mode = row[k].mode;
+    return 0;
   }
 }
 
