@@ -242,9 +242,13 @@ typedef struct hippo_device_desc {
   uint32_t flags;         /* HIPPO_DEVICE_* */
   uint64_t capacity;      /* HOST/DRY: emulated device memory in bytes;
                              0 = 16 GiB.  A HOST page is mapped lazily, so
-                             only touched bytes cost host RAM. */
-  uint64_t alignment;     /* HOST/DRY: slice alignment, a power of two;
-                             0 = 256.  HIP uses 256. */
+                             only touched bytes cost host RAM.  HIP: 0 =
+                             the device's memory, else a budget: hippo
+                             holds at most that much of the device. */
+  uint64_t alignment;     /* slice alignment, a power of two.  HOST/DRY:
+                             0 = 256.  HIP: 0 = the device's (its texture
+                             alignment, at least 256); another must be at
+                             least that (HIPPO_INVALID_ARGUMENT). */
   const hippo_layout *layout; /* NULL = the ADAPTIVE preset */
 } hippo_device_desc;
 
@@ -259,6 +263,13 @@ typedef struct hippo_device_info {
   uint64_t alignment;     /* slice alignment in bytes */
   hippo_preset preset;    /* the preset of the installed layout */
   uint32_t pool_count;    /* dynamic pools per stream */
+  /* Added after v1 (NUL-terminated strings; empty when unknown). */
+  char name[64];          /* the device: "NVIDIA H200", ...; HOST/DRY:
+                             "HOST (emulated)", "DRY (no memory)" */
+  char arch[32];          /* "sm 9.0" (CUDA), "cc 9.4" (HIP), "host" */
+  char runtime[128];      /* the GPU runtime in use, its version and
+                             library; "none" on HOST and DRY */
+  char note[192];         /* AUTO: which backend it chose and why */
 } hippo_device_info;
 
 /* Usage of one stream, or the sum over a device's streams. */
@@ -354,7 +365,9 @@ typedef struct hippo_emu_counters {
   uint64_t bytes_held;               /* their bytes */
   uint64_t peak_bytes_held;
   uint64_t host_bytes_mapped;        /* host RAM mapped for pages (DRY: 0) */
-  uint64_t bytes_copied;             /* device-to-device bytes copied */
+  uint64_t bytes_copied;             /* device-to-device bytes copied
+                                        (HOST: once a copy ran; HIP: once
+                                        it was queued) */
 } hippo_emu_counters;
 
 /* ------------------------------------------------------------------------ */

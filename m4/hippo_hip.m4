@@ -1,58 +1,35 @@
-# hippo_hip.m4 -- find the HIP runtime (libamdhip64) for hippo's HIP backend.
+# hippo_hip.m4 -- configure macros of hippo.
 #
-# HIPPO_CHECK_HIP
-#   --with-hip[=DIR]  default "check": look in the standard paths (Debian's
-#                     libamdhip64-dev installs under /usr); DIR adds
-#                     DIR/include and DIR/lib.  --without-hip builds HOST and
-#                     DRY only.  An explicit --with-hip that fails is an error.
-#   Sets HIP_CPPFLAGS, HIP_LDFLAGS, HIP_LIBS, defines HAVE_HIP and the
-#   AM_CONDITIONAL HAVE_HIP.  CPPFLAGS/LDFLAGS/LIBS are saved and restored
-#   around the checks, so nothing else links against HIP by accident.
-AC_DEFUN([HIPPO_CHECK_HIP], [
-  AC_ARG_WITH([hip],
-    [AS_HELP_STRING([--with-hip@<:@=DIR@:>@],
-      [build the HIP backend against ROCm HIP (default: if found)])],
-    [], [with_hip=check])
-
-  hippo_have_hip=no
-  HIP_CPPFLAGS="-D__HIP_PLATFORM_AMD__"
-  HIP_LDFLAGS=
-  HIP_LIBS=
-  AS_IF([test "x$with_hip" != xno], [
-    AS_CASE(["$with_hip"],
-      [yes|check], [],
-      [HIP_CPPFLAGS="$HIP_CPPFLAGS -I$with_hip/include"
-       HIP_LDFLAGS="-L$with_hip/lib"])
-    hippo_save_CPPFLAGS=$CPPFLAGS
-    hippo_save_LDFLAGS=$LDFLAGS
-    hippo_save_LIBS=$LIBS
-    CPPFLAGS="$CPPFLAGS $HIP_CPPFLAGS"
-    LDFLAGS="$LDFLAGS $HIP_LDFLAGS"
-    LIBS=
-    hippo_hip_header=no
-    AC_CHECK_HEADERS([hip/hip_runtime_api.h], [hippo_hip_header=yes])
-    AS_IF([test "x$hippo_hip_header" = xyes],
-      [AC_SEARCH_LIBS([hipMalloc], [amdhip64],
-        [hippo_have_hip=yes; HIP_LIBS=$LIBS])])
+# HIPPO_GPU_HEADERS
+#   hippo links no GPU runtime: the HIP backend loads AMD's HIP runtime or
+#   NVIDIA's CUDA runtime at run time (src/gpu_rt.h), and needs no header to
+#   build.  When the runtimes' headers are installed, tests/test-gpu-rt
+#   compares hippo's copies of their constants with them:
+#   HAVE_HIP_HEADERS (hip/hip_runtime_api.h, ROCm's AMD platform) and
+#   HAVE_CUDA_HEADERS (cuda_runtime_api.h, in the standard paths or
+#   /usr/local/cuda/include; CUDA_HEADERS_CPPFLAGS says where).
+AC_DEFUN([HIPPO_GPU_HEADERS], [
+  hippo_gpu_headers=
+  hippo_save_CPPFLAGS=$CPPFLAGS
+  CPPFLAGS="$CPPFLAGS -D__HIP_PLATFORM_AMD__"
+  AC_CHECK_HEADER([hip/hip_runtime_api.h],
+    [AC_DEFINE([HAVE_HIP_HEADERS], [1], [ROCm HIP headers are installed.])
+     hippo_gpu_headers="HIP"])
+  CPPFLAGS=$hippo_save_CPPFLAGS
+  CUDA_HEADERS_CPPFLAGS=
+  for hippo_dir in "" /usr/local/cuda/include; do
+    CPPFLAGS="$hippo_save_CPPFLAGS${hippo_dir:+ -I$hippo_dir}"
+    AS_UNSET([ac_cv_header_cuda_runtime_api_h])
+    AC_CHECK_HEADER([cuda_runtime_api.h], [hippo_cuda_h=yes], [hippo_cuda_h=no])
     CPPFLAGS=$hippo_save_CPPFLAGS
-    LDFLAGS=$hippo_save_LDFLAGS
-    LIBS=$hippo_save_LIBS
-    AS_IF([test "x$hippo_have_hip" = xno && test "x$with_hip" != xcheck],
-      [AC_MSG_ERROR([--with-hip was given but hip/hip_runtime_api.h or libamdhip64 was not found (install libamdhip64-dev, or pass --with-hip=DIR)])])
-  ])
-  AS_IF([test "x$hippo_have_hip" = xyes], [
-    AC_DEFINE([HAVE_HIP], [1], [Define to 1 to build the HIP backend.])
-    hippo_hip_summary="yes ($HIP_LIBS)"
-    hippo_backends="HIP HOST DRY"
-  ], [
-    HIP_CPPFLAGS=
-    hippo_hip_summary="no (HOST and DRY only)"
-    hippo_backends="HOST DRY"
-  ])
-  AC_SUBST([HIP_CPPFLAGS])
-  AC_SUBST([HIP_LDFLAGS])
-  AC_SUBST([HIP_LIBS])
-  AM_CONDITIONAL([HAVE_HIP], [test "x$hippo_have_hip" = xyes])
+    AS_IF([test "x$hippo_cuda_h" = xyes], [
+      AC_DEFINE([HAVE_CUDA_HEADERS], [1], [CUDA runtime headers are installed.])
+      CUDA_HEADERS_CPPFLAGS="${hippo_dir:+-I$hippo_dir}"
+      hippo_gpu_headers="$hippo_gpu_headers${hippo_gpu_headers:+ and }CUDA"
+      break])
+  done
+  AC_SUBST([CUDA_HEADERS_CPPFLAGS])
+  hippo_gpu_headers=${hippo_gpu_headers:-none}
 ])
 
 # HIPPO_WARN_FLAGS: the warnings hippo builds with (gcc and clang), and

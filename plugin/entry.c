@@ -481,8 +481,8 @@ static hippo_status api_check(hippo_device *device) {
     CHECK_DEVICE(d, call);                                                     \
     if (!(d)->be->ops->op)                                                     \
       return hippo__error_set(HIPPO_UNSUPPORTED,                               \
-                              call ": only HOST and DRY devices emulate; "     \
-                                   "this one is HIP");                         \
+                              call ": this device's backend does not "         \
+                                   "emulate");                                 \
   } while (0)
 
 static hippo_status api_emu_stream_create(hippo_device *device,
@@ -536,6 +536,12 @@ static hippo_status api_emu_write(hippo_device *device, void *device_ptr,
 static hippo_status api_emu_copy(hippo_device *device, void *native,
                                  void *dst, const void *src, uint64_t size) {
   EMU_OP(device, emu_stream_create, "emu_copy");
+  if (device->be->ops->emu_stream_check) {
+    hippo_status st =
+        device->be->ops->emu_stream_check(device->be, native, "emu_copy");
+    if (st != HIPPO_SUCCESS)
+      return st;
+  }
   return device->be->ops->copy(device->be, native,
                                (uint64_t)(uintptr_t)dst,
                                (uint64_t)(uintptr_t)src, size);
@@ -543,6 +549,12 @@ static hippo_status api_emu_copy(hippo_device *device, void *native,
 
 static hippo_status api_emu_stream_sync(hippo_device *device, void *native) {
   EMU_OP(device, emu_stream_create, "emu_stream_sync");
+  if (device->be->ops->emu_stream_check) {
+    hippo_status st = device->be->ops->emu_stream_check(device->be, native,
+                                                        "emu_stream_sync");
+    if (st != HIPPO_SUCCESS)
+      return st;
+  }
   return device->be->ops->stream_sync(device->be, native);
 }
 

@@ -83,6 +83,14 @@ typedef struct hippo__backend_ops {
   hippo_status (*capture_status)(hippo__backend *be, void *stream,
                                  bool *capturing, uint64_t *capture_id);
   const _Atomic uint64_t *(*capture_word)(hippo__backend *be, void *stream);
+  /* optional: refuses a stream stream_attach must not take (another
+   * device's); NULL where the backend cannot tell */
+  hippo_status (*stream_check)(hippo__backend *be, void *stream);
+  /* optional: refuses a stream the emulation slots (emu_copy,
+   * emu_stream_sync) must not pass on: on HIP, one emu_stream_create did
+   * not make (a foreign pointer would reach the runtime) */
+  hippo_status (*emu_stream_check)(hippo__backend *be, void *stream,
+                                   const char *call);
   hippo_status (*mem_info)(hippo__backend *be, uint64_t *free_bytes,
                            uint64_t *total_bytes);
   void (*destroy)(hippo__backend *be);
@@ -107,7 +115,13 @@ struct hippo__backend {
   const hippo__backend_ops *ops;
   hippo_backend kind;     /* HIPPO_BACKEND_HIP, _HOST or _DRY */
   uint64_t alignment;     /* page and slice alignment, a power of two */
-  uint64_t total_memory;  /* device bytes (HOST/DRY: the emulated capacity) */
+  uint64_t total_memory;  /* device bytes (HOST/DRY: the emulated capacity;
+                             HIP: the device's, or the budget below it) */
+  /* What device_info tells (NUL-terminated; empty when unknown). */
+  char device_name[64];   /* "NVIDIA H200", "AMD Instinct MI300X", "HOST" */
+  char arch[32];          /* "sm 9.0", "cc 9.4", "host" */
+  char runtime[128];      /* "CUDA 13000 (libcudart.so.13)", "none" */
+  char note[192];         /* AUTO: why this backend was chosen */
 };
 
 /* Constructors.  On failure they return the status, write last_error and
@@ -116,10 +130,30 @@ hippo_status hippo__backend_host_create(uint64_t capacity, uint64_t alignment,
                                         hippo__backend **out);
 hippo_status hippo__backend_dry_create(uint64_t capacity, uint64_t alignment,
                                        hippo__backend **out);
-/* HIPPO_NO_DEVICE when the runtime finds no device (hipErrorNoDevice) or the
- * ordinal is out of range; HIPPO_UNSUPPORTED when the plugin was built
- * without HIP. */
-hippo_status hippo__backend_hip_create(int32_t ordinal, hippo__backend **out);
+/* A GPU through a runtime loaded now (gpu_rt.h, backend_hip.c): capacity
+ * 0 = the device's memory, else a budget below it; alignment 0 = the
+ * device's, else a power of two at or above it.  HIPPO_NO_DEVICE when no
+ * runtime loads, none sees a device, or the ordinal is out of range
+ * (last_error says what was tried). */
+hippo_status hippo__backend_hip_create(int32_t ordinal, uint64_t capacity,
+                                       uint64_t alignment,
+                                       hippo__backend **out);
+
+/* emu_inject_fault's rules, for every backend: `kind` known, `status` a
+ * failure, `nth` countable past `calls` (the calls of the kind so far);
+ * *at = the call number to fail (0: clear).  HIPPO_INVALID_ARGUMENT naming
+ * `backend` otherwise. */
+hippo_status hippo__fault_arm(const char *backend, hippo_call_kind kind,
+                              uint64_t nth, hippo_status status,
+                              uint64_t calls, uint64_t *at);
+/* HIPPO_INVALID_ARGUMENT unless [addr, addr+size) lies inside `page`
+ * ({address, size}: the live page at or below addr, NULL when none), with
+ * last_error naming the backend, the call and the argument (`what`). */
+hippo_status hippo__range_check(const char *backend, const char *call,
+                                const char *what, uint64_t addr,
+                                uint64_t size, const uint64_t *page);
+/* "HIPPO_CALL_ALLOC", ... */
+const char *hippo__call_kind_name(hippo_call_kind kind);
 
 /* The default emulated capacity and alignment (hippo_device_desc zeros). */
 #define HIPPO__DEFAULT_CAPACITY (UINT64_C(16) << 30)

@@ -6,6 +6,7 @@
  * and so do the class hooks (page_map, page_unmap).
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -14,7 +15,7 @@
 #define HIPPO__EMU_STREAM_MAGIC 0x53747265u /* "Stre" */
 #define HIPPO__EMU_EVENT_MAGIC 0x45766e74u  /* "Evnt" */
 
-static const char *call_kind_name(hippo_call_kind kind) {
+const char *hippo__call_kind_name(hippo_call_kind kind) {
   switch (kind) {
   case HIPPO_CALL_ALLOC:
     return "HIPPO_CALL_ALLOC";
@@ -200,36 +201,45 @@ static void page_remove(hippo__emu *emu, size_t index) {
   emu->page_count--;
 }
 
+hippo_status hippo__range_check(const char *backend, const char *call,
+                                const char *what, uint64_t addr,
+                                uint64_t size, const uint64_t *page) {
+  if (addr > UINT64_MAX - size)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: %s 0x%llx + %llu bytes wraps around the "
+                            "address space",
+                            backend, call, what, (unsigned long long)addr,
+                            (unsigned long long)size);
+  if (!page || addr < page[0] || addr - page[0] >= page[1])
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: %s 0x%llx is not inside a live page of "
+                            "this device (freed, or never allocated here)",
+                            backend, call, what, (unsigned long long)addr);
+  if (addr + size > page[0] + page[1])
+    return hippo__error_set(
+        HIPPO_INVALID_ARGUMENT,
+        "%s %s: %s [0x%llx, +%llu) runs %llu bytes past the end of its page "
+        "[0x%llx, +%llu); a range must lie inside one page",
+        backend, call, what, (unsigned long long)addr,
+        (unsigned long long)size,
+        (unsigned long long)(addr + size - (page[0] + page[1])),
+        (unsigned long long)page[0], (unsigned long long)page[1]);
+  return HIPPO_SUCCESS;
+}
+
 /* HIPPO_INVALID_ARGUMENT unless [addr, addr+size) lies inside one live
  * page.  `what` names the argument in last_error.  Locked. */
 static hippo_status range_check(const hippo__emu *emu, uint64_t addr,
                                 uint64_t size, const char *call,
                                 const char *what) {
-  ptrdiff_t i;
-  const hippo__emu_page *p;
-  if (addr > UINT64_MAX - size)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "%s %s: %s 0x%llx + %llu bytes wraps around the "
-                            "address space",
-                            emu->name, call, what, (unsigned long long)addr,
-                            (unsigned long long)size);
-  i = page_floor(emu, addr);
-  if (i < 0 || addr >= emu->pages[i].addr + emu->pages[i].size)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "%s %s: %s 0x%llx is not inside a live page of "
-                            "this device (freed, or never allocated here)",
-                            emu->name, call, what, (unsigned long long)addr);
-  p = &emu->pages[i];
-  if (addr + size > p->addr + p->size)
-    return hippo__error_set(
-        HIPPO_INVALID_ARGUMENT,
-        "%s %s: %s [0x%llx, +%llu) runs %llu bytes past the end of its page "
-        "[0x%llx, +%llu); a range must lie inside one page",
-        emu->name, call, what, (unsigned long long)addr,
-        (unsigned long long)size,
-        (unsigned long long)(addr + size - (p->addr + p->size)),
-        (unsigned long long)p->addr, (unsigned long long)p->size);
-  return HIPPO_SUCCESS;
+  ptrdiff_t i = page_floor(emu, addr);
+  uint64_t page[2];
+  if (i >= 0) {
+    page[0] = emu->pages[i].addr;
+    page[1] = emu->pages[i].size;
+  }
+  return hippo__range_check(emu->name, call, what, addr, size,
+                            i >= 0 ? page : NULL);
 }
 
 /* The emulated stream behind a native stream (NULL: the default stream).
@@ -645,34 +655,42 @@ out:
   return st;
 }
 
-static hippo_status emu_inject_fault(hippo__backend *be,
-                                     hippo_call_kind kind, uint64_t nth,
-                                     hippo_status status) {
-  hippo__emu *emu = emu_of(be);
-  hippo_status st = HIPPO_SUCCESS;
-
+hippo_status hippo__fault_arm(const char *backend, hippo_call_kind kind,
+                              uint64_t nth, hippo_status status,
+                              uint64_t calls, uint64_t *at) {
   if (kind >= HIPPO_CALL_KINDS)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s emu_inject_fault: call kind %u is unknown; "
                             "use HIPPO_CALL_ALLOC .. HIPPO_CALL_CAPTURE_QUERY",
-                            emu->name, (unsigned)kind);
+                            backend, (unsigned)kind);
   if (nth != 0 && (status <= HIPPO_SUCCESS || status > HIPPO_INTERNAL))
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s emu_inject_fault: status %d is not a failure "
                             "status; pick one such as HIPPO_OUT_OF_MEMORY or "
                             "HIPPO_BACKEND_ERROR",
-                            emu->name, (int)status);
+                            backend, (int)status);
+  if (nth > UINT64_MAX - calls)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s emu_inject_fault: nth %llu of %s is too far "
+                            "away to count",
+                            backend, (unsigned long long)nth,
+                            hippo__call_kind_name(kind));
+  *at = nth ? calls + nth : 0;
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status emu_inject_fault(hippo__backend *be,
+                                     hippo_call_kind kind, uint64_t nth,
+                                     hippo_status status) {
+  hippo__emu *emu = emu_of(be);
+  hippo_status st;
+  uint64_t at = 0;
+
   pthread_mutex_lock(&emu->mutex);
-  if (nth == 0) {
-    emu->faults[kind].at = 0;
-  } else if (nth > UINT64_MAX - emu->calls[kind]) {
-    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                          "%s emu_inject_fault: nth %llu of %s is too far "
-                          "away to count",
-                          emu->name, (unsigned long long)nth,
-                          call_kind_name(kind));
-  } else {
-    emu->faults[kind].at = emu->calls[kind] + nth;
+  st = hippo__fault_arm(emu->name, kind, nth, status,
+                        kind < HIPPO_CALL_KINDS ? emu->calls[kind] : 0, &at);
+  if (st == HIPPO_SUCCESS) {
+    emu->faults[kind].at = at;
     emu->faults[kind].status = status;
   }
   pthread_mutex_unlock(&emu->mutex);
@@ -876,6 +894,11 @@ static hippo_status emu_init(hippo__emu *emu, const hippo__emu_class *cls,
   emu->base.kind = cls->kind;
   emu->base.alignment = alignment;
   emu->base.total_memory = capacity;
+  snprintf(emu->base.device_name, sizeof emu->base.device_name, "%s",
+           cls->has_bytes ? "HOST (emulated in host memory)"
+                          : "DRY (no memory)");
+  snprintf(emu->base.arch, sizeof emu->base.arch, "host");
+  snprintf(emu->base.runtime, sizeof emu->base.runtime, "none");
   emu->cls = cls;
   emu->name = name;
   emu->capacity = capacity;

@@ -1,288 +1,404 @@
-/* backend_hip.c -- HIP: the real device, through the HIP runtime
- * (libamdhip64).
+/* backend_hip.c -- HIP: a real GPU through a runtime loaded at run time
+ * (gpu_rt.h): AMD's HIP runtime, or on NVIDIA GPUs the CUDA runtime that
+ * HIP's NVIDIA platform maps its calls onto.
  *
- * Every HIP call's return code is checked; a failure becomes
- * HIPPO_OUT_OF_MEMORY (hipErrorOutOfMemory) or HIPPO_BACKEND_ERROR, and
- * last_error names the call with hipGetErrorName, the number and
- * hipGetErrorString.  Every device call runs on the backend's device
- * (hipSetDevice when the thread's current one differs) and gives the
- * thread its own current device back afterwards (enter/leave).  Calls are
- * counted by kind (atomics), but HIP has no emulation: those slots are NULL
- * and the core answers HIPPO_UNSUPPORTED.
+ * Which runtime: $HIPPO_GPU_RUNTIME = "hip" (AMD) or "cuda" (NVIDIA) forces
+ * one; unset, the HIP runtime is tried first and the CUDA runtime second,
+ * and the first that loads and sees at least one device serves.
  *
- * Note: hipMemcpyAsync does not promise memmove semantics; the core never
- * issues a copy whose source and destination overlap.
+ * Every runtime call's return code is checked; a failure becomes the status
+ * hippo__gpu_status maps it to, and last_error names the runtime, the call,
+ * the error's name and number and the runtime's message.  Every device call
+ * runs on the backend's device (set_device when the thread's current one
+ * differs) and gives the thread its own current device back afterwards
+ * (enter/leave), so hippo never changes which device the host runtime's
+ * next call goes to.
  *
- * Built only with HAVE_HIP (configure --with-hip); otherwise
- * hippo__backend_hip_create answers HIPPO_UNSUPPORTED.
+ * The device:
+ *  - alignment: the device's texture alignment, at least 256; a
+ *    desc.alignment that is a power of two at or above it is honoured, any
+ *    other is refused (HIPPO_INVALID_ARGUMENT, naming the device's);
+ *  - memory: the device's total; a desc.capacity below it is a budget:
+ *    hippo holds at most that many bytes of the device (HIPPO_OUT_OF_MEMORY
+ *    beyond, without asking the runtime), and the presets size themselves
+ *    on it;
+ *  - name and architecture (device_info), from the runtime.
+ *
+ * Emulation slots work on a real device too (the behaviour suite runs on
+ * every backend): streams (non-blocking), captures (relaxed mode, so other
+ * threads may allocate meanwhile, as on HOST), copies, synchronous host
+ * reads and writes of bytes inside a page hippo holds, fault injection and
+ * counters (calls by kind, pages and bytes held, bytes copied).
+ *
+ * Invariant (gpu_backend): pages is sorted by address, its entries the
+ * pages page_alloc gave and page_free did not take back; bytes_held is
+ * their sum; streams are the ones emu_stream_create made and
+ * emu_stream_destroy did not destroy; faults[k].at, when non-zero, is a
+ * future value of calls[k].
  */
 #include <config.h>
 
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "backend.h"
 #include "core.h"
+#include "gpu_rt.h"
 
-#ifdef HAVE_HIP
+typedef struct gpu_page {
+  uint64_t addr, size;
+} gpu_page;
 
-#include <stdlib.h>
+typedef struct gpu_backend {
+  hippo__backend base; /* must stay first */
+  const hippo__gpu_rt *rt;
+  int32_t ordinal;
+  uint64_t budget;    /* bytes hippo may hold of the device */
+  _Atomic uint64_t calls[HIPPO_CALL_KINDS];
+  atomic_bool armed;  /* any fault armed: then take the lock */
+  pthread_mutex_t lock; /* faults, pages, streams, byte counts */
+  struct {
+    uint64_t at;
+    hippo_status status;
+  } faults[HIPPO_CALL_KINDS];
+  gpu_page *pages;
+  size_t npages, cap_pages;
+  void **streams;
+  size_t nstreams, cap_streams;
+  uint64_t bytes_held, peak_bytes_held, bytes_copied;
+} gpu_backend;
 
-#include <hip/hip_runtime_api.h>
+static gpu_backend *gpu_of(hippo__backend *be) { return (gpu_backend *)be; }
 
-/* The HIP backend.  Invariant: ordinal is a valid device ordinal (checked at
- * create); calls[k] counts every call of kind k, failed ones included. */
-typedef struct hip_backend {
-  hippo__backend base;                      /* must stay first */
-  int32_t ordinal;                          /* the HIP device */
-  _Atomic uint64_t calls[HIPPO_CALL_KINDS]; /* backend calls by kind */
-} hip_backend;
+static const char *const kind_names[HIPPO_CALL_KINDS] = {
+    "page_alloc", "page_free", "copy", "stream_sync", "event", "capture_query"};
 
-static hip_backend *hip_of(hippo__backend *be) { return (hip_backend *)be; }
-
-static void count(hip_backend *h, hippo_call_kind kind) {
-  atomic_fetch_add_explicit(&h->calls[kind], 1, memory_order_relaxed);
+/* Counts a call of `kind`; an injected fault makes it fail. */
+static hippo_status call(gpu_backend *g, hippo_call_kind kind) {
+  uint64_t n = atomic_fetch_add_explicit(&g->calls[kind], 1,
+                                         memory_order_relaxed) +
+               1;
+  hippo_status st = HIPPO_SUCCESS;
+  if (!atomic_load_explicit(&g->armed, memory_order_acquire))
+    return HIPPO_SUCCESS;
+  pthread_mutex_lock(&g->lock);
+  if (g->faults[kind].at == n) {
+    st = g->faults[kind].status;
+    g->faults[kind].at = 0;
+  }
+  pthread_mutex_unlock(&g->lock);
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_set(st, "injected fault: %s %s call #%llu failed with "
+                            "%s",
+                            g->rt->name, kind_names[kind],
+                            (unsigned long long)n, hippo__status_name(st));
+  return HIPPO_SUCCESS;
 }
 
-/* Reports a failed HIP call: the status it maps to, last_error naming it. */
-static hippo_status hip_fail(hipError_t err, const char *call,
-                             const char *hint) {
-  hippo_status st = HIPPO_BACKEND_ERROR;
-  if (err == hipErrorOutOfMemory || err == hipErrorMemoryAllocation)
-    st = HIPPO_OUT_OF_MEMORY;
-  else if (err == hipErrorNoDevice || err == hipErrorInvalidDevice ||
-           err == hipErrorInsufficientDriver)
-    st = HIPPO_NO_DEVICE;
-  return hippo__error_set(st, "HIP %s failed: %s (%d): %s%s%s", call,
-                          hipGetErrorName(err), (int)err,
-                          hipGetErrorString(err), hint ? "; " : "",
-                          hint ? hint : "");
-}
+/* ---- the thread's current device ------------------------------------------ */
 
-/* The current device is per host thread, and the caller's: a call runs on
- * the backend's device and gives the thread its own back (leave), so hippo
- * never changes which device the host runtime's next call goes to. */
 typedef struct dev_scope {
   int prev;     /* the thread's device before */
   bool restore; /* whether it was switched */
 } dev_scope;
 
-static hippo_status enter(hip_backend *h, const char *why, dev_scope *sc) {
-  int cur = -1;
-  hipError_t err;
+static hippo_status enter(gpu_backend *g, const char *why, dev_scope *sc) {
+  int cur = -1, err;
   sc->restore = false;
-  if (hipGetDevice(&cur) == hipSuccess && cur == h->ordinal)
+  if (g->rt->get_device(&cur) == HIPPO__GPU_SUCCESS && cur == g->ordinal)
     return HIPPO_SUCCESS;
-  err = hipSetDevice(h->ordinal);
-  if (err != hipSuccess) {
-    hippo_status st = hip_fail(err, "hipSetDevice", NULL);
-    return hippo__error_wrap(st, "%s on HIP device %d", why,
-                             (int)h->ordinal);
-  }
+  err = g->rt->set_device(g->ordinal);
+  if (err != HIPPO__GPU_SUCCESS)
+    return hippo__error_wrap(hippo__gpu_fail(g->rt, err, "SetDevice", NULL),
+                             "%s on %s device %d", why, g->rt->name,
+                             (int)g->ordinal);
   sc->prev = cur;
   sc->restore = cur >= 0;
   return HIPPO_SUCCESS;
 }
 
-/* Gives the thread its device back; returns st. */
-static hippo_status leave(const dev_scope *sc, hippo_status st) {
+static hippo_status leave(gpu_backend *g, const dev_scope *sc,
+                          hippo_status st) {
   if (sc->restore)
-    (void)hipSetDevice(sc->prev); /* it was current a moment ago */
+    (void)g->rt->set_device(sc->prev); /* it was current a moment ago */
   return st;
 }
 
-static hippo_status hip_page_alloc(hippo__backend *be, uint64_t size,
+/* A runtime call's error code as a status (last_error set on failure). */
+#define RT(g, expr, name, hint)                                                \
+  ((err = (expr)) == HIPPO__GPU_SUCCESS                                        \
+       ? HIPPO_SUCCESS                                                         \
+       : hippo__gpu_fail((g)->rt, err, (name), (hint)))
+
+/* ---- pages ------------------------------------------------------------------ */
+
+/* Index of the page holding addr, or of where a page at addr would go. */
+static size_t page_at(const gpu_backend *g, uint64_t addr) {
+  size_t lo = 0, hi = g->npages;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g->pages[mid].addr + g->pages[mid].size <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo;
+}
+
+static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
                                    uint64_t *addr) {
-  hip_backend *h = hip_of(be);
+  gpu_backend *g = gpu_of(be);
   dev_scope sc;
   hippo_status st;
-  hipError_t err;
   void *p = NULL;
+  int err;
+  size_t i;
 
-  count(h, HIPPO_CALL_ALLOC);
+  if ((st = call(g, HIPPO_CALL_ALLOC)) != HIPPO_SUCCESS)
+    return st;
   if (!addr || size == 0 || (size & (be->alignment - 1)) != 0)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP page_alloc: size %llu must be a positive "
-                            "multiple of %llu and addr not NULL",
-                            (unsigned long long)size,
+                            "%s page_alloc: size %llu must be a positive "
+                            "multiple of %llu",
+                            g->rt->name, (unsigned long long)size,
                             (unsigned long long)be->alignment);
-  if ((st = enter(h, "page_alloc", &sc)) != HIPPO_SUCCESS)
-    return st;
-  err = hipMalloc(&p, (size_t)size);
-  if (err != hipSuccess) {
-    st = hip_fail(err, "hipMalloc", "release or clean up device memory");
-    return leave(&sc, hippo__error_wrap(st, "HIP page_alloc of %llu bytes",
-                                        (unsigned long long)size));
+  pthread_mutex_lock(&g->lock);
+  if (size > g->budget - g->bytes_held) {
+    uint64_t held = g->bytes_held;
+    pthread_mutex_unlock(&g->lock);
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s page_alloc: %llu bytes requested, %llu of "
+                            "the device's budget of %llu bytes held "
+                            "(hippo_device_desc.capacity)",
+                            g->rt->name, (unsigned long long)size,
+                            (unsigned long long)held,
+                            (unsigned long long)g->budget);
   }
-  if (!p)
-    return leave(&sc,
-                 hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                                  "HIP hipMalloc of %llu bytes returned NULL",
-                                  (unsigned long long)size));
+  /* room for the record first: a page is never taken without one */
+  if (g->npages == g->cap_pages) {
+    size_t cap = g->cap_pages ? g->cap_pages * 2 : 64;
+    gpu_page *grown = realloc(g->pages, cap * sizeof *grown);
+    if (!grown) {
+      pthread_mutex_unlock(&g->lock);
+      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "%s page_alloc: host memory for %zu page "
+                              "records",
+                              g->rt->name, cap);
+    }
+    g->pages = grown;
+    g->cap_pages = cap;
+  }
+  g->bytes_held += size; /* reserved while the runtime allocates */
+  pthread_mutex_unlock(&g->lock);
+  st = enter(g, "page_alloc", &sc);
+  if (st == HIPPO_SUCCESS) {
+    st = RT(g, g->rt->malloc_(&p, (size_t)size), "Malloc",
+            "release or clean up device memory");
+    if (st == HIPPO_SUCCESS && !p)
+      st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s Malloc of %llu bytes returned NULL",
+                            g->rt->name, (unsigned long long)size);
+    st = leave(g, &sc, st);
+  }
+  pthread_mutex_lock(&g->lock);
+  if (st != HIPPO_SUCCESS) {
+    g->bytes_held -= size;
+    pthread_mutex_unlock(&g->lock);
+    return hippo__error_wrap(st, "%s page_alloc of %llu bytes", g->rt->name,
+                             (unsigned long long)size);
+  }
+  i = page_at(g, (uint64_t)(uintptr_t)p);
+  memmove(&g->pages[i + 1], &g->pages[i], (g->npages - i) * sizeof *g->pages);
+  g->pages[i] = (gpu_page){(uint64_t)(uintptr_t)p, size};
+  g->npages++;
+  if (g->bytes_held > g->peak_bytes_held)
+    g->peak_bytes_held = g->bytes_held;
+  pthread_mutex_unlock(&g->lock);
   *addr = (uint64_t)(uintptr_t)p;
-  return leave(&sc, HIPPO_SUCCESS);
+  return HIPPO_SUCCESS;
 }
 
-static hippo_status hip_page_free(hippo__backend *be, uint64_t addr,
+static hippo_status gpu_page_free(hippo__backend *be, uint64_t addr,
                                   uint64_t size) {
-  hip_backend *h = hip_of(be);
+  gpu_backend *g = gpu_of(be);
   dev_scope sc;
   hippo_status st;
-  hipError_t err;
+  size_t i;
+  int err;
 
-  (void)size;
-  count(h, HIPPO_CALL_FREE);
-  if (addr == 0)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP page_free: address 0 is not a page");
-  if ((st = enter(h, "page_free", &sc)) != HIPPO_SUCCESS)
+  if ((st = call(g, HIPPO_CALL_FREE)) != HIPPO_SUCCESS)
     return st;
-  err = hipFree((void *)(uintptr_t)addr);
-  if (err != hipSuccess)
-    return leave(&sc, hip_fail(err, "hipFree", NULL));
-  return leave(&sc, HIPPO_SUCCESS);
+  pthread_mutex_lock(&g->lock);
+  i = page_at(g, addr);
+  if (i == g->npages || g->pages[i].addr != addr || g->pages[i].size != size) {
+    pthread_mutex_unlock(&g->lock);
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s page_free: %#llx (%llu bytes) is not a page "
+                            "of this device",
+                            g->rt->name, (unsigned long long)addr,
+                            (unsigned long long)size);
+  }
+  pthread_mutex_unlock(&g->lock);
+  if ((st = enter(g, "page_free", &sc)) != HIPPO_SUCCESS)
+    return st;
+  st = leave(g, &sc,
+             RT(g, g->rt->free_((void *)(uintptr_t)addr), "Free", NULL));
+  if (st != HIPPO_SUCCESS)
+    return st;
+  pthread_mutex_lock(&g->lock);
+  i = page_at(g, addr);
+  memmove(&g->pages[i], &g->pages[i + 1],
+          (g->npages - i - 1) * sizeof *g->pages);
+  g->npages--;
+  g->bytes_held -= size;
+  pthread_mutex_unlock(&g->lock);
+  return HIPPO_SUCCESS;
 }
 
-static hippo_status hip_copy(hippo__backend *be, void *stream, uint64_t dst,
+/* ---- streams, copies, events ------------------------------------------------ */
+
+/* [addr, addr+size) inside one page hippo holds (`what`: the argument). */
+static hippo_status inside(gpu_backend *g, uint64_t addr, uint64_t size,
+                           const char *call, const char *what) {
+  uint64_t page[2];
+  bool found;
+  size_t i;
+  pthread_mutex_lock(&g->lock);
+  i = page_at(g, addr);
+  found = i < g->npages && g->pages[i].addr <= addr;
+  if (found) {
+    page[0] = g->pages[i].addr;
+    page[1] = g->pages[i].size;
+  }
+  pthread_mutex_unlock(&g->lock);
+  return hippo__range_check(g->rt->name, call, what, addr, size,
+                            found ? page : NULL);
+}
+
+static hippo_status gpu_copy(hippo__backend *be, void *stream, uint64_t dst,
                              uint64_t src, uint64_t size) {
-  hip_backend *h = hip_of(be);
+  gpu_backend *g = gpu_of(be);
   dev_scope sc;
   hippo_status st;
-  hipError_t err;
+  int err;
 
-  count(h, HIPPO_CALL_COPY);
+  if ((st = call(g, HIPPO_CALL_COPY)) != HIPPO_SUCCESS)
+    return st;
   if (size == 0)
     return HIPPO_SUCCESS;
-  if (dst == 0 || src == 0)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP copy: source and destination must not be 0");
-  if ((st = enter(h, "copy", &sc)) != HIPPO_SUCCESS)
+  /* inside pages hippo holds (emu_copy takes the caller's addresses) */
+  if ((st = inside(g, src, size, "copy", "source")) != HIPPO_SUCCESS ||
+      (st = inside(g, dst, size, "copy", "destination")) != HIPPO_SUCCESS)
     return st;
-  err = hipMemcpyAsync((void *)(uintptr_t)dst, (const void *)(uintptr_t)src,
-                       (size_t)size, hipMemcpyDeviceToDevice,
-                       (hipStream_t)stream);
-  if (err != hipSuccess)
-    return leave(&sc, hip_fail(err, "hipMemcpyAsync", NULL));
-  return leave(&sc, HIPPO_SUCCESS);
+  if ((st = enter(g, "copy", &sc)) != HIPPO_SUCCESS)
+    return st;
+  st = leave(g, &sc,
+             RT(g,
+                g->rt->memcpy_async((void *)(uintptr_t)dst,
+                                    (const void *)(uintptr_t)src, (size_t)size,
+                                    HIPPO__GPU_MEMCPY_D2D, stream),
+                "MemcpyAsync", NULL));
+  if (st == HIPPO_SUCCESS) {
+    pthread_mutex_lock(&g->lock);
+    g->bytes_copied += size;
+    pthread_mutex_unlock(&g->lock);
+  }
+  return st;
 }
 
-static hippo_status hip_stream_sync(hippo__backend *be, void *stream) {
-  hip_backend *h = hip_of(be);
+static hippo_status gpu_stream_sync(hippo__backend *be, void *stream) {
+  gpu_backend *g = gpu_of(be);
   dev_scope sc;
   hippo_status st;
-  hipError_t err;
+  int err;
 
-  count(h, HIPPO_CALL_SYNC);
-  if ((st = enter(h, "stream_sync", &sc)) != HIPPO_SUCCESS)
+  if ((st = call(g, HIPPO_CALL_SYNC)) != HIPPO_SUCCESS)
     return st;
-  err = hipStreamSynchronize((hipStream_t)stream);
-  if (err != hipSuccess)
-    return leave(&sc, hip_fail(err, "hipStreamSynchronize", NULL));
-  return leave(&sc, HIPPO_SUCCESS);
+  if ((st = enter(g, "stream_sync", &sc)) != HIPPO_SUCCESS)
+    return st;
+  return leave(g, &sc,
+               RT(g, g->rt->stream_sync(stream), "StreamSynchronize", NULL));
 }
 
-static hippo_status hip_event_create(hippo__backend *be, void **event) {
-  hip_backend *h = hip_of(be);
+static hippo_status gpu_event_create(hippo__backend *be, void **event) {
+  gpu_backend *g = gpu_of(be);
   dev_scope sc;
   hippo_status st;
-  hipError_t err;
-  hipEvent_t ev;
+  int err;
 
-  count(h, HIPPO_CALL_EVENT);
-  if (!event)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP event_create: event must not be NULL");
-  if ((st = enter(h, "event_create", &sc)) != HIPPO_SUCCESS)
+  if ((st = call(g, HIPPO_CALL_EVENT)) != HIPPO_SUCCESS)
     return st;
-  err = hipEventCreateWithFlags(&ev, hipEventDisableTiming);
-  if (err != hipSuccess)
-    return leave(&sc, hip_fail(err, "hipEventCreateWithFlags", NULL));
-  *event = ev;
-  return leave(&sc, HIPPO_SUCCESS);
+  if ((st = enter(g, "event_create", &sc)) != HIPPO_SUCCESS)
+    return st;
+  return leave(g, &sc,
+               RT(g,
+                  g->rt->event_create(event, HIPPO__GPU_EVENT_DISABLE_TIMING),
+                  "EventCreateWithFlags", NULL));
 }
 
-static hippo_status hip_event_record(hippo__backend *be, void *event,
+static hippo_status gpu_event_record(hippo__backend *be, void *event,
                                      void *stream) {
-  hip_backend *h = hip_of(be);
+  gpu_backend *g = gpu_of(be);
   dev_scope sc;
   hippo_status st;
-  hipError_t err;
+  int err;
 
-  count(h, HIPPO_CALL_EVENT);
-  if (!event)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP event_record: event must not be NULL");
-  if ((st = enter(h, "event_record", &sc)) != HIPPO_SUCCESS)
+  if ((st = call(g, HIPPO_CALL_EVENT)) != HIPPO_SUCCESS)
     return st;
-  err = hipEventRecord((hipEvent_t)event, (hipStream_t)stream);
-  if (err != hipSuccess)
-    return leave(&sc, hip_fail(err, "hipEventRecord", NULL));
-  return leave(&sc, HIPPO_SUCCESS);
+  if ((st = enter(g, "event_record", &sc)) != HIPPO_SUCCESS)
+    return st;
+  return leave(g, &sc,
+               RT(g, g->rt->event_record(event, stream), "EventRecord", NULL));
 }
 
-static hippo_status hip_event_wait(hippo__backend *be, void *event) {
-  hip_backend *h = hip_of(be);
-  hipError_t err;
+static hippo_status gpu_event_wait(hippo__backend *be, void *event) {
+  gpu_backend *g = gpu_of(be);
+  hippo_status st;
+  int err;
 
-  count(h, HIPPO_CALL_EVENT);
-  if (!event)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP event_wait: event must not be NULL");
-  err = hipEventSynchronize((hipEvent_t)event);
-  if (err != hipSuccess)
-    return hip_fail(err, "hipEventSynchronize", NULL);
-  return HIPPO_SUCCESS;
+  if ((st = call(g, HIPPO_CALL_EVENT)) != HIPPO_SUCCESS)
+    return st;
+  return RT(g, g->rt->event_sync(event), "EventSynchronize", NULL);
 }
 
-static hippo_status hip_event_query(hippo__backend *be, void *event,
+static hippo_status gpu_event_query(hippo__backend *be, void *event,
                                     bool *done) {
-  hip_backend *h = hip_of(be);
-  hipError_t err;
-
-  count(h, HIPPO_CALL_EVENT);
-  if (!event || !done)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP event_query: event and done must not be "
-                            "NULL");
-  err = hipEventQuery((hipEvent_t)event);
-  if (err == hipSuccess) {
-    *done = true;
-    return HIPPO_SUCCESS;
-  }
-  if (err == hipErrorNotReady) {
-    *done = false;
-    return HIPPO_SUCCESS;
-  }
-  return hip_fail(err, "hipEventQuery", NULL);
-}
-
-static hippo_status hip_event_destroy(hippo__backend *be, void *event) {
-  hipError_t err;
-
-  (void)be;
-  if (!event)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP event_destroy: event must not be NULL");
-  err = hipEventDestroy((hipEvent_t)event);
-  if (err != hipSuccess)
-    return hip_fail(err, "hipEventDestroy", NULL);
-  return HIPPO_SUCCESS;
-}
-
-static hippo_status hip_capture_status(hippo__backend *be, void *stream,
-                                       bool *capturing, uint64_t *capture_id) {
-  hip_backend *h = hip_of(be);
-  dev_scope sc;
-  hipStreamCaptureStatus cs = hipStreamCaptureStatusNone;
-  unsigned long long id = 0;
+  gpu_backend *g = gpu_of(be);
   hippo_status st;
-  hipError_t err;
+  int err;
 
-  count(h, HIPPO_CALL_CAPTURE_QUERY);
-  if (!capturing)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP capture_status: capturing must not be NULL");
-  if ((st = enter(h, "capture_status", &sc)) != HIPPO_SUCCESS)
+  if ((st = call(g, HIPPO_CALL_EVENT)) != HIPPO_SUCCESS)
     return st;
-  err = hipStreamIsCapturing((hipStream_t)stream, &cs);
-  if (err == hipErrorStreamCaptureImplicit) {
+  err = g->rt->event_query(event);
+  *done = err == HIPPO__GPU_SUCCESS;
+  if (err == HIPPO__GPU_SUCCESS || err == HIPPO__GPU_NOT_READY)
+    return HIPPO_SUCCESS;
+  return hippo__gpu_fail(g->rt, err, "EventQuery", NULL);
+}
+
+static hippo_status gpu_event_destroy(hippo__backend *be, void *event) {
+  gpu_backend *g = gpu_of(be);
+  int err;
+  return RT(g, g->rt->event_destroy(event), "EventDestroy", NULL);
+}
+
+static hippo_status gpu_capture_status(hippo__backend *be, void *stream,
+                                       bool *capturing, uint64_t *capture_id) {
+  gpu_backend *g = gpu_of(be);
+  unsigned long long id = 0;
+  dev_scope sc;
+  hippo_status st;
+  int cs = HIPPO__GPU_CAPTURE_NONE, err;
+
+  if ((st = call(g, HIPPO_CALL_CAPTURE_QUERY)) != HIPPO_SUCCESS)
+    return st;
+  if ((st = enter(g, "capture_status", &sc)) != HIPPO_SUCCESS)
+    return st;
+  err = g->rt->stream_is_capturing(stream, &cs);
+  if (err == HIPPO__GPU_CAPTURE_IMPLICIT) {
     /* The legacy default stream cannot even be asked while another stream
      * of the device captures in global mode: a capture is in progress, so
      * answer "capturing" (nothing may move).  Its id belongs to the other
@@ -290,123 +406,513 @@ static hippo_status hip_capture_status(hippo__backend *be, void *stream,
     *capturing = true;
     if (capture_id)
       *capture_id = 0;
-    return leave(&sc, HIPPO_SUCCESS);
+    return leave(g, &sc, HIPPO_SUCCESS);
   }
-  if (err != hipSuccess)
-    return leave(&sc, hip_fail(err, "hipStreamIsCapturing", NULL));
+  if (err == HIPPO__GPU_INVALID_HANDLE)
+    return leave(g, &sc,
+                 hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                                  "%s StreamIsCapturing: %p is not a stream "
+                                  "of the runtime (%s, %d)",
+                                  g->rt->name, stream,
+                                  hippo__gpu_err_name(g->rt->flavor, g->rt,
+                                                      err),
+                                  err));
+  if (err != HIPPO__GPU_SUCCESS)
+    return leave(g, &sc, hippo__gpu_fail(g->rt, err, "StreamIsCapturing",
+                                         NULL));
   /* An invalidated capture has not ended yet: still capturing. */
-  *capturing = cs != hipStreamCaptureStatusNone;
+  *capturing = cs != HIPPO__GPU_CAPTURE_NONE;
   if (*capturing && capture_id) {
-    err = hipStreamGetCaptureInfo((hipStream_t)stream, &cs, &id);
-    if (err != hipSuccess)
-      return leave(&sc, hip_fail(err, "hipStreamGetCaptureInfo", NULL));
+    err = g->rt->stream_capture_info(stream, &cs, &id, NULL, NULL, NULL,
+                                     NULL);
+    if (err != HIPPO__GPU_SUCCESS)
+      return leave(g, &sc, hippo__gpu_fail(g->rt, err,
+                                           "StreamGetCaptureInfo", NULL));
   }
   if (capture_id)
     *capture_id = *capturing ? (uint64_t)id : 0;
-  return leave(&sc, HIPPO_SUCCESS);
+  return leave(g, &sc, HIPPO_SUCCESS);
 }
 
-static hippo_status hip_mem_info(hippo__backend *be, uint64_t *free_bytes,
+/* A stream of another device is refused (where the runtime can tell). */
+static hippo_status gpu_stream_check(hippo__backend *be, void *stream) {
+  gpu_backend *g = gpu_of(be);
+  int dev = -1, err;
+  if (!stream || !g->rt->stream_device)
+    return HIPPO_SUCCESS;
+  err = g->rt->stream_device(stream, &dev);
+  if (err != HIPPO__GPU_SUCCESS)
+    return hippo__gpu_fail(g->rt, err, "StreamGetDevice", NULL);
+  if (dev != g->ordinal)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s stream %p belongs to device %d, this hippo "
+                            "device is %s device %d: attach it to a device "
+                            "opened with hip_device %d",
+                            g->rt->name, stream, dev, g->rt->name,
+                            (int)g->ordinal, dev);
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status gpu_mem_info(hippo__backend *be, uint64_t *free_bytes,
                                  uint64_t *total_bytes) {
-  hip_backend *h = hip_of(be);
+  gpu_backend *g = gpu_of(be);
   dev_scope sc;
   size_t fr = 0, tot = 0;
   hippo_status st;
-  hipError_t err;
+  int err;
 
-  if ((st = enter(h, "mem_info", &sc)) != HIPPO_SUCCESS)
+  if ((st = enter(g, "mem_info", &sc)) != HIPPO_SUCCESS)
     return st;
-  err = hipMemGetInfo(&fr, &tot);
-  if (err != hipSuccess)
-    return leave(&sc, hip_fail(err, "hipMemGetInfo", NULL));
+  st = leave(g, &sc, RT(g, g->rt->mem_info(&fr, &tot), "MemGetInfo", NULL));
+  if (st != HIPPO_SUCCESS)
+    return st;
+  if (g->budget) { /* the budget, and what of it the device still has */
+    uint64_t left;
+    pthread_mutex_lock(&g->lock);
+    left = g->budget - g->bytes_held;
+    pthread_mutex_unlock(&g->lock);
+    tot = g->budget < tot ? g->budget : tot;
+    fr = left < fr ? left : fr;
+  }
   if (free_bytes)
     *free_bytes = fr;
   if (total_bytes)
     *total_bytes = tot;
-  return leave(&sc, HIPPO_SUCCESS);
-}
-
-static void hip_destroy(hippo__backend *be) { free(hip_of(be)); }
-
-static const hippo__backend_ops hip_ops = {
-    .page_alloc = hip_page_alloc,
-    .page_free = hip_page_free,
-    .copy = hip_copy,
-    .stream_sync = hip_stream_sync,
-    .event_create = hip_event_create,
-    .event_record = hip_event_record,
-    .event_wait = hip_event_wait,
-    .event_query = hip_event_query,
-    .event_destroy = hip_event_destroy,
-    .capture_status = hip_capture_status,
-    .mem_info = hip_mem_info,
-    .destroy = hip_destroy,
-    /* No emulation on a real device. */
-};
-
-hippo_status hippo__backend_hip_create(int32_t ordinal, hippo__backend **out) {
-  hip_backend *h;
-  hipError_t err;
-  hippo_status st;
-  int devices = 0, mode = 0;
-  uint64_t tot = 0;
-
-  if (!out)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "HIP device: out must not be NULL");
-  err = hipGetDeviceCount(&devices);
-  if (err == hipErrorNoDevice || (err == hipSuccess && devices == 0))
-    return hippo__error_set(
-        HIPPO_NO_DEVICE,
-        "HIP hipGetDeviceCount failed: %s (%d): no ROCm device is visible; "
-        "use backend HOST or DRY, or check /dev/kfd permissions",
-        hipGetErrorName(hipErrorNoDevice), (int)hipErrorNoDevice);
-  if (err != hipSuccess)
-    return hip_fail(err, "hipGetDeviceCount",
-                    "check the ROCm driver installation and /dev/kfd");
-  if (ordinal < 0 || ordinal >= devices)
-    return hippo__error_set(HIPPO_NO_DEVICE,
-                            "HIP device ordinal %d is out of range: %d "
-                            "device(s) visible (ordinals 0..%d)",
-                            (int)ordinal, devices, devices - 1);
-  err = hipDeviceGetAttribute(&mode, hipDeviceAttributeComputeMode, ordinal);
-  if (err != hipSuccess)
-    return hip_fail(err, "hipDeviceGetAttribute(hipDeviceAttributeComputeMode)",
-                    NULL);
-  if (mode == hipComputeModeProhibited)
-    return hippo__error_set(HIPPO_NO_DEVICE,
-                            "HIP device %d is in prohibited compute mode; no "
-                            "host thread may use it (see rocm-smi)",
-                            (int)ordinal);
-  h = calloc(1, sizeof *h);
-  if (!h)
-    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                            "HIP device: out of host memory");
-  h->base.ops = &hip_ops;
-  h->base.kind = HIPPO_BACKEND_HIP;
-  h->base.alignment = HIPPO__DEFAULT_ALIGNMENT;
-  h->ordinal = ordinal;
-  for (unsigned k = 0; k < HIPPO_CALL_KINDS; k++)
-    atomic_init(&h->calls[k], 0);
-  /* on the device, and the thread's current device back after */
-  st = hip_mem_info(&h->base, NULL, &tot);
-  if (st != HIPPO_SUCCESS) {
-    free(h);
-    return st;
-  }
-  h->base.total_memory = tot;
-  *out = &h->base;
   return HIPPO_SUCCESS;
 }
 
-#else /* !HAVE_HIP */
-
-hippo_status hippo__backend_hip_create(int32_t ordinal, hippo__backend **out) {
-  (void)ordinal;
-  (void)out;
-  return hippo__error_set(HIPPO_UNSUPPORTED,
-                          "this plugin was built without HIP (configure "
-                          "--with-hip)");
+static void gpu_destroy(hippo__backend *be) {
+  gpu_backend *g = gpu_of(be);
+  pthread_mutex_destroy(&g->lock);
+  free(g->pages);
+  free(g->streams);
+  free(g);
 }
 
-#endif /* HAVE_HIP */
+/* ---- emulation slots on a real device ---------------------------------------- */
+
+static bool own_stream(const gpu_backend *g, void *stream, size_t *at) {
+  for (size_t i = 0; i < g->nstreams; i++)
+    if (g->streams[i] == stream) {
+      if (at)
+        *at = i;
+      return true;
+    }
+  return false;
+}
+
+static hippo_status gpu_emu_stream_create(hippo__backend *be, void **out) {
+  gpu_backend *g = gpu_of(be);
+  void *s = NULL;
+  dev_scope sc;
+  hippo_status st;
+  int err;
+
+  pthread_mutex_lock(&g->lock);
+  if (g->nstreams == g->cap_streams) {
+    size_t cap = g->cap_streams ? g->cap_streams * 2 : 8;
+    void **grown = realloc(g->streams, cap * sizeof *grown);
+    if (!grown) {
+      pthread_mutex_unlock(&g->lock);
+      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "emu_stream_create: host memory");
+    }
+    g->streams = grown;
+    g->cap_streams = cap;
+  }
+  pthread_mutex_unlock(&g->lock);
+  if ((st = enter(g, "emu_stream_create", &sc)) != HIPPO_SUCCESS)
+    return st;
+  st = leave(g, &sc,
+             RT(g, g->rt->stream_create(&s, HIPPO__GPU_STREAM_NON_BLOCKING),
+                "StreamCreateWithFlags", NULL));
+  if (st != HIPPO_SUCCESS)
+    return st;
+  pthread_mutex_lock(&g->lock);
+  g->streams[g->nstreams++] = s;
+  pthread_mutex_unlock(&g->lock);
+  *out = s;
+  return HIPPO_SUCCESS;
+}
+
+/* A stream emu_stream_create made (else INVALID_ARGUMENT naming `call`). */
+static hippo_status known_stream(gpu_backend *g, void *stream,
+                                 const char *call) {
+  bool known;
+  pthread_mutex_lock(&g->lock);
+  known = stream && own_stream(g, stream, NULL);
+  pthread_mutex_unlock(&g->lock);
+  if (known)
+    return HIPPO_SUCCESS;
+  if (!stream)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: the default stream (NULL) is not "
+                            "capturing and cannot capture; use a stream from "
+                            "emu_stream_create",
+                            g->rt->name, call);
+  return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s %s: stream %p is not an emulated stream of this "
+                          "device (destroyed, or not from emu_stream_create)",
+                          g->rt->name, call, stream);
+}
+
+/* emu_copy and emu_stream_sync: the default stream or one of ours. */
+static hippo_status gpu_emu_stream_check(hippo__backend *be, void *stream,
+                                         const char *call) {
+  return stream ? known_stream(gpu_of(be), stream, call) : HIPPO_SUCCESS;
+}
+
+static hippo_status is_capturing(gpu_backend *g, void *stream, bool *yes,
+                                 const char *call) {
+  int cs = HIPPO__GPU_CAPTURE_NONE, err;
+  hippo_status st = RT(g, g->rt->stream_is_capturing(stream, &cs),
+                       "StreamIsCapturing", NULL);
+  *yes = cs != HIPPO__GPU_CAPTURE_NONE;
+  return st == HIPPO_SUCCESS ? st : hippo__error_wrap(st, "%s", call);
+}
+
+static hippo_status gpu_emu_stream_destroy(hippo__backend *be, void *stream) {
+  gpu_backend *g = gpu_of(be);
+  dev_scope sc;
+  hippo_status st;
+  bool capturing;
+  size_t at;
+  int err;
+
+  if (!stream)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s emu_stream_destroy: the default stream (NULL) "
+                            "cannot be destroyed",
+                            g->rt->name);
+  if (known_stream(g, stream, "emu_stream_destroy") != HIPPO_SUCCESS)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s emu_stream_destroy: stream %p is not an "
+                            "emulated stream of this device (destroyed "
+                            "twice?)",
+                            g->rt->name, stream);
+  if ((st = enter(g, "emu_stream_destroy", &sc)) != HIPPO_SUCCESS)
+    return st;
+  st = is_capturing(g, stream, &capturing, "emu_stream_destroy");
+  if (st == HIPPO_SUCCESS && capturing)
+    st = hippo__error_set(HIPPO_BUSY,
+                          "%s emu_stream_destroy: stream %p is capturing; "
+                          "end the capture first",
+                          g->rt->name, stream);
+  if (st == HIPPO_SUCCESS)
+    st = RT(g, g->rt->stream_sync(stream), "StreamSynchronize", NULL);
+  if (st == HIPPO_SUCCESS)
+    st = RT(g, g->rt->stream_destroy(stream), "StreamDestroy", NULL);
+  st = leave(g, &sc, st);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  pthread_mutex_lock(&g->lock);
+  if (own_stream(g, stream, &at))
+    g->streams[at] = g->streams[--g->nstreams];
+  pthread_mutex_unlock(&g->lock);
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status gpu_emu_capture_begin(hippo__backend *be, void *stream,
+                                          uint64_t *capture_id) {
+  gpu_backend *g = gpu_of(be);
+  unsigned long long id = 0;
+  dev_scope sc;
+  hippo_status st;
+  bool capturing;
+  int cs, err;
+
+  if ((st = known_stream(g, stream, "emu_capture_begin")) != HIPPO_SUCCESS)
+    return st;
+  if ((st = enter(g, "emu_capture_begin", &sc)) != HIPPO_SUCCESS)
+    return st;
+  st = is_capturing(g, stream, &capturing, "emu_capture_begin");
+  if (st == HIPPO_SUCCESS && capturing)
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s emu_capture_begin: stream %p is already "
+                          "capturing; end that capture first",
+                          g->rt->name, stream);
+  if (st == HIPPO_SUCCESS)
+    st = RT(g, g->rt->begin_capture(stream, HIPPO__GPU_CAPTURE_RELAXED),
+            "StreamBeginCapture", NULL);
+  if (st == HIPPO_SUCCESS)
+    st = RT(g,
+            g->rt->stream_capture_info(stream, &cs, &id, NULL, NULL, NULL,
+                                       NULL),
+            "StreamGetCaptureInfo", NULL);
+  if (st == HIPPO_SUCCESS)
+    *capture_id = id;
+  return leave(g, &sc, st);
+}
+
+static hippo_status gpu_emu_capture_end(hippo__backend *be, void *stream) {
+  gpu_backend *g = gpu_of(be);
+  void *graph = NULL;
+  dev_scope sc;
+  hippo_status st;
+  bool capturing;
+  int err;
+
+  if ((st = known_stream(g, stream, "emu_capture_end")) != HIPPO_SUCCESS)
+    return st;
+  if ((st = enter(g, "emu_capture_end", &sc)) != HIPPO_SUCCESS)
+    return st;
+  st = is_capturing(g, stream, &capturing, "emu_capture_end");
+  if (st == HIPPO_SUCCESS && !capturing)
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s emu_capture_end: stream %p is not capturing",
+                          g->rt->name, stream);
+  if (st == HIPPO_SUCCESS)
+    st = RT(g, g->rt->end_capture(stream, &graph), "StreamEndCapture", NULL);
+  if (st == HIPPO_SUCCESS && graph)
+    st = RT(g, g->rt->graph_destroy(graph), "GraphDestroy", NULL);
+  return leave(g, &sc, st);
+}
+
+static hippo_status gpu_emu_inject_fault(hippo__backend *be,
+                                         hippo_call_kind kind, uint64_t nth,
+                                         hippo_status status) {
+  gpu_backend *g = gpu_of(be);
+  hippo_status st;
+  uint64_t at = 0;
+  bool any = false;
+  pthread_mutex_lock(&g->lock);
+  st = hippo__fault_arm(g->rt->name, kind, nth, status,
+                        kind < HIPPO_CALL_KINDS ? atomic_load(&g->calls[kind])
+                                                : 0,
+                        &at);
+  if (st == HIPPO_SUCCESS) {
+    g->faults[kind].at = at;
+    g->faults[kind].status = status;
+  }
+  for (unsigned k = 0; k < HIPPO_CALL_KINDS; k++)
+    any = any || g->faults[k].at != 0;
+  atomic_store_explicit(&g->armed, any, memory_order_release);
+  pthread_mutex_unlock(&g->lock);
+  return st;
+}
+
+static hippo_status gpu_emu_read(hippo__backend *be, uint64_t addr,
+                                 void *host, uint64_t size) {
+  gpu_backend *g = gpu_of(be);
+  dev_scope sc;
+  hippo_status st;
+  int err;
+  if (size == 0)
+    return HIPPO_SUCCESS;
+  if ((st = inside(g, addr, size, "emu_read", "device_ptr")) !=
+          HIPPO_SUCCESS ||
+      (st = enter(g, "emu_read", &sc)) != HIPPO_SUCCESS)
+    return st;
+  return leave(g, &sc,
+               RT(g,
+                  g->rt->memcpy_(host, (const void *)(uintptr_t)addr,
+                                 (size_t)size, HIPPO__GPU_MEMCPY_D2H),
+                  "Memcpy (device to host)", NULL));
+}
+
+static hippo_status gpu_emu_write(hippo__backend *be, uint64_t addr,
+                                  const void *host, uint64_t size) {
+  gpu_backend *g = gpu_of(be);
+  dev_scope sc;
+  hippo_status st;
+  int err;
+  if (size == 0)
+    return HIPPO_SUCCESS;
+  if ((st = inside(g, addr, size, "emu_write", "device_ptr")) !=
+          HIPPO_SUCCESS ||
+      (st = enter(g, "emu_write", &sc)) != HIPPO_SUCCESS)
+    return st;
+  return leave(g, &sc,
+               RT(g,
+                  g->rt->memcpy_((void *)(uintptr_t)addr, host, (size_t)size,
+                                 HIPPO__GPU_MEMCPY_H2D),
+                  "Memcpy (host to device)", NULL));
+}
+
+static hippo_status gpu_emu_counters(hippo__backend *be,
+                                     hippo_emu_counters *out) {
+  gpu_backend *g = gpu_of(be);
+  hippo_emu_counters c;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  for (unsigned k = 0; k < HIPPO_CALL_KINDS; k++)
+    c.calls[k] = atomic_load(&g->calls[k]);
+  pthread_mutex_lock(&g->lock);
+  c.pages_held = g->npages;
+  c.bytes_held = g->bytes_held;
+  c.peak_bytes_held = g->peak_bytes_held;
+  c.bytes_copied = g->bytes_copied;
+  pthread_mutex_unlock(&g->lock);
+  return hippo__struct_out(out, &c, sizeof c, 8, "hippo_emu_counters");
+}
+
+static const hippo__backend_ops gpu_ops = {
+    .page_alloc = gpu_page_alloc,
+    .page_free = gpu_page_free,
+    .copy = gpu_copy,
+    .stream_sync = gpu_stream_sync,
+    .event_create = gpu_event_create,
+    .event_record = gpu_event_record,
+    .event_wait = gpu_event_wait,
+    .event_query = gpu_event_query,
+    .event_destroy = gpu_event_destroy,
+    .capture_status = gpu_capture_status,
+    .stream_check = gpu_stream_check,
+    .mem_info = gpu_mem_info,
+    .destroy = gpu_destroy,
+    .emu_stream_check = gpu_emu_stream_check,
+    .emu_stream_create = gpu_emu_stream_create,
+    .emu_stream_destroy = gpu_emu_stream_destroy,
+    .emu_capture_begin = gpu_emu_capture_begin,
+    .emu_capture_end = gpu_emu_capture_end,
+    .emu_inject_fault = gpu_emu_inject_fault,
+    .emu_read = gpu_emu_read,
+    .emu_write = gpu_emu_write,
+    .emu_counters = gpu_emu_counters,
+};
+
+/* ---- opening a device ----------------------------------------------------------- */
+
+/* The device's name and architecture into the backend's strings. */
+static void describe(gpu_backend *g) {
+  const hippo__gpu_rt *rt = g->rt;
+  int major = 0, minor = 0;
+  char name[256] = "";
+  if (rt->device_name)
+    (void)rt->device_name(name, (int)sizeof name, g->ordinal);
+  else if (rt->device_properties) {
+    /* cudaDeviceProp starts with char name[256] in every CUDA release;
+     * the rest of the struct (about 1 KiB, growing) lands in a buffer
+     * far larger than any release's */
+    static _Thread_local char props[16384];
+    memset(props, 0, sizeof props);
+    if (rt->device_properties(props, g->ordinal) == HIPPO__GPU_SUCCESS)
+      memcpy(name, props, sizeof name - 1);
+  }
+  name[sizeof name - 1] = '\0';
+  snprintf(g->base.device_name, sizeof g->base.device_name, "%s",
+           *name ? name : "unknown");
+  (void)rt->device_attribute(&major, rt->attr_cc_major, g->ordinal);
+  (void)rt->device_attribute(&minor, rt->attr_cc_minor, g->ordinal);
+  snprintf(g->base.arch, sizeof g->base.arch, "%s %d.%d",
+           rt->flavor == HIPPO__GPU_CUDA ? "sm" : "cc", major, minor);
+  snprintf(g->base.runtime, sizeof g->base.runtime, "%s %d (%.100s)", rt->name,
+           rt->version, rt->path);
+}
+
+/* Opens device `ordinal` of a loaded runtime. */
+static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
+                            uint64_t capacity, uint64_t alignment,
+                            hippo__backend **out) {
+  gpu_backend *g;
+  hippo_status st;
+  int devices = 0, mode = 0, tex = 0, err;
+  uint64_t device_align, tot = 0;
+
+  err = rt->get_device_count(&devices);
+  if (err == HIPPO__GPU_SUCCESS && devices == 0)
+    err = HIPPO__GPU_NO_DEVICE;
+  if (err != HIPPO__GPU_SUCCESS)
+    return hippo__gpu_fail(rt, err, "GetDeviceCount",
+                           rt->flavor == HIPPO__GPU_HIP
+                               ? "no ROCm device is visible: check /dev/kfd "
+                                 "permissions, or use backend HOST or DRY"
+                               : "no CUDA device is visible: check the "
+                                 "NVIDIA driver, or use backend HOST or DRY");
+  if (ordinal < 0 || ordinal >= devices)
+    return hippo__error_set(HIPPO_NO_DEVICE,
+                            "%s device ordinal %d is out of range: %d "
+                            "device(s) visible (ordinals 0..%d)",
+                            rt->name, (int)ordinal, devices, devices - 1);
+  err = rt->device_attribute(&mode, rt->attr_compute_mode, ordinal);
+  if (err != HIPPO__GPU_SUCCESS)
+    return hippo__gpu_fail(rt, err, "DeviceGetAttribute(compute mode)", NULL);
+  if (mode == HIPPO__GPU_COMPUTE_PROHIBITED)
+    return hippo__error_set(HIPPO_NO_DEVICE,
+                            "%s device %d is in prohibited compute mode; no "
+                            "host thread may use it",
+                            rt->name, (int)ordinal);
+  err = rt->device_attribute(&tex, rt->attr_texture_alignment, ordinal);
+  if (err != HIPPO__GPU_SUCCESS)
+    return hippo__gpu_fail(rt, err, "DeviceGetAttribute(texture alignment)",
+                           NULL);
+  device_align = HIPPO__DEFAULT_ALIGNMENT;
+  while (device_align < (uint64_t)tex)
+    device_align *= 2;
+  if (alignment &&
+      (!hippo__is_pow2(alignment) || alignment < device_align ||
+       alignment > (UINT64_C(1) << 30)))
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "device_open: alignment %llu on %s device %d: it "
+                            "must be a power of two from the device's %llu "
+                            "up to 1 GiB (0 takes the device's)",
+                            (unsigned long long)alignment, rt->name,
+                            (int)ordinal, (unsigned long long)device_align);
+  g = calloc(1, sizeof *g);
+  if (!g)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s device: out of host memory", rt->name);
+  pthread_mutex_init(&g->lock, NULL);
+  g->base.ops = &gpu_ops;
+  g->base.kind = HIPPO_BACKEND_HIP;
+  g->base.alignment = alignment ? alignment : device_align;
+  g->rt = rt;
+  g->ordinal = ordinal;
+  g->budget = 0; /* mem_info below gives the device's whole memory */
+  for (unsigned k = 0; k < HIPPO_CALL_KINDS; k++)
+    atomic_init(&g->calls[k], 0);
+  atomic_init(&g->armed, false);
+  st = gpu_mem_info(&g->base, NULL, &tot);
+  if (st != HIPPO_SUCCESS) {
+    gpu_destroy(&g->base);
+    return st;
+  }
+  g->budget = capacity && capacity < tot ? capacity : tot;
+  g->base.total_memory = g->budget;
+  describe(g);
+  *out = &g->base;
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__backend_hip_create(int32_t ordinal, uint64_t capacity,
+                                       uint64_t alignment,
+                                       hippo__backend **out) {
+  static const enum hippo__gpu_flavor order[2] = {HIPPO__GPU_HIP,
+                                                  HIPPO__GPU_CUDA};
+  const char *force = getenv("HIPPO_GPU_RUNTIME");
+  char why[2][512];
+  hippo_status st[2] = {HIPPO_NO_DEVICE, HIPPO_NO_DEVICE};
+  bool tried[2] = {false, false};
+
+  if (force && *force && strcmp(force, "hip") && strcmp(force, "amd") &&
+      strcmp(force, "cuda") && strcmp(force, "nvidia"))
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "HIPPO_GPU_RUNTIME is '%s': use hip (AMD's "
+                            "runtime) or cuda (NVIDIA's), or unset it to try "
+                            "both",
+                            force);
+  for (int i = 0; i < 2; i++) {
+    const hippo__gpu_rt *rt;
+    bool hip = order[i] == HIPPO__GPU_HIP;
+    if (force && *force &&
+        (hip ? strcmp(force, "hip") && strcmp(force, "amd")
+             : strcmp(force, "cuda") && strcmp(force, "nvidia")))
+      continue;
+    tried[i] = true;
+    st[i] = hippo__gpu_rt_load(order[i], &rt);
+    if (st[i] == HIPPO_SUCCESS)
+      st[i] = open_on(rt, ordinal, capacity, alignment, out);
+    if (st[i] == HIPPO_SUCCESS)
+      return HIPPO_SUCCESS;
+    if (st[i] != HIPPO_NO_DEVICE) /* a device, but a real failure */
+      return st[i];
+    snprintf(why[i], sizeof why[i], "%s", hippo__error_get());
+  }
+  return hippo__error_set(HIPPO_NO_DEVICE, "no GPU: %s%s%s%s%s%s",
+                          tried[0] ? why[0] : "",
+                          tried[0] && tried[1] ? "; " : "",
+                          tried[1] ? why[1] : "",
+                          force && *force ? " (HIPPO_GPU_RUNTIME=" : "",
+                          force && *force ? force : "",
+                          force && *force ? ")" : "");
+}

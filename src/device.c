@@ -6,6 +6,7 @@
  * moment (install, check) hold all stream locks together; the others (usage,
  * cleanup) take them one at a time.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,15 +28,26 @@ static hippo_status backend_open(const hippo_device_desc *desc,
                             (unsigned long long)alignment);
   switch (desc->backend) {
   case HIPPO_BACKEND_HIP:
-    return hippo__backend_hip_create(desc->hip_device, be);
+    return hippo__backend_hip_create(desc->hip_device, desc->capacity,
+                                     desc->alignment, be);
   case HIPPO_BACKEND_HOST:
     return hippo__backend_host_create(capacity, alignment, be);
   case HIPPO_BACKEND_DRY:
     return hippo__backend_dry_create(capacity, alignment, be);
   case HIPPO_BACKEND_AUTO:
-    st = hippo__backend_hip_create(desc->hip_device, be);
-    if (st == HIPPO_NO_DEVICE || st == HIPPO_UNSUPPORTED)
-      return hippo__backend_host_create(capacity, alignment, be);
+    st = hippo__backend_hip_create(desc->hip_device, desc->capacity,
+                                   desc->alignment, be);
+    if (st == HIPPO_NO_DEVICE) {
+      char why[sizeof (*be)->note];
+      snprintf(why, sizeof why, "AUTO chose HOST: %s", hippo__error_get());
+      st = hippo__backend_host_create(capacity, alignment, be);
+      if (st == HIPPO_SUCCESS)
+        memcpy((*be)->note, why, sizeof why);
+      return st;
+    }
+    if (st == HIPPO_SUCCESS)
+      snprintf((*be)->note, sizeof (*be)->note, "AUTO chose HIP: %s",
+               (*be)->runtime);
     return st;
   default:
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -129,6 +141,10 @@ hippo_status hippo__device_info(hippo_device *dev, hippo_device_info *out) {
   out->total_memory = total;
   out->free_memory = free_bytes;
   out->alignment = dev->be->alignment;
+  memcpy(out->name, dev->be->device_name, sizeof out->name);
+  memcpy(out->arch, dev->be->arch, sizeof out->arch);
+  memcpy(out->runtime, dev->be->runtime, sizeof out->runtime);
+  memcpy(out->note, dev->be->note, sizeof out->note);
   hippo__mutex_take(&dev->lock);
   out->streams = dev->stream_count;
   out->preset = dev->layout.preset;
@@ -164,6 +180,8 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
     bool capturing;
     uint64_t id;
     st = dev->be->ops->capture_status(dev->be, native, &capturing, &id);
+    if (st == HIPPO_SUCCESS && dev->be->ops->stream_check)
+      st = dev->be->ops->stream_check(dev->be, native);
     if (st != HIPPO_SUCCESS) {
       hippo__mutex_drop(&dev->lock);
       free(s);

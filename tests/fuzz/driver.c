@@ -69,6 +69,7 @@ typedef struct fz {
   unsigned ndead;
   hippo_device *closed;         /* a device closed at the start */
   bool trace;                   /* $HIPPO_FUZZ_TRACE: every call on stderr */
+  hippo_backend backend;        /* HOST, or HIP (HIPPO_TEST_BACKEND) */
   unsigned char *buf;
   uint64_t bufcap;
 } fz;
@@ -1243,7 +1244,7 @@ static int op_figures(fz *f, rd *r) {
       return -1;
     for (int k = 0; k < HFZ_MAX_STREAMS; k++)
       n += f->m.streams[k].attached;
-    if (info.streams != n || info.backend != HIPPO_BACKEND_HOST ||
+    if (info.streams != n || info.backend != f->backend ||
         info.alignment != f->m.alignment || info.total_memory != f->m.capacity)
       return fail(f, "device_info: %u streams, alignment %" PRIu64
                   ", memory %" PRIu64,
@@ -1352,9 +1353,38 @@ static enum hfz_op decode_op(uint8_t v) {
 
 /* ---- one input: a device's life ------------------------------------------- */
 
+/* The backend: HOST, or on $HIPPO_TEST_BACKEND=hip a GPU (a real one or a
+ * stand-in runtime), whose alignment is asked once: the inputs' choices
+ * are multiples of it there. */
+static hippo_backend backend_of(const hippo_api *api, uint64_t *align) {
+  static uint64_t gpu_align;
+  const char *b = getenv("HIPPO_TEST_BACKEND");
+  *align = 256;
+  if (!b || strcmp(b, "hip"))
+    return HIPPO_BACKEND_HOST;
+  if (!gpu_align) {
+    hippo_device_desc d;
+    hippo_device_info info;
+    hippo_device *dev;
+    memset(&d, 0, sizeof d);
+    d.struct_size = sizeof d;
+    d.backend = HIPPO_BACKEND_HIP;
+    d.capacity = 16 * MiB;
+    memset(&info, 0, sizeof info);
+    info.struct_size = sizeof info;
+    gpu_align = 256;
+    if (api->device_open(&d, &dev) == HIPPO_SUCCESS) {
+      if (api->device_info(dev, &info) == HIPPO_SUCCESS)
+        gpu_align = info.alignment;
+      (void)api->device_close(dev);
+    }
+  }
+  *align = gpu_align;
+  return HIPPO_BACKEND_HIP;
+}
+
 static int open_device(fz *f, rd *r) {
   static const uint64_t caps[4] = {64 * MiB, 256 * MiB, GiB, 0};
-  static const uint64_t aligns[4] = {0, 64, 512, 4096};
   uint8_t c = u8(r), a = u8(r), fl = u8(r);
   hippo_device_desc d;
   layout_buf lb;
@@ -1362,16 +1392,26 @@ static int open_device(fz *f, rd *r) {
   const hippo_layout *l;
   hippo_device *closed = NULL;
   hippo_status st;
+  uint64_t base;
   memset(&d, 0, sizeof d);
   d.struct_size = sizeof d;
-  d.backend = HIPPO_BACKEND_HOST;
+  d.backend = backend_of(f->api, &base);
+  f->backend = d.backend;
   d.capacity = caps[c % 4];
-  d.alignment = aligns[a % 4];
+  if (d.backend == HIPPO_BACKEND_HIP && !d.capacity)
+    d.capacity = GiB; /* a budget any GPU holds */
+  {
+    /* HOST: 0 (256), 64, 512, 4096; a GPU: 0 (its own) and multiples */
+    const uint64_t aligns[4] = {
+        0, d.backend == HIPPO_BACKEND_HOST ? 64 : base, 2 * base,
+                                16 * base};
+    d.alignment = aligns[a % 4];
+  }
   d.flags = (fl & 1 ? HIPPO_DEVICE_AUTO_RELOCATE : 0) |
             ((fl & 6) == 6 ? HIPPO_DEVICE_FIXED_LAYOUT : 0);
   /* the model needs capacity and alignment to decode a layout */
   f->m.capacity = d.capacity ? d.capacity : 16 * GiB;
-  f->m.alignment = d.alignment ? d.alignment : 256;
+  f->m.alignment = d.alignment ? d.alignment : base;
   l = decode_layout(f, r, false, &lb, &facts);
   d.layout = l;
   st = f->api->device_open(&d, &f->dev);
@@ -1385,7 +1425,7 @@ static int open_device(fz *f, rd *r) {
       return -1;
   }
   hfz_model_init(&f->m, d.capacity ? d.capacity : 16 * GiB,
-                 d.alignment ? d.alignment : 256,
+                 d.alignment ? d.alignment : base,
                  (d.flags & HIPPO_DEVICE_FIXED_LAYOUT) != 0, &facts);
   /* a device opened and closed: its pointer must be refused from now on */
   d.layout = NULL;

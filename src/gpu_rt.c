@@ -1,0 +1,235 @@
+/* gpu_rt.c -- loading a GPU runtime at run time (gpu_rt.h). */
+#include <config.h>
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core.h"
+#include "gpu_rt.h"
+
+/* ---- what to load ---------------------------------------------------------- */
+
+static const char *const hip_libs[] = {
+    "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so",
+    "/opt/rocm/lib/libamdhip64.so", NULL};
+static const char *const cuda_libs[] = {
+    "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so",
+    "/usr/local/cuda/lib64/libcudart.so", NULL};
+
+/* One call: its name in each runtime, where it goes, whether required. */
+typedef struct sym {
+  const char *hip, *cuda;
+  size_t at;
+  bool required;
+} sym;
+
+#define AT(field) offsetof(hippo__gpu_rt, field)
+static const sym syms[] = {
+    {"hipGetDeviceCount", "cudaGetDeviceCount", AT(get_device_count), true},
+    {"hipGetDevice", "cudaGetDevice", AT(get_device), true},
+    {"hipSetDevice", "cudaSetDevice", AT(set_device), true},
+    {"hipMalloc", "cudaMalloc", AT(malloc_), true},
+    {"hipFree", "cudaFree", AT(free_), true},
+    {"hipMemcpy", "cudaMemcpy", AT(memcpy_), true},
+    {"hipMemcpyAsync", "cudaMemcpyAsync", AT(memcpy_async), true},
+    {"hipStreamSynchronize", "cudaStreamSynchronize", AT(stream_sync), true},
+    {"hipStreamCreateWithFlags", "cudaStreamCreateWithFlags",
+     AT(stream_create), true},
+    {"hipStreamDestroy", "cudaStreamDestroy", AT(stream_destroy), true},
+    {"hipEventCreateWithFlags", "cudaEventCreateWithFlags", AT(event_create),
+     true},
+    {"hipEventRecord", "cudaEventRecord", AT(event_record), true},
+    {"hipEventQuery", "cudaEventQuery", AT(event_query), true},
+    {"hipEventSynchronize", "cudaEventSynchronize", AT(event_sync), true},
+    {"hipEventDestroy", "cudaEventDestroy", AT(event_destroy), true},
+    {"hipStreamIsCapturing", "cudaStreamIsCapturing",
+     AT(stream_is_capturing), true},
+    {"hipStreamGetCaptureInfo", "cudaStreamGetCaptureInfo",
+     AT(stream_capture_info), true},
+    {"hipStreamBeginCapture", "cudaStreamBeginCapture", AT(begin_capture),
+     true},
+    {"hipStreamEndCapture", "cudaStreamEndCapture", AT(end_capture), true},
+    {"hipGraphDestroy", "cudaGraphDestroy", AT(graph_destroy), true},
+    {"hipMemGetInfo", "cudaMemGetInfo", AT(mem_info), true},
+    {"hipDeviceGetAttribute", "cudaDeviceGetAttribute",
+     AT(device_attribute), true},
+    {"hipGetErrorName", "cudaGetErrorName", AT(error_name), false},
+    {"hipGetErrorString", "cudaGetErrorString", AT(error_string), false},
+    {"hipRuntimeGetVersion", "cudaRuntimeGetVersion", AT(runtime_version),
+     false},
+    {"hipStreamGetDevice", "cudaStreamGetDevice", AT(stream_device), false},
+    {"hipDeviceGetName", NULL, AT(device_name), false},
+    {NULL, "cudaGetDeviceProperties", AT(device_properties), false},
+};
+#undef AT
+
+/* ---- the process-wide cache ------------------------------------------------- */
+
+static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
+static hippo__gpu_rt loaded[2];      /* [flavor - 1] */
+static const hippo__gpu_rt *ready[2]; /* set once filled; never unset */
+
+/* dlsym's object pointer read as a function pointer, stored at `at`. */
+static void store(hippo__gpu_rt *rt, size_t at, void *obj) {
+  union {
+    void *obj;
+    void (*fn)(void);
+  } u;
+  u.obj = obj;
+  memcpy((char *)rt + at, &u.fn, sizeof u.fn);
+}
+
+/* Fills rt from lib; false (why in `why`) when a required call is missing. */
+static bool fill(hippo__gpu_rt *rt, void *lib, char *why, size_t len) {
+  for (size_t i = 0; i < sizeof syms / sizeof *syms; i++) {
+    const char *name =
+        rt->flavor == HIPPO__GPU_HIP ? syms[i].hip : syms[i].cuda;
+    void *obj = name ? dlsym(lib, name) : NULL;
+    if (!obj && name && syms[i].required) {
+      snprintf(why, len, "it has no %s", name);
+      return false;
+    }
+    store(rt, syms[i].at, obj);
+  }
+  return true;
+}
+
+static void set_attrs(hippo__gpu_rt *rt) {
+  if (rt->flavor == HIPPO__GPU_HIP) {
+    rt->name = "HIP";
+    rt->prefix = "hip";
+    rt->attr_texture_alignment = HIPPO__HIP_ATTR_TEXTURE_ALIGNMENT;
+    rt->attr_compute_mode = HIPPO__HIP_ATTR_COMPUTE_MODE;
+    rt->attr_cc_major = HIPPO__HIP_ATTR_CC_MAJOR;
+    rt->attr_cc_minor = HIPPO__HIP_ATTR_CC_MINOR;
+  } else {
+    rt->name = "CUDA";
+    rt->prefix = "cuda";
+    rt->attr_texture_alignment = HIPPO__CUDA_ATTR_TEXTURE_ALIGNMENT;
+    rt->attr_compute_mode = HIPPO__CUDA_ATTR_COMPUTE_MODE;
+    rt->attr_cc_major = HIPPO__CUDA_ATTR_CC_MAJOR;
+    rt->attr_cc_minor = HIPPO__CUDA_ATTR_CC_MINOR;
+  }
+}
+
+hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
+                                const hippo__gpu_rt **out) {
+  bool hip = flavor == HIPPO__GPU_HIP;
+  const char *env = getenv(hip ? "HIPPO_HIP_LIBRARY" : "HIPPO_CUDA_LIBRARY");
+  const char *const *names = hip ? hip_libs : cuda_libs;
+  const char *one[2] = {env, NULL};
+  char tried[1024];
+  size_t at = 0;
+  hippo__gpu_rt *rt = &loaded[flavor - 1];
+
+  pthread_mutex_lock(&load_lock);
+  if (ready[flavor - 1]) {
+    *out = ready[flavor - 1];
+    pthread_mutex_unlock(&load_lock);
+    return HIPPO_SUCCESS;
+  }
+  tried[0] = '\0';
+  if (env && *env)
+    names = one;
+  for (; *names; names++) {
+    char why[200];
+    void *lib = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char *e = dlerror();
+      snprintf(why, sizeof why, "%s", e ? e : "cannot be loaded");
+    } else {
+      memset(rt, 0, sizeof *rt);
+      rt->flavor = flavor;
+      set_attrs(rt);
+      if (fill(rt, lib, why, sizeof why)) {
+        snprintf(rt->path, sizeof rt->path, "%s", *names);
+        if (rt->runtime_version)
+          (void)rt->runtime_version(&rt->version);
+        ready[flavor - 1] = rt; /* stays loaded for the process */
+        *out = rt;
+        pthread_mutex_unlock(&load_lock);
+        return HIPPO_SUCCESS;
+      }
+      dlclose(lib);
+    }
+    if (at < sizeof tried)
+      at += (size_t)snprintf(tried + at, sizeof tried - at, "%s%s: %s",
+                             at ? "; " : "", *names, why);
+  }
+  pthread_mutex_unlock(&load_lock);
+  return hippo__error_set(
+      HIPPO_NO_DEVICE,
+      "no %s runtime could be loaded (%s)%s", hip ? "HIP" : "CUDA", tried,
+      env && *env ? ""
+      : hip       ? "; install ROCm, or name the library in HIPPO_HIP_LIBRARY"
+                  : "; install the CUDA runtime, or name libcudart in "
+                    "HIPPO_CUDA_LIBRARY");
+}
+
+/* ---- errors ---------------------------------------------------------------- */
+
+hippo_status hippo__gpu_status(int err) {
+  switch (err) {
+  case HIPPO__GPU_SUCCESS:
+    return HIPPO_SUCCESS;
+  case HIPPO__GPU_OUT_OF_MEMORY:
+    return HIPPO_OUT_OF_MEMORY;
+  case HIPPO__GPU_INSUFFICIENT_DRIVER:
+  case HIPPO__GPU_NO_DEVICE:
+  case HIPPO__GPU_INVALID_DEVICE:
+  case HIPPO__GPU_DRIVER_MISMATCH:
+  case HIPPO__GPU_COMPAT_UNSUPPORTED:
+    return HIPPO_NO_DEVICE;
+  default:
+    return HIPPO_BACKEND_ERROR;
+  }
+}
+
+static const struct {
+  int err;
+  const char *hip, *cuda;
+} err_names[] = {
+    {0, "hipSuccess", "cudaSuccess"},
+    {1, "hipErrorInvalidValue", "cudaErrorInvalidValue"},
+    {2, "hipErrorOutOfMemory", "cudaErrorMemoryAllocation"},
+    {3, "hipErrorNotInitialized", "cudaErrorInitializationError"},
+    {35, "hipErrorInsufficientDriver", "cudaErrorInsufficientDriver"},
+    {100, "hipErrorNoDevice", "cudaErrorNoDevice"},
+    {101, "hipErrorInvalidDevice", "cudaErrorInvalidDevice"},
+    {400, "hipErrorInvalidResourceHandle", "cudaErrorInvalidResourceHandle"},
+    {600, "hipErrorNotReady", "cudaErrorNotReady"},
+    {801, "hipErrorNotSupported", "cudaErrorNotSupported"},
+    {803, "hipErrorUnknown", "cudaErrorSystemDriverMismatch"},
+    {804, "hipErrorUnknown", "cudaErrorCompatNotSupportedOnDevice"},
+    {900, "hipErrorStreamCaptureUnsupported",
+     "cudaErrorStreamCaptureUnsupported"},
+    {901, "hipErrorStreamCaptureInvalidated",
+     "cudaErrorStreamCaptureInvalidated"},
+    {906, "hipErrorStreamCaptureImplicit", "cudaErrorStreamCaptureImplicit"},
+};
+
+const char *hippo__gpu_err_name(enum hippo__gpu_flavor flavor,
+                                const hippo__gpu_rt *rt, int err) {
+  const char *name = rt && rt->error_name ? rt->error_name(err) : NULL;
+  if (name && *name)
+    return name;
+  for (size_t i = 0; i < sizeof err_names / sizeof *err_names; i++)
+    if (err_names[i].err == err)
+      return flavor == HIPPO__GPU_HIP ? err_names[i].hip : err_names[i].cuda;
+  return "unknown";
+}
+
+hippo_status hippo__gpu_fail(const hippo__gpu_rt *rt, int err,
+                             const char *call, const char *hint) {
+  const char *text = rt->error_string ? rt->error_string(err) : NULL;
+  return hippo__error_set(hippo__gpu_status(err),
+                          "%s %s%s failed: %s (%d): %s%s%s", rt->name,
+                          rt->prefix, call,
+                          hippo__gpu_err_name(rt->flavor, rt, err), err,
+                          text ? text : "no message", hint ? "; " : "",
+                          hint ? hint : "");
+}

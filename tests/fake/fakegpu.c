@@ -1,0 +1,519 @@
+/* fakegpu.c -- a stand-in GPU runtime for tests: the calls hippo's HIP
+ * backend loads (src/gpu_rt.h), over host memory.  Built twice: with
+ * FAKE_HIP as libfakehip.so (hip* names, HIP's attribute numbers) and with
+ * FAKE_CUDA as libfakecudart.so (cuda* names).  Pointing HIPPO_HIP_LIBRARY
+ * or HIPPO_CUDA_LIBRARY at one runs the HIP backend's code -- every call,
+ * every error path the environment can provoke -- on a machine without a
+ * GPU.  It proves hippo drives a runtime as documented; it proves nothing
+ * of a real GPU (tests/device-check.sh does, where one is lent).
+ *
+ * Like hippo's HOST backend, a stream's work (copies) waits until the
+ * stream is synchronized, an event recorded after it is waited for, a free
+ * or the stream's destruction: a missing synchronization shows as stale
+ * bytes.  A capturing stream records its copies into the graph (they never
+ * run) and refuses to be synchronized (StreamCaptureUnsupported), as a
+ * real one does.
+ *
+ * Environment (read at each call that needs it):
+ *   FAKE_GPU_DEVICES    devices (default 1; 0 answers NoDevice)
+ *   FAKE_GPU_MEMORY     bytes per device (default 1 GiB)
+ *   FAKE_GPU_ALIGNMENT  texture alignment (default 256)
+ *   FAKE_GPU_FAIL       "nodevice" (GetDeviceCount answers 100), "driver"
+ *                       (35), "prohibited" (compute mode prohibited)
+ *
+ * One mutex guards everything: it is a test double, not a fast one.
+ */
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(FAKE_HIP)
+#define FN(x) hip##x
+#define ATTR_TEX 81
+#define ATTR_MODE 6
+#define ATTR_MAJOR 23
+#define ATTR_MINOR 61
+#define NAME "Fake HIP GPU"
+#define VERSION 60000000
+#elif defined(FAKE_CUDA)
+#define FN(x) cuda##x
+#define ATTR_TEX 14
+#define ATTR_MODE 20
+#define ATTR_MAJOR 75
+#define ATTR_MINOR 76
+#define NAME "Fake CUDA GPU"
+#define VERSION 13000
+#else
+#error "build with -DFAKE_HIP or -DFAKE_CUDA"
+#endif
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NODEV = 100,
+       E_BADDEV = 101, E_HANDLE = 400, E_NOT_READY = 600,
+       E_CAPTURE_UNSUPPORTED = 900 };
+
+typedef struct op {
+  void *dst;
+  const void *src;
+  size_t size;
+} op;
+
+typedef struct fstream {
+  uint32_t magic;
+  int device;
+  op *ops;
+  size_t queued, done, cap; /* ops[done..queued) wait */
+  uint64_t base;            /* ops run before ops[0] (the queue restarts) */
+  bool capturing;
+  unsigned long long capture_id;
+  struct fstream *next;
+} fstream;
+
+typedef struct fevent {
+  uint32_t magic;
+  fstream *stream; /* NULL: done */
+  uint64_t target; /* done once stream's base + done reaches it */
+  struct fevent *next;
+} fevent;
+
+typedef struct falloc {
+  void *p;
+  size_t size;
+  int device;
+  struct falloc *next;
+} falloc;
+
+#define STREAM_MAGIC 0x5354524du
+#define EVENT_MAGIC 0x45564e54u
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static fstream default_stream = {STREAM_MAGIC, 0, NULL, 0, 0, 0, 0, false, 0,
+                                 NULL};
+static fstream *streams;
+static fevent *events;
+static falloc *allocs;
+static size_t used[64];
+static unsigned long long next_capture = 1;
+static _Thread_local int current;
+
+static uint64_t env_u64(const char *name, uint64_t dflt) {
+  const char *v = getenv(name);
+  return v && *v ? strtoull(v, NULL, 0) : dflt;
+}
+
+static int devices(void) {
+  return (int)env_u64("FAKE_GPU_DEVICES", 1);
+}
+
+static const char *fail_mode(void) {
+  const char *v = getenv("FAKE_GPU_FAIL");
+  return v ? v : "";
+}
+
+static fstream *stream_of(void *s) {
+  fstream *f = s ? s : &default_stream;
+  return f->magic == STREAM_MAGIC ? f : NULL;
+}
+
+/* Runs a stream's waiting work up to `upto` (absolute count). */
+static void run(fstream *s, uint64_t upto) {
+  while (s->done < s->queued && s->base + s->done < upto) {
+    op *o = &s->ops[s->done++];
+    memmove(o->dst, o->src, o->size);
+  }
+  if (s->done == s->queued) {
+    s->base += s->done;
+    s->done = s->queued = 0;
+  }
+}
+
+static void run_all(void) {
+  run(&default_stream, UINT64_MAX);
+  for (fstream *s = streams; s; s = s->next)
+    run(s, UINT64_MAX);
+}
+
+/* ---- devices ----------------------------------------------------------------- */
+
+EXPORT int FN(GetDeviceCount)(int *count) {
+  if (!strcmp(fail_mode(), "nodevice"))
+    return E_NODEV;
+  if (!strcmp(fail_mode(), "driver"))
+    return E_DRIVER;
+  *count = devices();
+  return *count ? OK : E_NODEV;
+}
+
+EXPORT int FN(GetDevice)(int *dev) {
+  *dev = current;
+  return OK;
+}
+
+EXPORT int FN(SetDevice)(int dev) {
+  if (dev < 0 || dev >= devices())
+    return E_BADDEV;
+  current = dev;
+  return OK;
+}
+
+EXPORT int FN(DeviceGetAttribute)(int *value, int attr, int dev) {
+  if (dev < 0 || dev >= devices())
+    return E_BADDEV;
+  if (attr == ATTR_TEX)
+    *value = (int)env_u64("FAKE_GPU_ALIGNMENT", 256);
+  else if (attr == ATTR_MODE)
+    *value = !strcmp(fail_mode(), "prohibited") ? 2 : 0;
+  else if (attr == ATTR_MAJOR)
+    *value = 9;
+  else if (attr == ATTR_MINOR)
+    *value = 4;
+  else
+    return E_VALUE;
+  return OK;
+}
+
+EXPORT int FN(MemGetInfo)(size_t *free_bytes, size_t *total) {
+  uint64_t mem = env_u64("FAKE_GPU_MEMORY", UINT64_C(1) << 30);
+  pthread_mutex_lock(&mu);
+  *total = mem;
+  *free_bytes = mem - used[current];
+  pthread_mutex_unlock(&mu);
+  return OK;
+}
+
+EXPORT int FN(RuntimeGetVersion)(int *v) {
+  *v = VERSION;
+  return OK;
+}
+
+#if defined(FAKE_HIP)
+EXPORT int hipDeviceGetName(char *name, int len, int dev) {
+  if (dev < 0 || dev >= devices())
+    return E_BADDEV;
+  snprintf(name, (size_t)len, "%s %d", NAME, dev);
+  return OK;
+}
+#else
+EXPORT int cudaGetDeviceProperties(void *props, int dev) {
+  if (dev < 0 || dev >= devices())
+    return E_BADDEV;
+  snprintf(props, 256, "%s %d", NAME, dev);
+  return OK;
+}
+#endif
+
+EXPORT const char *FN(GetErrorName)(int err) {
+  switch (err) {
+  case OK:
+    return "fakeSuccess";
+  case E_OOM:
+    return "fakeErrorOutOfMemory";
+  case E_NODEV:
+    return "fakeErrorNoDevice";
+  case E_DRIVER:
+    return "fakeErrorInsufficientDriver";
+  default:
+    return "fakeError";
+  }
+}
+
+EXPORT const char *FN(GetErrorString)(int err) {
+  return err == E_NODEV ? "no fake device" : "a fake runtime's error";
+}
+
+/* ---- memory -------------------------------------------------------------------- */
+
+EXPORT int FN(Malloc)(void **p, size_t size) {
+  uint64_t mem = env_u64("FAKE_GPU_MEMORY", UINT64_C(1) << 30);
+  size_t align = (size_t)env_u64("FAKE_GPU_ALIGNMENT", 256);
+  falloc *a;
+  if (!p)
+    return E_VALUE;
+  pthread_mutex_lock(&mu);
+  if (size > mem - used[current]) {
+    pthread_mutex_unlock(&mu);
+    return E_OOM;
+  }
+  a = malloc(sizeof *a);
+  if (align < 4096)
+    align = 4096;
+  if (a)
+    a->p = aligned_alloc(align, (size + align - 1) / align * align);
+  if (!a || !a->p) {
+    free(a);
+    pthread_mutex_unlock(&mu);
+    return E_OOM;
+  }
+  a->size = size;
+  a->device = current;
+  a->next = allocs;
+  allocs = a;
+  used[current] += size;
+  *p = a->p;
+  pthread_mutex_unlock(&mu);
+  return OK;
+}
+
+EXPORT int FN(Free)(void *p) {
+  falloc **link;
+  if (!p)
+    return OK;
+  pthread_mutex_lock(&mu);
+  run_all(); /* a free waits for the device, as the real one does */
+  for (link = &allocs; *link; link = &(*link)->next)
+    if ((*link)->p == p) {
+      falloc *a = *link;
+      *link = a->next;
+      used[a->device] -= a->size;
+      free(a->p);
+      free(a);
+      pthread_mutex_unlock(&mu);
+      return OK;
+    }
+  pthread_mutex_unlock(&mu);
+  return E_VALUE;
+}
+
+EXPORT int FN(Memcpy)(void *dst, const void *src, size_t size, int kind) {
+  (void)kind;
+  memmove(dst, src, size);
+  return OK;
+}
+
+EXPORT int FN(MemcpyAsync)(void *dst, const void *src, size_t size, int kind,
+                           void *stream) {
+  fstream *s;
+  (void)kind;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!s) {
+    pthread_mutex_unlock(&mu);
+    return E_HANDLE;
+  }
+  if (!s->capturing) { /* captured work goes into the graph, never runs */
+    if (s->queued == s->cap) {
+      size_t cap = s->cap ? s->cap * 2 : 16;
+      op *grown = realloc(s->ops, cap * sizeof *grown);
+      if (!grown) {
+        pthread_mutex_unlock(&mu);
+        return E_OOM;
+      }
+      s->ops = grown;
+      s->cap = cap;
+    }
+    s->ops[s->queued++] = (op){dst, src, size};
+  }
+  pthread_mutex_unlock(&mu);
+  return OK;
+}
+
+/* ---- streams ---------------------------------------------------------------- */
+
+EXPORT int FN(StreamCreateWithFlags)(void **out, unsigned flags) {
+  fstream *s = calloc(1, sizeof *s);
+  (void)flags;
+  if (!s)
+    return E_OOM;
+  s->magic = STREAM_MAGIC;
+  s->device = current;
+  pthread_mutex_lock(&mu);
+  s->next = streams;
+  streams = s;
+  pthread_mutex_unlock(&mu);
+  *out = s;
+  return OK;
+}
+
+EXPORT int FN(StreamDestroy)(void *stream) {
+  fstream **link;
+  pthread_mutex_lock(&mu);
+  for (link = &streams; *link; link = &(*link)->next)
+    if (*link == stream) {
+      fstream *s = *link;
+      run(s, UINT64_MAX);
+      for (fevent *e = events; e; e = e->next)
+        if (e->stream == s)
+          e->stream = NULL;
+      *link = s->next;
+      s->magic = 0;
+      free(s->ops);
+      free(s);
+      pthread_mutex_unlock(&mu);
+      return OK;
+    }
+  pthread_mutex_unlock(&mu);
+  return E_HANDLE;
+}
+
+EXPORT int FN(StreamSynchronize)(void *stream) {
+  fstream *s;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!s || s->capturing) {
+    pthread_mutex_unlock(&mu);
+    return s ? E_CAPTURE_UNSUPPORTED : E_HANDLE;
+  }
+  run(s, UINT64_MAX);
+  pthread_mutex_unlock(&mu);
+  return OK;
+}
+
+#if defined(FAKE_HIP)
+EXPORT int hipStreamGetDevice(void *stream, int *dev) {
+#else
+EXPORT int cudaStreamGetDevice(void *stream, int *dev) {
+#endif
+  fstream *s;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (s)
+    *dev = stream ? s->device : current;
+  pthread_mutex_unlock(&mu);
+  return s ? OK : E_HANDLE;
+}
+
+EXPORT int FN(StreamIsCapturing)(void *stream, int *status) {
+  fstream *s;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (s)
+    *status = s->capturing ? 1 : 0;
+  pthread_mutex_unlock(&mu);
+  return s ? OK : E_HANDLE;
+}
+
+EXPORT int FN(StreamGetCaptureInfo)(void *stream, int *status,
+                                    unsigned long long *id, void *graph,
+                                    void *deps, void *edges, void *count) {
+  fstream *s;
+  (void)graph, (void)deps, (void)edges, (void)count;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (s) {
+    *status = s->capturing ? 1 : 0;
+    if (id)
+      *id = s->capturing ? s->capture_id : 0;
+  }
+  pthread_mutex_unlock(&mu);
+  return s ? OK : E_HANDLE;
+}
+
+EXPORT int FN(StreamBeginCapture)(void *stream, int mode) {
+  fstream *s;
+  int err = OK;
+  (void)mode;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!s)
+    err = E_HANDLE;
+  else if (!stream || s->capturing)
+    err = E_CAPTURE_UNSUPPORTED;
+  else {
+    s->capturing = true;
+    s->capture_id = next_capture++;
+  }
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+EXPORT int FN(StreamEndCapture)(void *stream, void **graph) {
+  fstream *s;
+  int err = OK;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!s)
+    err = E_HANDLE;
+  else if (!s->capturing)
+    err = E_VALUE;
+  else {
+    s->capturing = false;
+    *graph = malloc(1);
+  }
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+EXPORT int FN(GraphDestroy)(void *graph) {
+  free(graph);
+  return OK;
+}
+
+/* ---- events --------------------------------------------------------------------- */
+
+EXPORT int FN(EventCreateWithFlags)(void **out, unsigned flags) {
+  fevent *e = calloc(1, sizeof *e);
+  (void)flags;
+  if (!e)
+    return E_OOM;
+  e->magic = EVENT_MAGIC;
+  pthread_mutex_lock(&mu);
+  e->next = events;
+  events = e;
+  pthread_mutex_unlock(&mu);
+  *out = e;
+  return OK;
+}
+
+EXPORT int FN(EventRecord)(void *event, void *stream) {
+  fevent *e = event;
+  fstream *s;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!e || e->magic != EVENT_MAGIC || !s) {
+    pthread_mutex_unlock(&mu);
+    return E_HANDLE;
+  }
+  if (!s->capturing) {
+    e->stream = s;
+    e->target = s->base + s->queued;
+  }
+  pthread_mutex_unlock(&mu);
+  return OK;
+}
+
+EXPORT int FN(EventQuery)(void *event) {
+  fevent *e = event;
+  int err;
+  pthread_mutex_lock(&mu);
+  if (!e || e->magic != EVENT_MAGIC)
+    err = E_HANDLE;
+  else
+    err = !e->stream || e->stream->base + e->stream->done >= e->target
+              ? OK
+              : E_NOT_READY;
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+EXPORT int FN(EventSynchronize)(void *event) {
+  fevent *e = event;
+  pthread_mutex_lock(&mu);
+  if (!e || e->magic != EVENT_MAGIC) {
+    pthread_mutex_unlock(&mu);
+    return E_HANDLE;
+  }
+  if (e->stream)
+    run(e->stream, e->target);
+  pthread_mutex_unlock(&mu);
+  return OK;
+}
+
+EXPORT int FN(EventDestroy)(void *event) {
+  fevent **link;
+  pthread_mutex_lock(&mu);
+  for (link = &events; *link; link = &(*link)->next)
+    if (*link == event) {
+      fevent *e = *link;
+      *link = e->next;
+      e->magic = 0;
+      free(e);
+      pthread_mutex_unlock(&mu);
+      return OK;
+    }
+  pthread_mutex_unlock(&mu);
+  return E_HANDLE;
+}
