@@ -1,0 +1,2 @@
+/* hippo-gpu-bench.c -- placeholder, being written (issue 10). */
+int main(void) { return 0; }
