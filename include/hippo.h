@@ -469,7 +469,13 @@ typedef struct hippo_api {
   /* Verifies every invariant of the device's bookkeeping (tests, debug). */
   hippo_status (*check)(hippo_device *device);
 
-  /* Emulation (HOST and DRY devices; HIP answers HIPPO_UNSUPPORTED). */
+  /* Emulation, for tests (one behaviour suite runs on every backend).
+   * HOST and DRY emulate a device; on HIP these drive the real runtime:
+   * emu_stream_create makes a non-blocking stream, emu_capture_begin/_end
+   * a relaxed-mode capture whose graph is destroyed at the end, emu_read /
+   * emu_write copy synchronously between the host and bytes inside a page
+   * hippo holds, emu_copy queues a device-to-device copy on the stream;
+   * fault injection and counters work on every backend. */
   hippo_status (*emu_stream_create)(hippo_device *device, void **native_stream);
   hippo_status (*emu_stream_destroy)(hippo_device *device, void *native_stream);
   hippo_status (*emu_capture_begin)(hippo_device *device, void *native_stream,
@@ -482,8 +488,8 @@ typedef struct hippo_api {
    * too far to count is HIPPO_INVALID_ARGUMENT. */
   hippo_status (*emu_inject_fault)(hippo_device *device, hippo_call_kind kind,
                                    uint64_t nth, hippo_status status);
-  /* Synchronous host access to emulated device bytes (HOST only; DRY has
-   * no bytes and answers HIPPO_UNSUPPORTED). */
+  /* Synchronous host access to device bytes inside a page hippo holds
+   * (HOST, HIP; DRY has no bytes and answers HIPPO_UNSUPPORTED). */
   hippo_status (*emu_read)(hippo_device *device, const void *device_ptr,
                            void *host, uint64_t size);
   hippo_status (*emu_write)(hippo_device *device, void *device_ptr,
@@ -505,12 +511,14 @@ typedef struct hippo_api {
   hippo_status (*relocation_report)(hippo_device *device,
                                     hippo_stream *stream,
                                     hippo_relocation_report *report);
-  /* Emulation: queue a device-to-device copy on an emulated stream; it runs
-   * when the stream's work is waited for, as a kernel would (HOST, DRY). */
+  /* Emulation: queue a device-to-device copy on an emulated stream (or the
+   * default stream); on HOST and DRY it runs when the stream's work is
+   * waited for, as a kernel would; on HIP it is a MemcpyAsync.  Both ranges
+   * must lie inside pages hippo holds. */
   hippo_status (*emu_copy)(hippo_device *device, void *native_stream,
                            void *dst, const void *src, uint64_t size);
   /* Emulation: run an emulated stream's queued work now, as a device
-   * finishing it would (HOST, DRY). */
+   * finishing it would (HOST, DRY; HIP: StreamSynchronize). */
   hippo_status (*emu_stream_sync)(hippo_device *device, void *native_stream);
   /* A host runtime that announces its captures saves hippo a driver
    * question (hipStreamIsCapturing) at every reserve, release and resolve

@@ -22,7 +22,7 @@
 set -u
 runtime=${1:?usage: suite-gpu.sh fake-hip|fake-cuda|device}
 top_builddir=${top_builddir:-.}
-progs="test-abi test-status test-device test-layout test-relocation
+progs="test-hip test-abi test-status test-device test-layout test-relocation
        test-guard test-faults test-hostile test-stress test-fuzz"
 
 HIPPO_TEST_BACKEND=hip
