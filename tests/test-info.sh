@@ -2,9 +2,12 @@
 # test-info.sh -- tests of tools/hippo-info against the built plugin.
 #
 # Run by `make check`; the Makefile exports HIPPO_INFO (the built tool),
-# HIPPO_PLUGIN (the built plugin) and top_srcdir.  By hand:
+# HIPPO_PLUGIN (the built plugin), top_srcdir, and FAKE_HIP_LIB and
+# FAKE_CUDA_LIB (the stand-in GPU runtimes of tests/fake).  By hand:
 #   HIPPO_INFO=tools/hippo-info HIPPO_PLUGIN=plugin/.libs/hippo.so \
 #     top_srcdir=. sh tests/test-info.sh
+# (the checks on a stand-in runtime are skipped, not failed, without
+# FAKE_HIP_LIB / FAKE_CUDA_LIB naming a built library).
 #
 # The expected layouts are those of src/layout.c: ADAPTIVE (the default) on
 # a device of T bytes has a SLICED pool of 2 MiB pages for requests up to
@@ -25,10 +28,40 @@ export HIPPO_PLUGIN
 . "$top_srcdir/tests/lib.sh"
 lib_init test-info "$HIPPO_INFO"
 
+# The stand-in runtimes' settings come from the checks that want them, not
+# from the caller's environment.
+unset HIPPO_GPU_RUNTIME HIPPO_HIP_LIBRARY HIPPO_CUDA_LIBRARY \
+  FAKE_GPU_DEVICES FAKE_GPU_MEMORY FAKE_GPU_ALIGNMENT FAKE_GPU_FAIL
+
 # info ARGS...: runs the tool; $status, $out and $err hold the result.
 info() {
   "$HIPPO_INFO" "$@" >"$out" 2>"$err"
   status=$?
+}
+
+# skip TEXT: a check that cannot run here (counted apart, never a failure).
+skipped=0
+skip() {
+  skipped=$((skipped + 1))
+  echo "SKIP: $1"
+}
+
+# expect_err NAME TEXT: stderr has TEXT (a fixed string) somewhere.
+expect_err() {
+  if grep -qF -- "$2" "$err"; then pass "$1: stderr names $2"
+  else fail "$1: stderr does not name $2"; fi
+}
+
+# expect_out NAME TEXT: stdout has TEXT (a fixed string) somewhere.
+expect_out() {
+  if grep -qF -- "$2" "$out"; then pass "$1: stdout has $2"
+  else fail "$1: stdout lacks $2"; fi
+}
+
+# have_fake VAR: true when $VAR names a built stand-in runtime.
+have_fake() {
+  eval "lib=\${$1:-}"
+  [ -n "$lib" ] && [ -f "$lib" ]
 }
 
 # pools: the table rows as "index kind page max cap period", one per line.
@@ -54,10 +87,29 @@ expect_status "$name" 0
 expect_line "$name" "plugin: $HIPPO_PLUGIN"
 expect_line "$name" "abi version: 1"
 expect_line "$name" "backend: dry"
+expect_line "$name" "runtime: none"
+expect_line "$name" "chosen because: asked for (--backend dry)"
+expect_line "$name" "device: DRY (no memory)"
+expect_line "$name" "architecture: host"
 expect_line "$name" "total memory: 17179869184 (16 GiB)"
 expect_line "$name" "alignment: 256"
 expect_line "$name" "preset: adaptive"
 expect_line "$name" "pools: 4 (index 0 is the persistent pool)"
+expect_pools "$name" <<'ROWS'
+0 PERSISTENT - - - never
+1 SLICED 2 MiB 64 KiB none 10000
+2 ARENA 2 MiB 4 GiB none 10000
+3 EXCLUSIVE - 16 GiB - 10000
+
+(ARENA: page_size is the smallest page; the pages grow with the largest request
+served, up to max_size)
+ROWS
+
+# ---- --layout adaptive names the default -----------------------------------
+name="--backend dry --capacity 16G --layout adaptive"
+info --backend dry --capacity 16G --layout adaptive
+expect_status "$name" 0
+expect_line "$name" "preset: adaptive"
 expect_pools "$name" <<'ROWS'
 0 PERSISTENT - - - never
 1 SLICED 2 MiB 64 KiB none 10000
@@ -90,6 +142,11 @@ name="--backend host --capacity 1G --layout sub_slices"
 info --backend host --capacity 1G --layout sub_slices
 expect_status "$name" 0
 expect_line "$name" "backend: host"
+expect_line "$name" "runtime: none"
+expect_line "$name" "chosen because: asked for (--backend host)"
+expect_line "$name" "device: HOST (emulated in host memory)"
+expect_line "$name" "architecture: host"
+expect_line "$name" "total memory: 1073741824 (1 GiB)"
 expect_pools "$name" <<'ROWS'
 0 PERSISTENT - - - never
 1 SLICED 4 MiB 1 MiB none 10000
@@ -113,6 +170,120 @@ expect_pools "$name" <<'ROWS'
 5 EXCLUSIVE - 4 GiB - 10000
 6 EXCLUSIVE - 16 GiB - 10000
 ROWS
+
+# ---- HIP on the stand-in CUDA runtime: a 64 MiB budget ---------------------
+# FAKE_GPU_ALIGNMENT is the device's texture alignment, which hippo takes
+# (it is above 256); the device has 1 GiB and --capacity makes 64 MiB of it
+# hippo's, so the presets size themselves on 64 MiB.
+name="fake CUDA, --backend hip --capacity 64MiB"
+if have_fake FAKE_CUDA_LIB; then
+  HIPPO_GPU_RUNTIME=cuda HIPPO_CUDA_LIBRARY=$FAKE_CUDA_LIB \
+    FAKE_GPU_ALIGNMENT=512 info --backend hip --capacity 64MiB
+  expect_status "$name" 0
+  expect_line "$name" "backend: hip"
+  expect_line "$name" "chosen because: asked for (--backend hip)"
+  expect_line "$name" "device: Fake CUDA GPU 0"
+  expect_line "$name" "architecture: sm 9.4"
+  if grep -q '^runtime: CUDA .*libfakecudart\.so' "$out"; then
+    pass "$name: the runtime line names libfakecudart.so"
+  else fail "$name: the runtime line does not name libfakecudart.so"; fi
+  expect_line "$name" "total memory: 67108864 (64 MiB)"
+  expect_line "$name" "free memory: 67108864 (64 MiB)"
+  expect_line "$name" "alignment: 512"
+  expect_line "$name" "preset: adaptive"
+  expect_pools "$name" <<'ROWS'
+0 PERSISTENT - - - never
+1 SLICED 2 MiB 64 KiB none 10000
+2 ARENA 2 MiB 16 MiB none 10000
+3 EXCLUSIVE - 64 MiB - 10000
+
+(ARENA: page_size is the smallest page; the pages grow with the largest request
+served, up to max_size)
+ROWS
+  if [ ! -s "$err" ]; then pass "$name: nothing on stderr"
+  else fail "$name: something on stderr"; fi
+
+  # A budget above the device's memory: all of the device, and a note.
+  name="fake CUDA, --capacity 4T"
+  HIPPO_GPU_RUNTIME=cuda HIPPO_CUDA_LIBRARY=$FAKE_CUDA_LIB \
+    info --backend hip --capacity 4T
+  expect_status "$name" 0
+  expect_line "$name" "total memory: 1073741824 (1 GiB)"
+  expect_err "$name" "is more than the hip device has"
+else
+  skip "$name: FAKE_CUDA_LIB names no built library"
+fi
+
+# ---- HIP on the stand-in HIP runtime, chosen by AUTO -----------------------
+name="fake HIP, --backend auto --layout sub_slices"
+if have_fake FAKE_HIP_LIB; then
+  HIPPO_GPU_RUNTIME=hip HIPPO_HIP_LIBRARY=$FAKE_HIP_LIB \
+    FAKE_GPU_MEMORY=1073741824 info --backend auto --layout sub_slices
+  expect_status "$name" 0
+  expect_line "$name" "backend: hip"
+  expect_line "$name" "device: Fake HIP GPU 0"
+  expect_line "$name" "architecture: cc 9.4"
+  if grep -q '^runtime: HIP .*libfakehip\.so' "$out"; then
+    pass "$name: the runtime line names libfakehip.so"
+  else fail "$name: the runtime line does not name libfakehip.so"; fi
+  if grep -q '^chosen because: AUTO chose HIP: .*libfakehip\.so' "$out"; then
+    pass "$name: chosen because AUTO chose HIP"
+  else fail "$name: no 'chosen because: AUTO chose HIP' line"; fi
+  expect_line "$name" "total memory: 1073741824 (1 GiB)"
+  expect_line "$name" "alignment: 256"
+  expect_pools "$name" <<'ROWS'
+0 PERSISTENT - - - never
+1 SLICED 4 MiB 1 MiB none 10000
+2 SLICED 16 MiB 4 MiB none 10000
+3 SLICED 64 MiB 16 MiB none 10000
+4 SLICED 256 MiB 64 MiB none 10000
+5 EXCLUSIVE - 1 GiB - 10000
+ROWS
+else
+  skip "$name: FAKE_HIP_LIB names no built library"
+fi
+
+# ---- no GPU: --backend hip says why; AUTO falls back to HOST and says why ---
+name="FAKE_GPU_FAIL=nodevice"
+if have_fake FAKE_HIP_LIB && have_fake FAKE_CUDA_LIB; then
+  export FAKE_GPU_FAIL=nodevice
+  HIPPO_HIP_LIBRARY=$FAKE_HIP_LIB HIPPO_CUDA_LIBRARY=$FAKE_CUDA_LIB \
+    info --backend hip
+  expect_status "$name, --backend hip" 1
+  if [ ! -s "$out" ]; then pass "$name, --backend hip: nothing on stdout"
+  else fail "$name, --backend hip: something on stdout"; fi
+  expect_err "$name, --backend hip" "HIPPO_NO_DEVICE"
+  # last_error names both runtimes' calls, and the hint of the last one:
+  # the message reached stderr whole.
+  expect_err "$name, --backend hip" "hipGetDeviceCount"
+  expect_err "$name, --backend hip" "cudaGetDeviceCount"
+  expect_err "$name, --backend hip" "check the NVIDIA driver"
+
+  HIPPO_HIP_LIBRARY=$FAKE_HIP_LIB HIPPO_CUDA_LIBRARY=$FAKE_CUDA_LIB \
+    info --backend auto
+  expect_status "$name, --backend auto" 0
+  expect_line "$name, --backend auto" "backend: host"
+  expect_line "$name, --backend auto" "runtime: none"
+  expect_line "$name, --backend auto" \
+    "device: HOST (emulated in host memory)"
+  # The plugin's note is cut at 191 characters; the line has the reason
+  # whole (both runtimes tried, each with its call and hint).
+  if grep -q '^chosen because: AUTO chose HOST: no GPU: .*hipGetDeviceCount.*cudaGetDeviceCount.*check the NVIDIA driver' "$out"; then
+    pass "$name, --backend auto: chosen because AUTO chose HOST, and why"
+  else fail "$name, --backend auto: no whole 'chosen because' line"; fi
+  unset FAKE_GPU_FAIL
+else
+  skip "$name: FAKE_HIP_LIB or FAKE_CUDA_LIB names no built library"
+fi
+
+# HIPPO_GPU_RUNTIME=cuda with a library that is not there: the path tried
+# and the loader's reason reach stderr.
+name="HIPPO_CUDA_LIBRARY missing"
+HIPPO_GPU_RUNTIME=cuda HIPPO_CUDA_LIBRARY=$tmp/no-such-libcudart.so \
+  info --backend hip
+expect_status "$name" 1
+expect_err "$name" "no CUDA runtime could be loaded"
+expect_err "$name" "$tmp/no-such-libcudart.so"
 
 # ---- errors ----------------------------------------------------------------
 # HIP: prints the GPU's pools, or fails with the status name without one.
@@ -142,4 +313,5 @@ expect_status "--help" 0
 if grep -q '^usage: hippo-info' "$out"; then pass "--help: usage on stdout"
 else fail "--help: no usage on stdout"; fi
 
+[ "$skipped" -eq 0 ] || echo "($skipped groups of checks skipped)"
 lib_finish

@@ -1,24 +1,32 @@
 /* hippo-info.c -- show what hippo builds for a device.
  *
  *   hippo-info [--plugin PATH] [--backend auto|host|dry|hip]
- *              [--capacity BYTES] [--layout sub_slices|exclusive_pages]
+ *              [--capacity BYTES]
+ *              [--layout adaptive|sub_slices|exclusive_pages]
  *
- * Loads the plugin, opens a device (default AUTO: HIP when a device is
- * present, else HOST; --capacity sizes a HOST or DRY device), attaches one
+ * Loads the plugin, opens a device (default AUTO: HIP when a GPU runtime
+ * sees a device, else HOST; --capacity sizes a HOST or DRY device and is a
+ * budget on HIP: hippo holds at most that much of the GPU), attaches one
  * stream (an emulated stream on HOST and DRY, the default NULL stream on
  * HIP) and prints, as `key: value` lines, the plugin path, the negotiated
- * ABI version, the backend in use, total and free device memory, the slice
- * alignment and the layout preset; then a table of the stream's pools from
- * pool_report (index 0 is the persistent pool, then the layout's pools in
- * routing order): kind, page_size, max size (max_slice_size of a SLICED
- * pool, max_alloc_size of an EXCLUSIVE one), max_pool_size and
- * dealloc_period.  Sizes are shown in the largest binary unit that divides
- * them exactly; "-" is a field the kind does not use, "none" a zero cap,
- * "never" a zero dealloc_period.  Everything is closed again before it
- * exits.
+ * ABI version, the GPU runtime in use ("none" on HOST and DRY), the backend
+ * in use and why it was chosen, the device's name and architecture, total
+ * and free device memory (on HIP, of the budget), the slice alignment and
+ * the layout preset; then a table of the stream's pools from pool_report
+ * (index 0 is the persistent pool, then the layout's pools in routing
+ * order): kind, page_size, max size (max_slice_size of a SLICED pool,
+ * max_alloc_size of an EXCLUSIVE one), max_pool_size and dealloc_period.
+ * Sizes are shown in the largest binary unit that divides them exactly;
+ * "-" is a field the kind does not use, "none" a zero cap, "never" a zero
+ * dealloc_period.  Everything is closed again before it exits.
+ *
+ * The keys are stable (scripts parse them); new ones are only added.  The
+ * device's strings came after ABI v1: a plugin older than them leaves them
+ * zeroed, shown as "unknown".
  *
  * Exit status: 0 printed; 1 the plugin or device could not be used (the
- * status name and last_error on stderr); 2 bad usage.
+ * status name and the plugin's last_error on stderr: for HIP, each runtime
+ * library tried and why it did not serve); 2 bad usage.
  */
 #include <getopt.h>
 #include <inttypes.h>
@@ -35,12 +43,14 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 static const char *const prog = "hippo-info";
 static const char *const usage_line =
     "usage: hippo-info [--plugin PATH] [--backend auto|host|dry|hip] "
-    "[--capacity BYTES] [--layout sub_slices|exclusive_pages]";
+    "[--capacity BYTES] [--layout adaptive|sub_slices|exclusive_pages]";
 
 static void print_help(void) {
   printf("%s\n\n", usage_line);
   printf("Opens a device through the hippo plugin, attaches one stream and\n"
-         "prints the device and the pools hippo built for the stream.\n\n");
+         "prints the device (GPU runtime, backend and why it was chosen,\n"
+         "name, architecture, memory, alignment) and the pools hippo built\n"
+         "for the stream.\n\n");
   tool_device_options_help();
   printf("\nExit status: 0 printed, 1 plugin or device failed, 2 usage.\n");
 }
@@ -107,6 +117,74 @@ static const char *field_text(bool used, uint64_t n, const char *zero,
   if (n == 0)
     return zero;
   return size_text(n, buf, cap);
+}
+
+/* Prints "KEY: VALUE" for one of device_info's strings: at most its field's
+ * bytes (the plugin NUL-terminates it; this does not rely on that), or
+ * "unknown" when empty (a plugin older than the field leaves it zeroed). */
+static void print_text(const char *key, const char *field, size_t cap) {
+  size_t n = strnlen(field, cap);
+
+  if (n)
+    printf("%s: %.*s\n", key, (int)n, field);
+  else
+    printf("%s: unknown\n", key);
+}
+
+/* The reason AUTO fell back to HOST, whole.  info.note holds it cut to
+ * 191 characters, and the reason lists every GPU runtime library tried,
+ * which rarely fits; opening a HIP device again fails the same way and
+ * its last_error has all of it.  Copies "AUTO chose HOST: REASON" into buf
+ * and returns true; false (buf untouched) when the second open does not
+ * fail with HIPPO_NO_DEVICE (a device appeared meanwhile: it is closed at
+ * once and the note stands). */
+static bool auto_reason(const hippo_api *api,
+                        const struct tool_device_options *o, char *buf,
+                        size_t cap) {
+  hippo_layout layout;
+  hippo_device_desc desc;
+  hippo_device *probe = NULL;
+  hippo_status st;
+
+  memset(&layout, 0, sizeof layout);
+  layout.struct_size = sizeof layout;
+  layout.preset = o->preset;
+  memset(&desc, 0, sizeof desc);
+  desc.struct_size = sizeof desc;
+  desc.backend = HIPPO_BACKEND_HIP;
+  desc.capacity = o->capacity;
+  desc.layout = &layout;
+  st = api->device_open(&desc, &probe);
+  if (st == HIPPO_SUCCESS) {
+    (void)api->device_close(probe);
+    return false;
+  }
+  if (st != HIPPO_NO_DEVICE)
+    return false;
+  snprintf(buf, cap, "AUTO chose HOST: %s", api->last_error());
+  return true;
+}
+
+/* The "chosen because:" line: the plugin's note (AUTO says which backend
+ * it chose and why), "asked for" when --backend named one, else
+ * "unknown" (AUTO on a plugin that writes no note). */
+static void print_choice(const hippo_api *api,
+                         const struct tool_device_options *o,
+                         const hippo_device_info *info) {
+  char whole[1024];
+  size_t n = strnlen(info->note, sizeof info->note);
+
+  if (n == sizeof info->note - 1 && o->backend == HIPPO_BACKEND_AUTO &&
+      info->backend == HIPPO_BACKEND_HOST &&
+      auto_reason(api, o, whole, sizeof whole))
+    printf("chosen because: %s\n", whole);
+  else if (n)
+    printf("chosen because: %.*s\n", (int)n, info->note);
+  else if (o->backend != HIPPO_BACKEND_AUTO)
+    printf("chosen because: asked for (--backend %s)\n",
+           tool_backend_name(o->backend));
+  else
+    printf("chosen because: unknown\n");
 }
 
 static bool failed(const hippo_api *api, hippo_status st, const char *what) {
@@ -188,6 +266,7 @@ int main(int argc, char **argv) {
   info.struct_size = sizeof info;
   if (failed(api, api->device_info(dev, &info), "device_info"))
     goto out;
+  tool_capacity_note(prog, &o, &info);
   if (info.backend != HIPPO_BACKEND_HIP) {
     if (failed(api, api->emu_stream_create(dev, &native), "emu_stream_create"))
       goto out;
@@ -198,7 +277,11 @@ int main(int argc, char **argv) {
 
   printf("plugin: %s\n", plugin);
   printf("abi version: %" PRIu32 "\n", api->abi_version);
+  print_text("runtime", info.runtime, sizeof info.runtime);
   printf("backend: %s\n", tool_backend_name(info.backend));
+  print_choice(api, &o, &info);
+  print_text("device", info.name, sizeof info.name);
+  print_text("architecture", info.arch, sizeof info.arch);
   printf("total memory: %" PRIu64 " (%s)\n", info.total_memory,
          size_text(info.total_memory, total, sizeof total));
   printf("free memory: %" PRIu64 " (%s)\n", info.free_memory,

@@ -19,7 +19,8 @@
  * (they still count for line numbers).  "-" reads the trace from stdin.
  * tools/trace.c parses it (hippo-bench's workload C uses the same parser);
  * tools/toolutil.c finds the plugin and parses --backend, --capacity and
- * --layout, as for hippo-info.
+ * --layout, as for hippo-info (on HIP, --capacity is a budget: hippo holds
+ * at most that much of the GPU).
  *
  * The whole trace is parsed and validated first; only then is a device
  * opened and the events replayed, so the timed loop measures hippo, not the
@@ -290,9 +291,7 @@ static int session_open(struct session *s, const struct options *o,
                     "with relocate_with (this one is older)\n");
     return EXIT_INPUT;
   }
-  if (s->backend == HIPPO_BACKEND_HIP && o->dev.capacity_given)
-    fprintf(stderr, "hippo-replay: note: --capacity is ignored on a HIP "
-                    "device (it has its own memory size)\n");
+  tool_capacity_note("hippo-replay", &o->dev, &info);
 
   for (i = 0; i < t->streams; i++) {
     uint16_t ts = t->stream_order[i];

@@ -203,8 +203,10 @@ void tool_device_options_help(void) {
          "                    %s if it exists,\n"
          "                    else %s)\n"
          "  --backend NAME    auto (default), host, dry or hip\n"
-         "  --capacity BYTES  emulated device memory for host/dry (suffixes\n"
-         "                    K, M, G, T; default: the backend's 16 GiB)\n"
+         "  --capacity BYTES  host/dry: the emulated device memory (default\n"
+         "                    16 GiB); hip: a budget, hippo holds at most this\n"
+         "                    much of the GPU (default: all of it); suffixes\n"
+         "                    K, M, G, T\n"
          "  --layout NAME     adaptive (default), sub_slices or "
          "exclusive_pages\n",
          tool_build_plugin, tool_installed_plugin);
@@ -255,4 +257,16 @@ hippo_status tool_device_open(const char *prog, const hippo_api *api,
     *dev = NULL;
   }
   return st;
+}
+
+void tool_capacity_note(const char *prog,
+                        const struct tool_device_options *o,
+                        const hippo_device_info *info) {
+  if (o->capacity_given && o->capacity > info->total_memory)
+    fprintf(stderr,
+            "%s: note: --capacity %llu is more than the %s device has; "
+            "the budget is all of its %llu bytes\n",
+            prog, (unsigned long long)o->capacity,
+            tool_backend_name(info->backend),
+            (unsigned long long)info->total_memory);
 }

@@ -59,8 +59,8 @@ char *tool_trim(char *s);
 const char *tool_backend_name(hippo_backend b);
 bool tool_parse_backend(const char *name, hippo_backend *out);
 
-/* "sub_slices", "exclusive_pages" (and "custom" for names) <->
- * HIPPO_PRESET_*; parse accepts only the two presets. */
+/* "adaptive", "sub_slices", "exclusive_pages" (and "custom" for names)
+ * <-> HIPPO_PRESET_*; parse accepts only the three presets. */
 const char *tool_preset_name(hippo_preset p);
 bool tool_parse_preset(const char *name, hippo_preset *out);
 
@@ -82,13 +82,16 @@ void tool_bad_option(const char *prog, const char *usage, int c,
 
 /* The device options hippo-replay and hippo-info share:
  *   --plugin PATH --backend auto|host|dry|hip --capacity BYTES
- *   --layout sub_slices|exclusive_pages
+ *   --layout adaptive|sub_slices|exclusive_pages
  * tool_device_options_init sets the defaults (no plugin given, AUTO, the
- * backend's capacity, SUB_SLICES). */
+ * backend's capacity, ADAPTIVE).  The capacity goes to desc.capacity on
+ * every backend: HOST and DRY emulate that much memory, HIP takes it as a
+ * budget (hippo holds at most that many bytes of the GPU; a budget above
+ * the GPU's memory is the GPU's memory). */
 struct tool_device_options {
   const char *plugin;  /* NULL: tool_plugin_path's defaults */
   hippo_backend backend;
-  uint64_t capacity;   /* 0: the backend's default */
+  uint64_t capacity;   /* 0: the backend's default (HIP: the whole GPU) */
   bool capacity_given;
   hippo_preset preset;
 };
@@ -111,5 +114,13 @@ const char *tool_device_option(struct tool_device_options *o,
 hippo_status tool_device_open(const char *prog, const hippo_api *api,
                               const struct tool_device_options *o,
                               hippo_device **dev);
+
+/* After the device opened as `o` says: when --capacity asked for more than
+ * the device has (only a HIP budget can: it is capped at the GPU's memory,
+ * which info->total_memory then is), prints "PROG: note: ..." saying so to
+ * stderr.  Otherwise prints nothing. */
+void tool_capacity_note(const char *prog,
+                        const struct tool_device_options *o,
+                        const hippo_device_info *info);
 
 #endif /* HIPPO_TOOLUTIL_H */
