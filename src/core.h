@@ -50,7 +50,7 @@ void hippo__error_clear(void);
 const char *hippo__error_get(void);
 /* A question asked on the way (may pages be freed?) must not replace the
  * message of the failure the call reports: keep it, ask, restore it. */
-#define HIPPO__ERROR_MAX 512
+#define HIPPO__ERROR_MAX 1024
 typedef struct hippo__error_kept {
   char text[HIPPO__ERROR_MAX];
 } hippo__error_kept;

@@ -139,7 +139,13 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
     char why[200];
     void *lib = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
+      /* dlerror repeats the name; "not found" says the common case */
       const char *e = dlerror();
+      size_t n = strlen(*names);
+      if (e && !strncmp(e, *names, n) && !strncmp(e + n, ": ", 2))
+        e += n + 2;
+      if (e && strstr(e, "No such file or directory"))
+        e = "not found";
       snprintf(why, sizeof why, "%s", e ? e : "cannot be loaded");
     } else {
       memset(rt, 0, sizeof *rt);
