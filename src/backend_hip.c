@@ -483,6 +483,18 @@ static hippo_status gpu_mem_info(hippo__backend *be, uint64_t *free_bytes,
 
 static void gpu_destroy(hippo__backend *be) {
   gpu_backend *g = gpu_of(be);
+  dev_scope sc;
+  /* What the caller left -- emulated streams, pages -- goes back to the
+   * runtime, as HOST's does.  destroy reports nothing, so a failure here
+   * only leaves that resource to the runtime's own teardown. */
+  if ((g->nstreams || g->npages) &&
+      enter(g, "destroy", &sc) == HIPPO_SUCCESS) {
+    for (size_t i = 0; i < g->nstreams; i++) /* its work finishes first */
+      (void)g->rt->stream_destroy(g->streams[i]);
+    for (size_t i = 0; i < g->npages; i++)
+      (void)g->rt->free_((void *)(uintptr_t)g->pages[i].addr);
+    (void)leave(g, &sc, HIPPO_SUCCESS);
+  }
   pthread_mutex_destroy(&g->lock);
   free(g->pages);
   free(g->streams);
@@ -778,9 +790,12 @@ static void describe(gpu_backend *g) {
   const hippo__gpu_rt *rt = g->rt;
   int major = 0, minor = 0;
   char name[256] = "";
-  if (rt->device_name)
-    (void)rt->device_name(name, (int)sizeof name, g->ordinal);
-  else if (rt->device_properties) {
+  /* a call that fails leaves its string empty (unknown), as documented */
+  if (rt->device_name) {
+    if (rt->device_name(name, (int)sizeof name, g->ordinal) !=
+        HIPPO__GPU_SUCCESS)
+      name[0] = '\0';
+  } else if (rt->device_properties) {
     /* cudaDeviceProp starts with char name[256] in every CUDA release;
      * the rest of the struct (about 1 KiB, growing) lands in a buffer
      * far larger than any release's */
@@ -790,12 +805,13 @@ static void describe(gpu_backend *g) {
       memcpy(name, props, sizeof name - 1);
   }
   name[sizeof name - 1] = '\0';
-  snprintf(g->base.device_name, sizeof g->base.device_name, "%s",
-           *name ? name : "unknown");
-  (void)rt->device_attribute(&major, rt->attr_cc_major, g->ordinal);
-  (void)rt->device_attribute(&minor, rt->attr_cc_minor, g->ordinal);
-  snprintf(g->base.arch, sizeof g->base.arch, "%s %d.%d",
-           rt->flavor == HIPPO__GPU_CUDA ? "sm" : "cc", major, minor);
+  snprintf(g->base.device_name, sizeof g->base.device_name, "%s", name);
+  if (rt->device_attribute(&major, rt->attr_cc_major, g->ordinal) ==
+          HIPPO__GPU_SUCCESS &&
+      rt->device_attribute(&minor, rt->attr_cc_minor, g->ordinal) ==
+          HIPPO__GPU_SUCCESS)
+    snprintf(g->base.arch, sizeof g->base.arch, "%s %d.%d",
+             rt->flavor == HIPPO__GPU_CUDA ? "sm" : "cc", major, minor);
   snprintf(g->base.runtime, sizeof g->base.runtime, "%s %d (%.100s)", rt->name,
            rt->version, rt->path);
 }
@@ -812,6 +828,17 @@ static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
   err = rt->get_device_count(&devices);
   if (err == HIPPO__GPU_SUCCESS && devices == 0)
     err = HIPPO__GPU_NO_DEVICE;
+  if (err == HIPPO__GPU_INSUFFICIENT_DRIVER ||
+      err == HIPPO__GPU_DRIVER_MISMATCH || err == HIPPO__GPU_COMPAT_UNSUPPORTED)
+    return hippo__gpu_fail(rt, err, "GetDeviceCount",
+                           rt->flavor == HIPPO__GPU_HIP
+                               ? "the GPU driver is older than this HIP "
+                                 "runtime: update the amdgpu driver (or use "
+                                 "an older ROCm), or use backend HOST or DRY"
+                               : "the NVIDIA driver does not support this "
+                                 "CUDA runtime: update the driver (or use an "
+                                 "older libcudart), or use backend HOST or "
+                                 "DRY");
   if (err != HIPPO__GPU_SUCCESS)
     return hippo__gpu_fail(rt, err, "GetDeviceCount",
                            rt->flavor == HIPPO__GPU_HIP
@@ -837,7 +864,7 @@ static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
     return hippo__gpu_fail(rt, err, "DeviceGetAttribute(texture alignment)",
                            NULL);
   device_align = HIPPO__DEFAULT_ALIGNMENT;
-  while (device_align < (uint64_t)tex)
+  while (tex > 0 && device_align < (uint64_t)tex) /* tex <= INT_MAX: ends */
     device_align *= 2;
   if (alignment &&
       (!hippo__is_pow2(alignment) || alignment < device_align ||

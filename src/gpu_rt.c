@@ -14,8 +14,8 @@
 /* ---- what to load ---------------------------------------------------------- */
 
 static const char *const hip_libs[] = {
-    "libamdhip64.so.6", "libamdhip64.so.5", "libamdhip64.so",
-    "/opt/rocm/lib/libamdhip64.so", NULL};
+    "libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5",
+    "libamdhip64.so", "/opt/rocm/lib/libamdhip64.so", NULL};
 static const char *const cuda_libs[] = {
     "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so",
     "/usr/local/cuda/lib64/libcudart.so", NULL};
@@ -71,7 +71,9 @@ static const sym syms[] = {
 
 static pthread_mutex_t load_lock = PTHREAD_MUTEX_INITIALIZER;
 static hippo__gpu_rt loaded[2];      /* [flavor - 1] */
-static const hippo__gpu_rt *ready[2]; /* set once filled; never unset */
+static const hippo__gpu_rt *ready[2]; /* set once filled; unset only by
+                                         hippo__gpu_rt_forget (tests) */
+static void *libs[2];                 /* ready[i]'s dlopen handle */
 
 /* dlsym's object pointer read as a function pointer, stored at `at`. */
 static void store(hippo__gpu_rt *rt, size_t at, void *obj) {
@@ -156,6 +158,7 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
         if (rt->runtime_version)
           (void)rt->runtime_version(&rt->version);
         ready[flavor - 1] = rt; /* stays loaded for the process */
+        libs[flavor - 1] = lib;
         *out = rt;
         pthread_mutex_unlock(&load_lock);
         return HIPPO_SUCCESS;
@@ -170,10 +173,27 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
   return hippo__error_set(
       HIPPO_NO_DEVICE,
       "no %s runtime could be loaded (%s)%s", hip ? "HIP" : "CUDA", tried,
-      env && *env ? ""
-      : hip       ? "; install ROCm, or name the library in HIPPO_HIP_LIBRARY"
-                  : "; install the CUDA runtime, or name libcudart in "
-                    "HIPPO_CUDA_LIBRARY");
+      env && *env
+          ? (hip ? "; HIPPO_HIP_LIBRARY names it: correct the path, or unset "
+                   "it to search the usual places"
+                 : "; HIPPO_CUDA_LIBRARY names it: correct the path, or unset "
+                   "it to search the usual places")
+      : hip ? "; install ROCm, or name the library in HIPPO_HIP_LIBRARY"
+            : "; install the CUDA runtime, or name libcudart in "
+              "HIPPO_CUDA_LIBRARY");
+}
+
+void hippo__gpu_rt_forget(void) {
+  pthread_mutex_lock(&load_lock);
+  for (int i = 0; i < 2; i++) {
+    if (!ready[i])
+      continue;
+    ready[i] = NULL;
+    (void)dlclose(libs[i]); /* a test double: nothing to do if it stays */
+    libs[i] = NULL;
+    memset(&loaded[i], 0, sizeof loaded[i]);
+  }
+  pthread_mutex_unlock(&load_lock);
 }
 
 /* ---- errors ---------------------------------------------------------------- */
@@ -209,13 +229,14 @@ static const struct {
     {400, "hipErrorInvalidResourceHandle", "cudaErrorInvalidResourceHandle"},
     {600, "hipErrorNotReady", "cudaErrorNotReady"},
     {801, "hipErrorNotSupported", "cudaErrorNotSupported"},
-    {803, "hipErrorUnknown", "cudaErrorSystemDriverMismatch"},
-    {804, "hipErrorUnknown", "cudaErrorCompatNotSupportedOnDevice"},
+    {803, NULL, "cudaErrorSystemDriverMismatch"}, /* HIP has no 803, 804 */
+    {804, NULL, "cudaErrorCompatNotSupportedOnDevice"},
     {900, "hipErrorStreamCaptureUnsupported",
      "cudaErrorStreamCaptureUnsupported"},
     {901, "hipErrorStreamCaptureInvalidated",
      "cudaErrorStreamCaptureInvalidated"},
     {906, "hipErrorStreamCaptureImplicit", "cudaErrorStreamCaptureImplicit"},
+    {999, "hipErrorUnknown", "cudaErrorUnknown"},
 };
 
 const char *hippo__gpu_err_name(enum hippo__gpu_flavor flavor,
@@ -223,10 +244,13 @@ const char *hippo__gpu_err_name(enum hippo__gpu_flavor flavor,
   const char *name = rt && rt->error_name ? rt->error_name(err) : NULL;
   if (name && *name)
     return name;
+  name = NULL;
   for (size_t i = 0; i < sizeof err_names / sizeof *err_names; i++)
-    if (err_names[i].err == err)
-      return flavor == HIPPO__GPU_HIP ? err_names[i].hip : err_names[i].cuda;
-  return "unknown";
+    if (err_names[i].err == err) {
+      name = flavor == HIPPO__GPU_HIP ? err_names[i].hip : err_names[i].cuda;
+      break;
+    }
+  return name ? name : "unknown";
 }
 
 hippo_status hippo__gpu_fail(const hippo__gpu_rt *rt, int err,
@@ -236,6 +260,7 @@ hippo_status hippo__gpu_fail(const hippo__gpu_rt *rt, int err,
                           "%s %s%s failed: %s (%d): %s%s%s", rt->name,
                           rt->prefix, call,
                           hippo__gpu_err_name(rt->flavor, rt, err), err,
-                          text ? text : "no message", hint ? "; " : "",
+                          text && *text ? text : "no message",
+                          hint ? "; " : "",
                           hint ? hint : "");
 }

@@ -15,7 +15,9 @@
  * usual install directories (/opt/rocm/lib, /usr/local/cuda/lib64).  A
  * runtime loads once per process and stays loaded (a process-wide cache,
  * read-only once filled, so two devices or two plugin copies share
- * nothing else); a failed load is tried again at the next open.
+ * nothing else): once loaded, changing the environment changes nothing
+ * until the process ends (tests call hippo__gpu_rt_forget); a failed load
+ * is tried again at the next open.
  *
  * Calls take and give `int` error codes (hipError_t and cudaError_t are
  * int-sized enums with the same numbers for everything hippo looks at:
@@ -54,6 +56,7 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__GPU_CAPTURE_UNSUPPORTED 900
 #define HIPPO__GPU_CAPTURE_INVALIDATED 901
 #define HIPPO__GPU_CAPTURE_IMPLICIT 906
+#define HIPPO__GPU_UNKNOWN 999
 
 /* Other enums, the same in both. */
 #define HIPPO__GPU_MEMCPY_H2D 1
@@ -120,10 +123,16 @@ typedef struct hippo__gpu_rt {
 } hippo__gpu_rt;
 
 /* The runtime of `flavor`, loaded once.  HIPPO_NO_DEVICE when no library
- * loads (last_error names each one tried and why); HIPPO_BACKEND_ERROR
- * when one loads but lacks a required call (named). */
+ * serves: last_error names each one tried and why (dlopen's message, or
+ * "it has no <call>" for a library lacking a required call: it is closed
+ * and the next name tried) and what to do. */
 hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
                                 const hippo__gpu_rt **out);
+
+/* For tests only: forgets the loaded runtimes (dlclose), so the next
+ * hippo__gpu_rt_load reads the environment again.  Not thread-safe: no
+ * backend may be open and no other thread may be loading. */
+void hippo__gpu_rt_forget(void);
 
 /* The status of a runtime error code: HIPPO_OUT_OF_MEMORY (2),
  * HIPPO_NO_DEVICE (no device, invalid device, insufficient driver, a
