@@ -107,7 +107,8 @@ typedef int32_t hippo_status;
 
 /* Backends (hippo_device_desc.backend). */
 #define HIPPO_BACKEND_AUTO 0u /* HIP when a device is present, else HOST */
-#define HIPPO_BACKEND_HIP 1u  /* the real HIP runtime (libamdhip64) */
+#define HIPPO_BACKEND_HIP 1u  /* a GPU: AMD's HIP runtime or NVIDIA's CUDA
+                                 runtime, loaded at run time */
 #define HIPPO_BACKEND_HOST 2u /* emulated device memory in host RAM */
 #define HIPPO_BACKEND_DRY 3u  /* no memory: synthetic addresses, counted */
 typedef uint32_t hippo_backend;
@@ -269,7 +270,7 @@ typedef struct hippo_device_info {
   char arch[32];          /* "sm 9.0" (CUDA), "cc 9.4" (HIP), "host" */
   char runtime[128];      /* the GPU runtime in use, its version and
                              library; "none" on HOST and DRY */
-  char note[192];         /* AUTO: which backend it chose and why */
+  char note[512];         /* AUTO: which backend it chose and why */
 } hippo_device_info;
 
 /* Usage of one stream, or the sum over a device's streams. */

@@ -121,7 +121,7 @@ struct hippo__backend {
   char device_name[64];   /* "NVIDIA H200", "AMD Instinct MI300X", "HOST" */
   char arch[32];          /* "sm 9.0", "cc 9.4", "host" */
   char runtime[128];      /* "CUDA 13000 (libcudart.so.13)", "none" */
-  char note[192];         /* AUTO: why this backend was chosen */
+  char note[512];         /* AUTO: why this backend was chosen */
 };
 
 /* Constructors.  On failure they return the status, write last_error and

@@ -1126,7 +1126,7 @@ static hippo_status fill_counters(const victim *v, void *out) {
 static void output_sizes_at(const victim *v, fill_fn fill, size_t full,
                             const char *what, int line) {
   const hippo_api *api = v->api;
-  unsigned char want[512], got[512];
+  unsigned char want[1024], got[1024];
   const uint32_t refused[] = {0,        4,          7, 12, (uint32_t)full - 4,
                               (uint32_t)full + 4, 65544, UINT32_MAX};
   hippo_status st;
