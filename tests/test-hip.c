@@ -4,8 +4,9 @@
  * opening a HIP device without a GPU fails with HIPPO_NO_DEVICE naming
  * hipGetDeviceCount and hipErrorNoDevice (or HIPPO_UNSUPPORTED in a build
  * without HIP), and an AUTO device falls back to HOST.  With a device
- * present it also reserves, resolves and releases real memory and checks the
- * figures; without one it then exits 77 (skip).
+ * present it also reserves, resolves and releases real memory, checks the
+ * figures and that the emulation slots work on it; without one it then
+ * exits 77 (skip).
  *
  * Runs without fork (CK_NOFORK): the HIP runtime does not survive a fork
  * after it has been initialized.
@@ -119,6 +120,9 @@ END_TEST
 
 /* ---- with a GPU -------------------------------------------------------- */
 
+/* The device as the runtime describes it: the alignment is the device's
+ * texture alignment, a power of two of at least 256 (512 on NVIDIA GPUs);
+ * name, architecture and runtime are filled. */
 START_TEST(hip_device_info) {
   hippo_status st;
   hippo_device *dev = open_device(HIPPO_BACKEND_HIP, 0, &st);
@@ -128,9 +132,15 @@ START_TEST(hip_device_info) {
   info = info_of(dev);
   ck_assert_uint_eq(info.backend, HIPPO_BACKEND_HIP);
   ck_assert_int_eq(info.hip_device, 0);
-  ck_assert_uint_eq(info.alignment, 256);
+  ck_assert_uint_ge(info.alignment, 256);
+  ck_assert_uint_eq(info.alignment & (info.alignment - 1), 0);
   ck_assert_uint_gt(info.total_memory, 0);
   ck_assert_uint_le(info.free_memory, info.total_memory);
+  ck_assert_uint_gt(strlen(info.name), 0);
+  ck_assert_uint_gt(strlen(info.arch), 0);
+  ck_assert_msg(!strncmp(info.runtime, "HIP ", 4) ||
+                    !strncmp(info.runtime, "CUDA ", 5),
+                "runtime \"%s\" names neither HIP nor CUDA", info.runtime);
   OK(api->device_close(dev));
 }
 END_TEST
@@ -153,11 +163,11 @@ START_TEST(hip_reserve_resolve_release) {
   OK(api->resolve(s, h1, &p1, &size));
   ck_assert_ptr_nonnull(p1);
   ck_assert_uint_eq(size, 1 * MiB);
-  ck_assert_uint_eq((uintptr_t)p1 % 256, 0);
+  ck_assert_uint_eq((uintptr_t)p1 % info_of(dev).alignment, 0);
   OK(api->resolve(s, h2, &p2, &size));
   ck_assert_ptr_nonnull(p2);
   ck_assert_uint_eq(size, 3000);
-  ck_assert_uint_eq((uintptr_t)p2 % 256, 0);
+  ck_assert_uint_eq((uintptr_t)p2 % info_of(dev).alignment, 0);
   ck_assert_ptr_ne(p1, p2);
 
   u = usage_of(dev, s);
@@ -182,20 +192,34 @@ START_TEST(hip_reserve_resolve_release) {
 }
 END_TEST
 
-START_TEST(hip_has_no_emulation) {
+/* The emulation slots work on a GPU too (the behaviour suite runs on
+ * it): a real non-blocking stream attached, a fault armed and cleared,
+ * the counters. */
+START_TEST(hip_emulation_slots) {
   hippo_status st;
   hippo_device *dev = open_device(HIPPO_BACKEND_HIP, 0, &st);
   void *native = NULL;
+  hippo_stream *s;
+  hippo_handle h;
   hippo_emu_counters c;
 
   ck_assert_msg(st == HIPPO_SUCCESS, "%s", api->last_error());
-  ck_assert_int_eq(api->emu_stream_create(dev, &native), HIPPO_UNSUPPORTED);
+  OK(api->emu_stream_create(dev, &native));
+  ck_assert_ptr_nonnull(native);
+  OK(api->stream_attach(dev, native, &s));
+  OK(api->emu_inject_fault(dev, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
+  OK(api->emu_inject_fault(dev, HIPPO_CALL_ALLOC, 0, HIPPO_SUCCESS));
+  OK(api->reserve(s, 4096, HIPPO_MODE_AUTO, &h));
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
-  ck_assert_int_eq(api->emu_counters(dev, &c), HIPPO_UNSUPPORTED);
-  ck_assert_int_eq(api->emu_inject_fault(dev, HIPPO_CALL_ALLOC, 1,
-                                         HIPPO_OUT_OF_MEMORY),
-                   HIPPO_UNSUPPORTED);
+  OK(api->emu_counters(dev, &c));
+  ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 1);
+  ck_assert_uint_eq(c.pages_held, 1);
+  OK(api->release(s, h));
+  OK(api->stream_detach(s));
+  OK(api->emu_stream_destroy(dev, native));
+  ck_assert_int_eq(api->emu_stream_destroy(dev, native),
+                   HIPPO_INVALID_ARGUMENT);
   OK(api->device_close(dev));
 }
 END_TEST
@@ -256,7 +280,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, hip_device_info);
   tcase_add_test(tc, hip_reserve_resolve_release);
-  tcase_add_test(tc, hip_has_no_emulation);
+  tcase_add_test(tc, hip_emulation_slots);
   suite_add_tcase(s, tc);
   if (run(s) != 0)
     return EXIT_FAILURE;
