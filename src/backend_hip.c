@@ -734,11 +734,20 @@ static hippo_status gpu_emu_write(hippo__backend *be, uint64_t addr,
           HIPPO_SUCCESS ||
       (st = enter(g, "emu_write", &sc)) != HIPPO_SUCCESS)
     return st;
-  return leave(g, &sc,
-               RT(g,
-                  g->rt->memcpy_((void *)(uintptr_t)addr, host, (size_t)size,
-                                 HIPPO__GPU_MEMCPY_H2D),
-                  "Memcpy (host to device)", NULL));
+  st = RT(g,
+          g->rt->memcpy_((void *)(uintptr_t)addr, host, (size_t)size,
+                         HIPPO__GPU_MEMCPY_H2D),
+          "Memcpy (host to device)", NULL);
+  /* From pageable memory Memcpy returns once the bytes are staged; the
+   * DMA may still run on the default stream, which work on the
+   * non-blocking streams of emu_stream_create does not wait for.
+   * Synchronous means landed: wait for it. */
+  if (st == HIPPO_SUCCESS)
+    st = RT(g, g->rt->stream_sync(NULL),
+            "StreamSynchronize (default stream, after a host-to-device "
+            "Memcpy)",
+            NULL);
+  return leave(g, &sc, st);
 }
 
 static hippo_status gpu_emu_counters(hippo__backend *be,

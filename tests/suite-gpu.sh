@@ -11,7 +11,10 @@
 #   device     the real runtimes and a real GPU; exit 77 (skip) without one
 # make check runs the three as suite-fake-hip.sh, suite-fake-cuda.sh and
 # suite-device.sh.  A test HOST alone can run says so and passes
-# (tu_host_only).  Prints each program's result; exits 0, 1 or 77.
+# (tu_host_only).  test-hip (HIP device 0 as such) and test-gpu-device
+# (what only a GPU shows: a real capture and its graph, relocation read
+# back, the whole device out of memory; on the stand-ins a 2 GiB one) run
+# in each too.  Prints each program's result; exits 0, 1 or 77.
 #
 # Environment (from make check): top_builddir, HIPPO_PLUGIN, FAKE_HIP_LIB,
 # FAKE_CUDA_LIB.  By hand, from the build tree:
@@ -22,8 +25,9 @@
 set -u
 runtime=${1:?usage: suite-gpu.sh fake-hip|fake-cuda|device}
 top_builddir=${top_builddir:-.}
-progs="test-hip test-abi test-status test-device test-layout test-relocation
-       test-guard test-faults test-hostile test-stress test-fuzz"
+progs="test-abi test-status test-device test-layout test-relocation
+       test-guard test-faults test-hostile test-stress test-fuzz
+       test-hip test-gpu-device"
 
 HIPPO_TEST_BACKEND=hip
 export HIPPO_TEST_BACKEND
@@ -59,7 +63,14 @@ fi
 failed=0
 for p in $progs; do
   start=$(date +%s)
-  if "$top_builddir/tests/$p" >"$p.$runtime.out" 2>&1; then
+  # test-gpu-device takes the whole device until it runs out of memory:
+  # on the stand-ins, a 2 GiB one
+  mem=${FAKE_GPU_MEMORY:-}
+  case $runtime/$p in
+  fake-*/test-gpu-device) mem=2147483648 ;;
+  esac
+  if FAKE_GPU_MEMORY=$mem "$top_builddir/tests/$p" >"$p.$runtime.out" 2>&1
+  then
     echo "PASS: $p on $runtime ($(($(date +%s) - start)) s)"
   else
     failed=$((failed + 1))

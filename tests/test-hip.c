@@ -128,6 +128,9 @@ END_TEST
 
 /* ---- with a GPU -------------------------------------------------------- */
 
+/* The device as the runtime describes it: the alignment is the device's
+ * texture alignment, a power of two of at least 256 (512 on NVIDIA GPUs);
+ * name, architecture and runtime are filled. */
 START_TEST(hip_device_info) {
   hippo_status st;
   hippo_device *dev = open_device(HIPPO_BACKEND_HIP, 0, &st);
@@ -148,6 +151,11 @@ START_TEST(hip_device_info) {
                 "runtime '%s'", info.runtime);
   ck_assert_uint_gt(info.total_memory, 0);
   ck_assert_uint_le(info.free_memory, info.total_memory);
+  ck_assert_uint_gt(strlen(info.name), 0);
+  ck_assert_uint_gt(strlen(info.arch), 0);
+  ck_assert_msg(!strncmp(info.runtime, "HIP ", 4) ||
+                    !strncmp(info.runtime, "CUDA ", 5),
+                "runtime \"%s\" names neither HIP nor CUDA", info.runtime);
   OK(api->device_close(dev));
 }
 END_TEST
@@ -170,11 +178,11 @@ START_TEST(hip_reserve_resolve_release) {
   OK(api->resolve(s, h1, &p1, &size));
   ck_assert_ptr_nonnull(p1);
   ck_assert_uint_eq(size, 1 * MiB);
-  ck_assert_uint_eq((uintptr_t)p1 % 256, 0);
+  ck_assert_uint_eq((uintptr_t)p1 % info_of(dev).alignment, 0);
   OK(api->resolve(s, h2, &p2, &size));
   ck_assert_ptr_nonnull(p2);
   ck_assert_uint_eq(size, 3000);
-  ck_assert_uint_eq((uintptr_t)p2 % 256, 0);
+  ck_assert_uint_eq((uintptr_t)p2 % info_of(dev).alignment, 0);
   ck_assert_ptr_ne(p1, p2);
 
   u = usage_of(dev, s);

@@ -56,11 +56,25 @@ enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NODEV = 100,
        E_BADDEV = 101, E_HANDLE = 400, E_NOT_READY = 600,
        E_CAPTURE_UNSUPPORTED = 900 };
 
+enum { OP_COPY, OP_FREE };
+
 typedef struct op {
-  void *dst;
+  int kind;
+  void *dst; /* OP_FREE: the allocation to free */
   const void *src;
   size_t size;
 } op;
+
+/* A list of ops: a stream's queue, a graph, an executable graph. */
+typedef struct oplist {
+  op *ops;
+  size_t n, cap;
+} oplist;
+
+typedef struct fgraph {
+  uint32_t magic;
+  oplist list;
+} fgraph;
 
 typedef struct fstream {
   uint32_t magic;
@@ -70,6 +84,7 @@ typedef struct fstream {
   uint64_t base;            /* ops run before ops[0] (the queue restarts) */
   bool capturing;
   unsigned long long capture_id;
+  fgraph *graph; /* while capturing: what the capture recorded */
   struct fstream *next;
 } fstream;
 
@@ -89,10 +104,12 @@ typedef struct falloc {
 
 #define STREAM_MAGIC 0x5354524du
 #define EVENT_MAGIC 0x45564e54u
+#define GRAPH_MAGIC 0x47525048u
+#define EXEC_MAGIC 0x47455845u
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static fstream default_stream = {STREAM_MAGIC, 0, NULL, 0, 0, 0, 0, false, 0,
-                                 NULL};
+static fstream default_stream = {STREAM_MAGIC, 0,     NULL, 0,    0, 0,
+                                 0,            false, 0,    NULL, NULL};
 static fstream *streams;
 static fevent *events;
 static falloc *allocs;
@@ -119,11 +136,45 @@ static fstream *stream_of(void *s) {
   return f->magic == STREAM_MAGIC ? f : NULL;
 }
 
+/* Appends o to l (false: out of host memory). */
+static bool push(oplist *l, op o) {
+  if (l->n == l->cap) {
+    size_t cap = l->cap ? l->cap * 2 : 16;
+    op *grown = realloc(l->ops, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    l->ops = grown;
+    l->cap = cap;
+  }
+  l->ops[l->n++] = o;
+  return true;
+}
+
+/* Queues o on s: into its capture's graph while it captures, else into its
+ * queue (the queue's fields are the stream's own). */
+static int enqueue(fstream *s, op o) {
+  if (s->capturing)
+    return push(&s->graph->list, o) ? OK : E_OOM;
+  {
+    oplist q = {s->ops, s->queued, s->cap};
+    bool ok = push(&q, o);
+    s->ops = q.ops;
+    s->queued = q.n;
+    s->cap = q.cap;
+    return ok ? OK : E_OOM;
+  }
+}
+
+static int free_now(void *p);
+
 /* Runs a stream's waiting work up to `upto` (absolute count). */
 static void run(fstream *s, uint64_t upto) {
   while (s->done < s->queued && s->base + s->done < upto) {
     op *o = &s->ops[s->done++];
-    memmove(o->dst, o->src, o->size);
+    if (o->kind == OP_FREE)
+      (void)free_now(o->dst);
+    else
+      memmove(o->dst, o->src, o->size);
   }
   if (s->done == s->queued) {
     s->base += s->done;
@@ -258,24 +309,29 @@ EXPORT int FN(Malloc)(void **p, size_t size) {
   return OK;
 }
 
-EXPORT int FN(Free)(void *p) {
-  falloc **link;
-  if (!p)
-    return OK;
-  pthread_mutex_lock(&mu);
-  run_all(); /* a free waits for the device, as the real one does */
-  for (link = &allocs; *link; link = &(*link)->next)
+/* Frees allocation p (the lock held); E_VALUE when it is none. */
+static int free_now(void *p) {
+  for (falloc **link = &allocs; *link; link = &(*link)->next)
     if ((*link)->p == p) {
       falloc *a = *link;
       *link = a->next;
       used[a->device] -= a->size;
       free(a->p);
       free(a);
-      pthread_mutex_unlock(&mu);
       return OK;
     }
-  pthread_mutex_unlock(&mu);
   return E_VALUE;
+}
+
+EXPORT int FN(Free)(void *p) {
+  int err;
+  if (!p)
+    return OK;
+  pthread_mutex_lock(&mu);
+  run_all(); /* a free waits for the device, as the real one does */
+  err = free_now(p);
+  pthread_mutex_unlock(&mu);
+  return err;
 }
 
 EXPORT int FN(Memcpy)(void *dst, const void *src, size_t size, int kind) {
@@ -287,26 +343,47 @@ EXPORT int FN(Memcpy)(void *dst, const void *src, size_t size, int kind) {
 EXPORT int FN(MemcpyAsync)(void *dst, const void *src, size_t size, int kind,
                            void *stream) {
   fstream *s;
+  int err;
   (void)kind;
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
-  if (!s) {
+  err = s ? enqueue(s, (op){OP_COPY, dst, src, size}) : E_HANDLE;
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+/* The stream-ordered allocator: memory at once, given back when the
+ * stream's work reaches the free. */
+EXPORT int FN(MallocAsync)(void **p, size_t size, void *stream) {
+  fstream *s;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!s || s->capturing) {
     pthread_mutex_unlock(&mu);
-    return E_HANDLE;
+    return s ? E_CAPTURE_UNSUPPORTED : E_HANDLE;
   }
-  if (!s->capturing) { /* captured work goes into the graph, never runs */
-    if (s->queued == s->cap) {
-      size_t cap = s->cap ? s->cap * 2 : 16;
-      op *grown = realloc(s->ops, cap * sizeof *grown);
-      if (!grown) {
-        pthread_mutex_unlock(&mu);
-        return E_OOM;
-      }
-      s->ops = grown;
-      s->cap = cap;
-    }
-    s->ops[s->queued++] = (op){dst, src, size};
-  }
+  pthread_mutex_unlock(&mu);
+  return FN(Malloc)(p, size);
+}
+
+EXPORT int FN(FreeAsync)(void *p, void *stream) {
+  fstream *s;
+  int err;
+  if (!p)
+    return OK;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!s || s->capturing)
+    err = s ? E_CAPTURE_UNSUPPORTED : E_HANDLE;
+  else
+    err = enqueue(s, (op){OP_FREE, p, NULL, 0});
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+EXPORT int FN(DeviceSynchronize)(void) {
+  pthread_mutex_lock(&mu);
+  run_all();
   pthread_mutex_unlock(&mu);
   return OK;
 }
@@ -340,6 +417,10 @@ EXPORT int FN(StreamDestroy)(void *stream) {
           e->stream = NULL;
       *link = s->next;
       s->magic = 0;
+      if (s->graph) { /* destroyed while capturing: the capture is lost */
+        free(s->graph->list.ops);
+        free(s->graph);
+      }
       free(s->ops);
       free(s);
       pthread_mutex_unlock(&mu);
@@ -412,7 +493,10 @@ EXPORT int FN(StreamBeginCapture)(void *stream, int mode) {
     err = E_HANDLE;
   else if (!stream || s->capturing)
     err = E_CAPTURE_UNSUPPORTED;
+  else if (!(s->graph = calloc(1, sizeof *s->graph)))
+    err = E_OOM;
   else {
+    s->graph->magic = GRAPH_MAGIC;
     s->capturing = true;
     s->capture_id = next_capture++;
   }
@@ -431,14 +515,90 @@ EXPORT int FN(StreamEndCapture)(void *stream, void **graph) {
     err = E_VALUE;
   else {
     s->capturing = false;
-    *graph = malloc(1);
+    *graph = s->graph;
+    s->graph = NULL;
   }
   pthread_mutex_unlock(&mu);
   return err;
 }
 
 EXPORT int FN(GraphDestroy)(void *graph) {
-  free(graph);
+  fgraph *g = graph;
+  if (!g || g->magic != GRAPH_MAGIC)
+    return E_VALUE;
+  g->magic = 0;
+  free(g->list.ops);
+  free(g);
+  return OK;
+}
+
+/* An executable graph: a copy of the graph's ops. */
+static int instantiate(void **exec, void *graph) {
+  fgraph *g = graph, *x;
+  if (!exec || !g || g->magic != GRAPH_MAGIC)
+    return E_VALUE;
+  x = calloc(1, sizeof *x);
+  if (!x)
+    return E_OOM;
+  x->magic = EXEC_MAGIC;
+  for (size_t i = 0; i < g->list.n; i++)
+    if (!push(&x->list, g->list.ops[i])) {
+      free(x->list.ops);
+      free(x);
+      return E_OOM;
+    }
+  *exec = x;
+  return OK;
+}
+
+#if defined(FAKE_HIP)
+/* HIP's: (exec, graph, error node, log buffer, its size) */
+EXPORT int hipGraphInstantiate(void **exec, void *graph, void *error_node,
+                               char *log, size_t log_size) {
+  (void)error_node;
+  if (log && log_size)
+    log[0] = '\0';
+  return instantiate(exec, graph);
+}
+#else
+/* CUDA 12 and later: (exec, graph, flags) */
+EXPORT int cudaGraphInstantiate(void **exec, void *graph,
+                                unsigned long long flags) {
+  (void)flags;
+  return instantiate(exec, graph);
+}
+#endif
+
+EXPORT int FN(GraphInstantiateWithFlags)(void **exec, void *graph,
+                                         unsigned long long flags) {
+  (void)flags;
+  return instantiate(exec, graph);
+}
+
+/* Queues the graph's ops on the stream, as if issued there now. */
+EXPORT int FN(GraphLaunch)(void *exec, void *stream) {
+  fgraph *x = exec;
+  fstream *s;
+  int err = OK;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!x || x->magic != EXEC_MAGIC)
+    err = E_VALUE;
+  else if (!s)
+    err = E_HANDLE;
+  for (size_t i = 0; err == OK && i < x->list.n; i++)
+    err = enqueue(s, x->list.ops[i]);
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+EXPORT int FN(GraphExecDestroy)(void *exec) {
+  fgraph *x = exec;
+  if (!x || x->magic != EXEC_MAGIC)
+    return E_VALUE;
+  x->magic = 0;
+  free(x->list.ops);
+  free(x);
   return OK;
 }
 
