@@ -1,5 +1,6 @@
 #!/bin/sh
-# test-exports.sh -- the plugin exports exactly one symbol.
+# test-exports.sh -- the plugin exports exactly one symbol and links no GPU
+# runtime.
 #
 # `nm -D --defined-only` lists the dynamic symbols the plugin defines.  The
 # only one allowed is hippo_plugin_entry, a function (type T).  With
@@ -64,6 +65,30 @@ if test -z "$undefined"; then
   pass "no undefined hippo* symbols"
 else
   fail "undefined hippo symbols (a source missing from the build?): $(echo $undefined)"
+fi
+
+# No GPU library is linked: the HIP backend loads its runtime at run time
+# (src/gpu_rt.h), so the plugin loads on a machine with neither ROCm nor
+# CUDA.  readelf -d lists what the dynamic loader must find first.
+if command -v readelf >/dev/null 2>&1; then
+  needed=$(readelf -d "$HIPPO_PLUGIN" | awk '/NEEDED/ { print $NF }' |
+    tr -d '[]')
+  echo "NEEDED: $(echo $needed)"
+  gpu=$(echo "$needed" | grep -i -E 'amdhip|hiprt|cudart|libcuda|rocm' || true)
+  if test -z "$gpu"; then
+    pass "no GPU runtime among the plugin's NEEDED libraries"
+  else
+    fail "the plugin needs GPU libraries at load time: $(echo $gpu)"
+  fi
+  undefined=$($NM -D --undefined-only "$HIPPO_PLUGIN" 2>/dev/null |
+    awk '{ print $NF }' | grep -E '^(hip|cuda)[A-Z]' || true)
+  if test -z "$undefined"; then
+    pass "no hip* or cuda* symbol is resolved at load time"
+  else
+    fail "GPU symbols resolved at load time: $(echo $undefined)"
+  fi
+else
+  echo "SKIP: readelf is not installed"
 fi
 
 finish
