@@ -96,12 +96,7 @@ static void fatal(const char *fmt, ...) {
 static void die_status(hippo_status st, const char *what)
     __attribute__((noreturn));
 static void die_status(hippo_status st, const char *what) {
-  const char *detail = api->last_error();
-  fflush(stdout);
-  fprintf(stderr, "hippo-gpu-bench: %s: %s (%d): %s\n", what,
-          api->status_name(st), (int)st,
-          detail && detail[0] ? detail : api->status_string(st));
-  exit(1);
+  tool_die_status("hippo-gpu-bench", api, st, what);
 }
 
 #define CHECK(call, what)                                                      \

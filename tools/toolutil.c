@@ -270,3 +270,12 @@ void tool_capacity_note(const char *prog,
             tool_backend_name(info->backend),
             (unsigned long long)info->total_memory);
 }
+
+void tool_die_status(const char *prog, const hippo_api *api, hippo_status st,
+                     const char *what) {
+  const char *detail = api->last_error();
+  fflush(stdout);
+  fprintf(stderr, "%s: %s: %s (%d): %s\n", prog, what, api->status_name(st),
+          (int)st, detail && detail[0] ? detail : api->status_string(st));
+  exit(1);
+}

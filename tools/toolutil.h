@@ -70,6 +70,11 @@ const char *tool_pool_kind_name(hippo_pool_kind k);
 /* api->status_name(st), or "HIPPO_?" when the plugin has none. */
 const char *tool_status_name(const hippo_api *api, hippo_status st);
 
+/* An unexpected status from the plugin: "PROG: WHAT: NAME (N): last_error"
+ * on stderr (stdout flushed first), then exit(1). */
+void tool_die_status(const char *prog, const hippo_api *api, hippo_status st,
+                     const char *what) __attribute__((noreturn));
+
 /* Usage errors (the caller then exits 2).  tool_usage_error prints
  * "PROG: WHAT 'ARG'" when what is not NULL, then USAGE and "Try 'PROG
  * --help' for more." to stderr.  tool_bad_option does it for what
