@@ -28,31 +28,49 @@
 
 /* ---- errors (error.c) ---------------------------------------------------
  * last_error is thread-local: each thread sees the message of its own last
- * failure.  hippo__error_set formats it and returns `status`, so a failure
- * path reads `return hippo__error_set(HIPPO_X, "...", ...);`. */
+ * failure.  hippo__error_set keeps the message and returns `status`, so a
+ * failure path reads `return hippo__error_set(HIPPO_X, "...", ...);`.
+ *
+ * Messages are formatted only when last_error() is read: a failure keeps
+ * its format (a string literal) and its arguments (numbers, and copies of
+ * the strings), and each hippo__error_wrap adds a frame on top.  A caller
+ * that meets a full pool a million times pays for no printf.  Conversions
+ * kept lazily: d i u x X o c s p with the hh h l ll z j t lengths, flags,
+ * widths and precisions written in the format; anything else (a '*', a
+ * float) is formatted at once. */
 hippo_status hippo__error_set(hippo_status status, const char *fmt, ...)
     HIPPO__PRINTF(2, 3);
 /* Prefix the current message with `fmt` (context added on the way up). */
 hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...)
     HIPPO__PRINTF(2, 3);
-/* For failures on the fast path that a caller may meet millions of times
- * (a full pool): keep `fmt` (a string literal whose only conversions are
- * %llu) and up to HIPPO__LAZY_ARGS numbers, and format them only when
- * last_error() is read. */
+/* The same with arguments already in an array: `fmt`'s only conversions
+ * are %llu, up to HIPPO__LAZY_ARGS of them. */
 #define HIPPO__LAZY_ARGS 8u
 hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
                                const uint64_t *args, unsigned n);
-/* hippo__error_wrap, lazily: `fmt` (only %llu) with `args` will prefix the
- * current message when last_error() is read. */
 hippo_status hippo__error_lazy_wrap(hippo_status status, const char *fmt,
                                     const uint64_t *args, unsigned n);
 void hippo__error_clear(void);
 const char *hippo__error_get(void);
 /* A question asked on the way (may pages be freed?) must not replace the
- * message of the failure the call reports: keep it, ask, restore it. */
+ * message of the failure the call reports: keep it, ask, restore it.
+ * Keeping copies the unformatted frames, not a formatted text. */
 #define HIPPO__ERROR_MAX 1024
+#define HIPPO__ERROR_FRAMES 8
+#define HIPPO__ERROR_VALS 16
+#define HIPPO__ERROR_ARENA 4096 /* copied strings, each cut to ERROR_MAX */
+typedef struct hippo__error_frame {
+  const char *fmt;  /* NULL: the text at arena offset vals[0] */
+  uint32_t nvals;
+  uint64_t vals[HIPPO__ERROR_VALS]; /* by conversion; %s: arena offset */
+} hippo__error_frame;
+/* Invariant: frames[0] is the innermost message, frames[i] prefixes the
+ * ones below it; arena[0] is '\0' and arena[1..used) holds the copied
+ * strings, each NUL-terminated. */
 typedef struct hippo__error_kept {
-  char text[HIPPO__ERROR_MAX];
+  uint32_t nframes, used;
+  hippo__error_frame frames[HIPPO__ERROR_FRAMES];
+  char arena[HIPPO__ERROR_ARENA];
 } hippo__error_kept;
 void hippo__error_keep(hippo__error_kept *kept);
 void hippo__error_restore(const hippo__error_kept *kept);
