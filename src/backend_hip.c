@@ -808,10 +808,11 @@ static void describe(gpu_backend *g) {
     /* cudaDeviceProp starts with char name[256] in every CUDA release;
      * the rest of the struct (about 1 KiB, growing) lands in a buffer
      * far larger than any release's */
-    static _Thread_local char props[16384];
-    memset(props, 0, sizeof props);
-    if (rt->device_properties(props, g->ordinal) == HIPPO__GPU_SUCCESS)
+    char *props = calloc(1, 16384); /* once per open: the heap, not TLS */
+    if (props && rt->device_properties(props, g->ordinal) ==
+                     HIPPO__GPU_SUCCESS)
       memcpy(name, props, sizeof name - 1);
+    free(props);
   }
   name[sizeof name - 1] = '\0';
   snprintf(g->base.device_name, sizeof g->base.device_name, "%s", name);

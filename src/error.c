@@ -4,7 +4,10 @@
  * status code is one line there.  last_error is per thread: a failure on one
  * thread never overwrites the message another thread is about to read.
  */
+#include <pthread.h>
 #include <stdarg.h>
+#include <stdbool.h>
+#include <stdlib.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -21,7 +24,55 @@ typedef struct error_state {
   char text[HIPPO__ERROR_MAX];
 } error_state;
 
-static _Thread_local error_state tls;
+/* Where the calling thread's state lives.  The plugin is dlopen'ed, where
+ * a _Thread_local of its own costs a __tls_get_addr call per access (the
+ * general-dynamic model); the state (7 KiB) is too big for the static TLS
+ * a dlopen'ed library may use.  So a thread's state is allocated at its
+ * first failure and found through one pointer in initial-exec TLS (8
+ * bytes: the surplus glibc keeps for dlopen'ed libraries).  A thread's
+ * state is freed when it exits (a pthread key), or, for threads still
+ * running when the plugin is unloaded, left behind (the key goes first).
+ * Without host memory for a state, a thread shares a static one: its
+ * messages may then mix with another such thread's, nothing worse. */
+#if defined(__GNUC__) && !defined(HIPPO_NO_TLS_MODEL)
+#define HIPPO__TLS_IE __attribute__((tls_model("initial-exec")))
+#else
+#define HIPPO__TLS_IE
+#endif
+static _Thread_local error_state *tls_state HIPPO__TLS_IE;
+static error_state tls_fallback;
+static pthread_key_t tls_key;
+static pthread_once_t tls_once = PTHREAD_ONCE_INIT;
+static bool tls_keyed;
+
+static void state_free(void *p) { free(p); }
+
+static void key_make(void) { tls_keyed = pthread_key_create(&tls_key, state_free) == 0; }
+
+__attribute__((destructor)) static void key_drop(void) {
+  if (tls_keyed) {
+    tls_keyed = false;
+    pthread_key_delete(tls_key);
+  }
+}
+
+static error_state *state_slow(void) {
+  error_state *e = calloc(1, sizeof *e);
+  pthread_once(&tls_once, key_make);
+  if (!e || !tls_keyed || pthread_setspecific(tls_key, e) != 0) {
+    free(e);
+    e = &tls_fallback;
+  }
+  e->k.used = 1;
+  e->formatted = true;
+  tls_state = e;
+  return e;
+}
+
+static inline error_state *state(void) {
+  error_state *e = tls_state;
+  return e ? e : state_slow();
+}
 
 /* One conversion of a format: where it starts and ends, what it reads. */
 typedef struct conv {
@@ -85,11 +136,9 @@ static bool capture(hippo__error_kept *k, hippo__error_frame *fr,
                     const char *fmt, va_list ap) {
   fr->fmt = fmt;
   fr->nvals = 0;
-  for (const char *f = fmt; *f; f++) {
+  for (const char *f = strchr(fmt, '%'); f; f = strchr(f + 1, '%')) {
     conv cv;
     uint64_t v = 0;
-    if (*f != '%')
-      continue;
     if (!parse(f, &cv))
       return false;
     f = cv.end - 1;
@@ -290,7 +339,7 @@ static void fill_lazy(hippo__error_frame *fr, const char *fmt,
 }
 
 hippo_status hippo__error_set(hippo_status status, const char *fmt, ...) {
-  error_state *e = &tls;
+  error_state *e = state();
   va_list ap;
   reset(e);
   va_start(ap, fmt);
@@ -300,7 +349,7 @@ hippo_status hippo__error_set(hippo_status status, const char *fmt, ...) {
 }
 
 hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...) {
-  error_state *e = &tls;
+  error_state *e = state();
   va_list ap;
   if (e->k.nframes == 0) /* nothing to wrap: a message of its own */
     reset(e);
@@ -312,7 +361,7 @@ hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...) {
 
 hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
                                const uint64_t *args, unsigned n) {
-  error_state *e = &tls;
+  error_state *e = state();
   reset(e);
   fill_lazy(push(e), fmt, args, n);
   return status;
@@ -320,7 +369,7 @@ hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
 
 hippo_status hippo__error_lazy_wrap(hippo_status status, const char *fmt,
                                     const uint64_t *args, unsigned n) {
-  error_state *e = &tls;
+  error_state *e = state();
   if (e->k.nframes == 0)
     reset(e);
   fill_lazy(push(e), fmt, args, n);
@@ -328,14 +377,14 @@ hippo_status hippo__error_lazy_wrap(hippo_status status, const char *fmt,
 }
 
 void hippo__error_clear(void) {
-  error_state *e = &tls;
+  error_state *e = state();
   reset(e);
   e->formatted = true;
   e->text[0] = '\0';
 }
 
 const char *hippo__error_get(void) {
-  error_state *e = &tls;
+  error_state *e = state();
   if (e->k.nframes == 0 && !e->formatted) { /* never failed on this thread */
     e->formatted = true;
     e->text[0] = '\0';
@@ -345,7 +394,7 @@ const char *hippo__error_get(void) {
 }
 
 void hippo__error_keep(hippo__error_kept *kept) {
-  const error_state *e = &tls;
+  const error_state *e = state();
   kept->nframes = e->k.nframes;
   kept->used = e->k.nframes ? e->k.used : 1;
   memcpy(kept->frames, e->k.frames, kept->nframes * sizeof *kept->frames);
@@ -353,7 +402,7 @@ void hippo__error_keep(hippo__error_kept *kept) {
 }
 
 void hippo__error_restore(const hippo__error_kept *kept) {
-  error_state *e = &tls;
+  error_state *e = state();
   e->k.nframes = kept->nframes;
   e->k.used = kept->used;
   memcpy(e->k.frames, kept->frames, kept->nframes * sizeof *kept->frames);

@@ -362,37 +362,34 @@ static uint64_t device_in_use(const hippo_stream *s, uint32_t *missed) {
  * read: a full device may see many failures). */
 static hippo_status out_of_memory(hippo_stream *s, uint64_t size) {
   hippo__backend *be = s->device->be;
-  uint64_t free_dev = 0, total = 0, free_pools = 0, largest = 0;
+  uint64_t free_dev = 0, total = 0, free_pools = 0;
   uint32_t missed;
   uint64_t in_use = device_in_use(s, &missed);
   (void)be->ops->mem_info(be, &free_dev, &total);
+  /* the pools' head figures (pool.h invariant): O(1) a pool; where the
+   * room is and how cut up, pool_report tells */
   for (uint32_t i = 0; i < s->pool_count; i++) {
-    hippo_pool_report r;
-    s->pools[i]->ops->report(s->pools[i], &r);
-    free_pools += r.bytes_free;
-    if (r.largest_free > largest)
-      largest = r.largest_free;
+    const hippo__pool *p = s->pools[i];
+    free_pools += p->bytes_reserved - p->bytes_in_use - p->bytes_padding -
+                  p->bytes_stranded - p->bytes_guarded;
   }
   {
-    uint64_t args[] = {
-        size,
-        atomic_load(&s->device->acct.bytes_reserved),
-        in_use,
-        missed,
-        free_dev,
-        total,
-        free_pools,
-        free_pools ? 1000 - largest * 1000 / free_pools : 0};
-    (void)largest;
+    uint64_t args[] = {size,
+                       atomic_load(&s->device->acct.bytes_reserved),
+                       in_use,
+                       missed,
+                       free_dev,
+                       total,
+                       free_pools};
     return hippo__error_lazy_wrap(
         HIPPO_OUT_OF_MEMORY,
-        "reserve(%llu B): out of memory after giving empty pages back and "
-        "relocating; the device holds %llu B reserved and %llu B in use "
-        "(%llu streams busy meanwhile not counted), %llu B of %llu B are "
-        "free; this stream's pools have %llu B free (fragmentation %llu per "
-        "mille: 1 - largest free slice / free bytes); release or reclaim, "
+        "reserve(%llu B): out of memory after giving back what this stream "
+        "held empty or outdated; the device holds %llu B reserved and %llu "
+        "B in use (%llu streams busy meanwhile not counted), %llu B of %llu "
+        "B are free; this stream's pools have %llu B free but no room for "
+        "it (pool_report says where: largest_free); release or reclaim, "
         "then retry",
-        args, 8);
+        args, 7);
   }
 }
 
@@ -402,6 +399,29 @@ static hippo_status out_of_memory(hippo_stream *s, uint64_t size) {
  * retry once -- neither while a capture records (relocation skips itself,
  * the free gate says no), and no relocation where the last one moved
  * nothing from the same pages (hippo__relocation_may_help_locked). */
+/* Whether a retry could help a reservation the device refused: an empty
+ * page waits, pages are leaving, a relocation could empty an outdated
+ * page -- or the device's memory may have changed.  An emulated device
+ * (HOST, DRY) has only hippo's pages: when the page it refused is larger
+ * than what it has free, and this stream has nothing to give back, the
+ * retry would fail the same way.  A GPU's runtime is always asked again
+ * (other code may free memory).  No driver call. */
+static bool retry_may_help(hippo_stream *s) {
+  hippo__backend *be = s->device->be;
+  uint64_t refused = s->acct.refused, free_dev = 0, total = 0;
+  s->acct.refused = 0;
+  if (s->leaving.count || be->kind == HIPPO_BACKEND_HIP || !refused)
+    return true;
+  (void)be->ops->mem_info(be, &free_dev, &total);
+  if (free_dev >= refused) /* refused for another reason (an injected
+                              fault): worth asking again */
+    return true;
+  for (uint32_t i = 0; i < s->pool_count; i++)
+    if (s->pools[i]->ops->gives_back(s->pools[i]))
+      return true;
+  return hippo__relocation_may_help_locked(s);
+}
+
 static hippo_status reserve_retry(hippo_stream *s, uint64_t size,
                                   bool persistent, uint32_t *pool,
                                   hippo__slice_ref *ref, hippo_status st) {
@@ -418,6 +438,8 @@ static hippo_status reserve_retry(hippo_stream *s, uint64_t size,
     }
     st = reserve_in(s, size, persistent, pool, ref);
   }
+  if (st == HIPPO_OUT_OF_MEMORY && !retry_may_help(s))
+    return out_of_memory(s, size); /* nothing to give back: a retry fails */
   if (st == HIPPO_OUT_OF_MEMORY && hippo__gate_allows(&s->gate)) {
     /* Room held by outdated pages and empty pages of this stream may be
      * what the device lacks; not while a capture records (the gate), since

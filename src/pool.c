@@ -56,8 +56,11 @@ hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
         args, 1);
   }
   st = pool->be->ops->page_alloc(pool->be, size, addr);
-  if (st != HIPPO_SUCCESS)
+  if (st != HIPPO_SUCCESS) {
+    if (st == HIPPO_OUT_OF_MEMORY && pool->acct)
+      pool->acct->refused = size;
     return st;
+  }
   pool->pages++;
   if (pool->pages > pool->peak_pages)
     pool->peak_pages = pool->pages;

@@ -138,6 +138,9 @@ typedef struct hippo__pool_ops {
   void (*hold)(hippo__pool *pool, uint32_t slice);
   void (*unhold)(hippo__pool *pool, uint32_t slice);
   hippo_status (*cleanup)(hippo__pool *pool);
+  /* Whether cleanup would give a page back (an empty page waits): O(1),
+   * so a failing reservation skips a cleanup that frees nothing. */
+  bool (*gives_back)(const hippo__pool *pool);
   hippo_status (*tick)(hippo__pool *pool, uint64_t now);
   void (*report)(const hippo__pool *pool, hippo_pool_report *out);
   hippo_status (*check)(const hippo__pool *pool);
@@ -173,6 +176,10 @@ typedef struct hippo__page_acct {
   _Atomic uint64_t peak_bytes_reserved;
   _Atomic uint64_t pages;
   struct hippo__page_acct *parent; /* the device's, or NULL */
+  /* The size of the last page the backend refused for want of memory
+   * (stream accounts, under the stream's lock; 0 once the manager read
+   * it): whether a retry could succeed. */
+  uint64_t refused;
 } hippo__page_acct;
 
 /* Pages a stream's pools gave up whose backend free is still to be made

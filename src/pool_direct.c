@@ -297,6 +297,10 @@ static hippo_status direct_cleanup(hippo__pool *pool) {
   return hippo__page_slots_cleanup(&((dpool *)pool)->pages, pool);
 }
 
+static bool direct_gives_back(const hippo__pool *pool) {
+  return ((const dpool *)pool)->pages.free_count != 0;
+}
+
 static hippo_status direct_tick(hippo__pool *pool, uint64_t now) {
   return hippo__page_slots_tick(&((dpool *)pool)->pages, pool, now);
 }
@@ -410,6 +414,7 @@ static const hippo__pool_ops direct_ops = {
     .hold = direct_hold,
     .unhold = direct_unhold,
     .cleanup = direct_cleanup,
+    .gives_back = direct_gives_back,
     .tick = direct_tick,
     .report = direct_report,
     .check = direct_check,

@@ -263,6 +263,10 @@ static hippo_status exclusive_cleanup(hippo__pool *pool) {
   return hippo__page_slots_cleanup(&((xpool *)pool)->pages, pool);
 }
 
+static bool exclusive_gives_back(const hippo__pool *pool) {
+  return ((const xpool *)pool)->pages.free_count != 0;
+}
+
 static hippo_status exclusive_tick(hippo__pool *pool, uint64_t now) {
   return hippo__page_slots_tick(&((xpool *)pool)->pages, pool, now);
 }
@@ -386,6 +390,7 @@ static const hippo__pool_ops exclusive_ops = {
     .hold = exclusive_hold,
     .unhold = exclusive_unhold,
     .cleanup = exclusive_cleanup,
+    .gives_back = exclusive_gives_back,
     .tick = exclusive_tick,
     .report = exclusive_report,
     .check = exclusive_check,

@@ -855,6 +855,12 @@ static hippo_status sliced_cleanup(hippo__pool *pool) {
   return st != HIPPO_SUCCESS ? st : st2;
 }
 
+static bool sliced_gives_back(const hippo__pool *pool) {
+  const sliced *p = (const sliced *)pool;
+  return p->drain.front != HIPPO__FIFO_NIL ||
+         p->empty.front != HIPPO__FIFO_NIL;
+}
+
 static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
   sliced *p = (sliced *)pool;
   hippo_status st, st2;
@@ -1422,7 +1428,8 @@ void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
 #define SLICED_OPS                                                             \
   .reserve = sliced_reserve, .release = sliced_release, .addr = sliced_addr,  \
   .hold = sliced_hold, .unhold = sliced_unhold,                                \
-  .cleanup = sliced_cleanup, .tick = sliced_tick, .report = sliced_report,     \
+  .cleanup = sliced_cleanup, .gives_back = sliced_gives_back,                  \
+  .tick = sliced_tick, .report = sliced_report,                                \
   .check = sliced_check, .destroy = sliced_destroy,                            \
   .release_named = sliced_release_named,                                       \
   .resolve_named = sliced_resolve_named, .release_all = sliced_release_all,    \

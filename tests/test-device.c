@@ -372,8 +372,15 @@ START_TEST(test_oom_retry_after_cleanup) {
               HIPPO_OUT_OF_MEMORY);
     ck_assert_uint_eq(h3, 0);
     c1 = tu_counters(api, dev);
+    /* one page request: nothing to give back, and the emulated device
+     * has less free than the page it refused, so no retry (on a GPU the
+     * runtime is asked again) */
     ck_assert_uint_eq(c1.calls[HIPPO_CALL_ALLOC],
-                      c0.calls[HIPPO_CALL_ALLOC] + 2);
+                      c0.calls[HIPPO_CALL_ALLOC] +
+                          (tu_backend() == HIPPO_BACKEND_HIP &&
+                                   backends[_i] == HIPPO_BACKEND_HOST
+                               ? 2
+                               : 1));
     ck_assert_uint_eq(c1.calls[HIPPO_CALL_FREE], c0.calls[HIPPO_CALL_FREE]);
     after = tu_usage(api, dev, a.s);
     CK_USAGE_EQ(before, after);

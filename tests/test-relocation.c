@@ -173,7 +173,7 @@ START_TEST(test_refused_growth) {
   CK_ERROR_HAS(api, "2097152 B reserved");
   CK_ERROR_HAS(api, "1048576 B in use");
   CK_ERROR_HAS(api, "of 12582912 B are free");
-  CK_ERROR_HAS(api, "fragmentation 0 per mille");
+  CK_ERROR_HAS(api, "pools have 1048576 B free but no room");
   r = arena(api, s);
   ck_assert_uint_eq(r.current_page_size, 2 * MiB);
   ck_assert_uint_eq(r.outdated_pages, 0);
@@ -182,9 +182,10 @@ START_TEST(test_refused_growth) {
   CK_CHECK(api, dev);
   b = tu_reserve(api, s, MiB);
   ck_assert_uint_eq(tu_addr(api, s, b), tu_addr(api, s, a) + MiB);
-  /* the refused page, asked for twice (the out-of-memory retry) */
+  /* the refused page, asked for once: nothing to give back and less free
+   * than the page, so no retry (a GPU's runtime is asked twice) */
   ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC],
-                    allocs + 2);
+                    allocs + (tu_backend() == HIPPO_BACKEND_HIP ? 2 : 1));
   CK_OK(api, api->release(s, a));
   CK_OK(api, api->release(s, b));
   tu_detach(api, dev, s, n);
@@ -957,7 +958,7 @@ START_TEST(test_oom_recovers_by_relocation) {
   CK_ERROR_HAS(api, "16777216 B reserved and 13631488 B in use (0 "
                     "streams busy");
   CK_ERROR_HAS(api, "0 B of 16777216 B are free");
-  CK_ERROR_HAS(api, "3145728 B free (fragmentation 667 per mille");
+  CK_ERROR_HAS(api, "3145728 B free but no room for it");
   ck_assert_uint_eq(tu_usage(api, dev, s).relocations, 1);
   CK_CHECK(api, dev);
   CK_OK(api, api->release(s, a));
