@@ -44,8 +44,8 @@
  *                    [--reps N] [--ops N] [--only A|B|C|R|F] [--quick]
  *
  * The plugin is --plugin, else $HIPPO_PLUGIN, else the build tree's plugin
- * when that file exists, else the installed one (tool_plugin_path() of
- * tools/toolutil.h, shared with hippo-replay).  The trace of C is read by
+ * when run from the build tree, else the installed one (tool_plugin_path()
+ * of tools/toolutil.h, shared with hippo-replay).  The trace of C is read by
  * tools/trace.c, hippo-replay's parser.  --ops sets the operations of A and the timed
  * pairs of B.  --quick shrinks everything for a smoke test (< 5 s).
  * Any unexpected status prints its name and last_error() and exits 1.
@@ -353,7 +353,7 @@ static void usage_exit(int code) {
           "[--footprint PATH]... [--reps N]\n"
           "                   [--ops N] [--only A|B|C|R|F] [--quick]\n"
           "  --plugin PATH  the plugin (default: $HIPPO_PLUGIN, else\n"
-          "                 %s if it exists, else\n"
+          "                 %s when run from the build tree, else\n"
           "                 %s)\n"
           "  --trace PATH   trace for workloads C and F (op,id,size,stream)\n"
           "  --footprint PATH  another trace for F (may repeat, 16 at most)\n"

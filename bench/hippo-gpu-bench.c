@@ -179,7 +179,7 @@ static void usage_exit(int code) {
           "         [--batch N] [--calls N] [--relocate-mib N] "
           "[--only A|Q|R]... [--quick] [--json]\n"
           "  --plugin PATH      the plugin (default: $HIPPO_PLUGIN, else\n"
-          "                     %s if it exists, else\n"
+          "                     %s when run from the build tree, else\n"
           "                     %s)\n"
           "  --device N         HIP device ordinal (default 0)\n"
           "  --reps N           repetitions per figure (default 5)\n"

@@ -1,4 +1,6 @@
-# hippo_hip.m4 -- configure macros of hippo.
+# hippo_hip.m4 -- configure macros of hippo.  All of hippo's own: the
+# build needs Autoconf, Automake, Libtool and pkg-config's pkg.m4, and no
+# autoconf-archive.
 #
 # HIPPO_GPU_HEADERS
 #   hippo links no GPU runtime: the HIP backend loads AMD's HIP runtime or
@@ -32,19 +34,77 @@ AC_DEFUN([HIPPO_GPU_HEADERS], [
   hippo_gpu_headers=${hippo_gpu_headers:-none}
 ])
 
+# HIPPO_CHECK_CFLAG(FLAG, [IF-ACCEPTED], [IF-NOT])
+#   Whether the C compiler compiles a trivial program with FLAG added to
+#   CFLAGS and -Werror (so a flag the compiler only warns about counts as
+#   not accepted).  The answer is cached as hippo_cv_cflag_FLAG (FLAG made
+#   a shell name); FLAG may be a shell variable.
+AC_DEFUN([HIPPO_CHECK_CFLAG], [
+  AS_VAR_PUSHDEF([hippo_cflag_var], [hippo_cv_cflag_$1])
+  AC_CACHE_CHECK([whether $CC accepts $1], [hippo_cflag_var], [
+    hippo_cflag_save=$CFLAGS
+    CFLAGS="$CFLAGS -Werror $1"
+    AC_COMPILE_IFELSE([AC_LANG_PROGRAM([], [])],
+      [AS_VAR_SET([hippo_cflag_var], [yes])],
+      [AS_VAR_SET([hippo_cflag_var], [no])])
+    CFLAGS=$hippo_cflag_save])
+  AS_VAR_IF([hippo_cflag_var], [yes], [$2], [$3])
+  AS_VAR_POPDEF([hippo_cflag_var])
+])
+
+# HIPPO_PTHREAD: POSIX threads.  PTHREAD_CFLAGS is -pthread when the
+#   compiler builds and links a threaded program with it (gcc and clang
+#   do; it also defines _REENTRANT), else empty; PTHREAD_LIBS is what
+#   pthread_create needs beyond the C library with those flags: empty
+#   (glibc 2.34 and later, musl) or -lpthread.  Stops configure when no
+#   program calling pthread_create links.  Both are AC_SUBSTed; the caller
+#   adds them to CFLAGS and LIBS.
+AC_DEFUN([HIPPO_PTHREAD], [
+  m4_pushdef([hippo_pthread_program], [AC_LANG_PROGRAM([[#include <pthread.h>
+static void *hippo_run(void *arg) { return arg; }]],
+    [[pthread_t t;
+  if (pthread_create(&t, 0, hippo_run, 0) != 0) return 1;
+  return pthread_join(t, 0);]])])
+  AC_CACHE_CHECK([whether $CC takes -pthread], [hippo_cv_pthread_flag], [
+    hippo_pthread_save=$CFLAGS
+    CFLAGS="$CFLAGS -Werror -pthread"
+    AC_LINK_IFELSE([hippo_pthread_program],
+      [hippo_cv_pthread_flag=yes], [hippo_cv_pthread_flag=no])
+    CFLAGS=$hippo_pthread_save])
+  AS_IF([test "x$hippo_cv_pthread_flag" = xyes],
+    [PTHREAD_CFLAGS=-pthread], [PTHREAD_CFLAGS=])
+  AC_CACHE_CHECK([for the library of pthread_create], [hippo_cv_pthread_libs], [
+    hippo_cv_pthread_libs=no
+    hippo_pthread_save=$CFLAGS
+    hippo_pthread_save_libs=$LIBS
+    CFLAGS="$CFLAGS $PTHREAD_CFLAGS"
+    for hippo_lib in "" -lpthread; do
+      LIBS="$hippo_lib $hippo_pthread_save_libs"
+      AC_LINK_IFELSE([hippo_pthread_program],
+        [hippo_cv_pthread_libs=${hippo_lib:-none needed}; break])
+    done
+    CFLAGS=$hippo_pthread_save
+    LIBS=$hippo_pthread_save_libs])
+  AS_CASE([$hippo_cv_pthread_libs],
+    [no], [AC_MSG_ERROR([hippo needs POSIX threads: no program calling pthread_create links])],
+    ["none needed"], [PTHREAD_LIBS=],
+    [PTHREAD_LIBS=$hippo_cv_pthread_libs])
+  m4_popdef([hippo_pthread_program])
+  AC_SUBST([PTHREAD_CFLAGS])
+  AC_SUBST([PTHREAD_LIBS])
+])
+
 # HIPPO_WARN_FLAGS: the warnings hippo builds with (gcc and clang), and
 # -fvisibility=hidden where the compiler takes it.
 AC_DEFUN([HIPPO_WARN_FLAGS], [
   WARN_CFLAGS=
   for hippo_flag in -Wall -Wextra -Wshadow -Wstrict-prototypes \
       -Wmissing-prototypes -Wpointer-arith -Wformat=2 -Wvla; do
-    AX_CHECK_COMPILE_FLAG([$hippo_flag], [WARN_CFLAGS="$WARN_CFLAGS $hippo_flag"],
-                          [], [-Werror])
+    HIPPO_CHECK_CFLAG([$hippo_flag], [WARN_CFLAGS="$WARN_CFLAGS $hippo_flag"])
   done
   AC_SUBST([WARN_CFLAGS])
   VISIBILITY_CFLAGS=
-  AX_CHECK_COMPILE_FLAG([-fvisibility=hidden],
-                        [VISIBILITY_CFLAGS=-fvisibility=hidden], [], [-Werror])
+  HIPPO_CHECK_CFLAG([-fvisibility=hidden], [VISIBILITY_CFLAGS=-fvisibility=hidden])
   AC_SUBST([VISIBILITY_CFLAGS])
 ])
 

@@ -1,4 +1,5 @@
 /* toolutil.c -- what the hippo command-line programs share (toolutil.h). */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,7 +7,11 @@
 
 #include "toolutil.h"
 
-/* The Makefile defines both; these keep a stand-alone compile working. */
+/* The Makefile defines these; the defaults keep a stand-alone compile
+ * working. */
+#ifndef HIPPO_BUILD_DIR
+#define HIPPO_BUILD_DIR "."
+#endif
 #ifndef HIPPO_BUILD_PLUGIN
 #define HIPPO_BUILD_PLUGIN "plugin/.libs/hippo.so"
 #endif
@@ -17,6 +22,35 @@
 const char tool_build_plugin[] = HIPPO_BUILD_PLUGIN;
 const char tool_installed_plugin[] = HIPPO_INSTALLED_PLUGIN;
 
+/* Whether the running program is one of the build tree's: the directory of
+ * its executable (/proc/self/exe, symbolic links resolved; a trailing
+ * /.libs, where a libtool wrapper keeps the real program, dropped) is the
+ * build tree's tools/ or bench/.  An installed copy, or a system without
+ * /proc, is not. */
+static bool running_uninstalled(void) {
+  static const char *const dirs[] = {"/tools", "/bench"};
+  char exe[PATH_MAX], top[PATH_MAX];
+  char *slash;
+  size_t n, i;
+
+  if (!realpath("/proc/self/exe", exe) || !realpath(HIPPO_BUILD_DIR, top))
+    return false;
+  slash = strrchr(exe, '/');
+  if (!slash)
+    return false;
+  *slash = '\0';
+  n = strlen(exe);
+  if (n >= 6 && strcmp(exe + n - 6, "/.libs") == 0)
+    exe[n - 6] = '\0';
+  n = strlen(top);
+  if (strncmp(exe, top, n) != 0)
+    return false;
+  for (i = 0; i < sizeof dirs / sizeof dirs[0]; i++)
+    if (strcmp(exe + n, dirs[i]) == 0)
+      return true;
+  return false;
+}
+
 const char *tool_plugin_path(const char *given) {
   const char *env = getenv("HIPPO_PLUGIN");
 
@@ -24,7 +58,7 @@ const char *tool_plugin_path(const char *given) {
     return given;
   if (env && *env)
     return env;
-  if (access(tool_build_plugin, F_OK) == 0)
+  if (running_uninstalled())
     return tool_build_plugin;
   return tool_installed_plugin;
 }
@@ -35,9 +69,12 @@ hippo_status tool_load(const char *prog, const char *path, void **lib,
 
   if (st != HIPPO_SUCCESS)
     fprintf(stderr,
-            "%s: %s\n  (build the plugin with 'make', or give its path with "
-            "--plugin PATH or HIPPO_PLUGIN)\n",
-            prog, hippo_load_error());
+            "%s: %s\n  (%s, or give its path with --plugin PATH or "
+            "HIPPO_PLUGIN)\n",
+            prog, hippo_load_error(),
+            strcmp(path, tool_installed_plugin) == 0
+                ? "install hippo with 'make install'"
+                : "build the plugin with 'make'");
   return st;
 }
 
@@ -200,7 +237,7 @@ void tool_device_options_init(struct tool_device_options *o) {
 
 void tool_device_options_help(void) {
   printf("  --plugin PATH     the plugin to load (default: $HIPPO_PLUGIN, else\n"
-         "                    %s if it exists,\n"
+         "                    %s when run from the build tree,\n"
          "                    else %s)\n"
          "  --backend NAME    auto (default), host, dry or hip\n"
          "  --capacity BYTES  host/dry: the emulated device memory (default\n"

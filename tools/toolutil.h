@@ -18,14 +18,17 @@
 #include "hippo.h"
 
 /* The plugin in the build tree and the installed one (the Makefile sets
- * HIPPO_BUILD_PLUGIN and HIPPO_INSTALLED_PLUGIN when it compiles
- * toolutil.c; a stand-alone compile falls back to relative defaults). */
+ * HIPPO_BUILD_PLUGIN, HIPPO_INSTALLED_PLUGIN and HIPPO_BUILD_DIR, the
+ * build tree, when it compiles toolutil.c; a stand-alone compile falls
+ * back to relative defaults). */
 extern const char tool_build_plugin[];
 extern const char tool_installed_plugin[];
 
 /* The plugin to load: `given` (--plugin) when not NULL, else $HIPPO_PLUGIN
- * when set and not empty, else tool_build_plugin when that file exists,
- * else tool_installed_plugin.  Never NULL. */
+ * when set and not empty, else tool_build_plugin when the program runs
+ * uninstalled (its executable is the build tree's tools/ or bench/ one,
+ * by /proc/self/exe), else tool_installed_plugin.  So an installed tool
+ * never loads a build tree's plugin unless told to.  Never NULL. */
 const char *tool_plugin_path(const char *given);
 
 /* hippo_load(path); on failure prints "PROG: REASON" and a hint on how to

@@ -1,0 +1,99 @@
+#!/bin/sh
+# test-man.sh -- the manual pages (man/) format without a warning and say
+# what the tools and the header have.
+#
+#  - each page formats with no warning: man-db's `man --warnings -l` (as
+#    lintian runs it), else `groff -ww -z -man`, else `mandoc -T lint`;
+#    with none of them installed those checks are skipped;
+#  - every long option that `hippo-replay --help` and `hippo-info --help`
+#    print is in the tool's page (so an option added without its
+#    documentation fails here);
+#  - every slot of hippo_api in include/hippo.h is named in hippo(3).
+#
+# Environment (from make check): top_srcdir, HIPPO_REPLAY, HIPPO_INFO.
+
+set -u
+
+top_srcdir=${top_srcdir:-$(cd "$(dirname "$0")/.." && pwd)}
+HIPPO_REPLAY=${HIPPO_REPLAY:-$top_srcdir/tools/hippo-replay}
+HIPPO_INFO=${HIPPO_INFO:-$top_srcdir/tools/hippo-info}
+man=$top_srcdir/man
+
+. "$top_srcdir/tests/lib.sh"
+lib_init test-man "$HIPPO_REPLAY"
+
+skipped=0
+skip() {
+  skipped=$((skipped + 1))
+  echo "SKIP: $1"
+}
+
+# ---- the pages format without a warning ------------------------------------
+checker=
+if man --help 2>/dev/null | grep -q -- '--warnings'; then
+  checker=man
+elif command -v groff >/dev/null 2>&1; then
+  checker=groff
+elif command -v mandoc >/dev/null 2>&1; then
+  checker=mandoc
+fi
+for page in hippo-replay.1 hippo-info.1 hippo.3; do
+  f=$man/$page
+  if [ ! -f "$f" ]; then
+    fail "$page: missing"
+    continue
+  fi
+  case $checker in
+    man)
+      LC_ALL=C.UTF-8 MANROFFSEQ='' MANWIDTH=80 \
+        man --warnings -E UTF-8 -l -Tutf8 -Z "$f" >"$out" 2>"$err" ;;
+    groff) groff -ww -z -man "$f" >"$out" 2>"$err" ;;
+    mandoc) mandoc -T lint -W warning "$f" >"$err" 2>&1 ;;
+    *)
+      skip "$page: no man --warnings, groff or mandoc to check it with"
+      continue ;;
+  esac
+  status=$?
+  if [ "$status" -eq 0 ] && [ ! -s "$err" ]; then
+    pass "$page: formats with no warning ($checker)"
+  else fail "$page: $checker warns (exit $status)"; fi
+done
+
+# ---- every option of --help is in the page ----------------------------------
+# options TOOL: the long options its --help prints, one per line.
+options() {
+  "$1" --help 2>/dev/null | grep -o -- '--[a-z][a-z-]*' | sort -u
+}
+
+for pair in "hippo-replay:$HIPPO_REPLAY" "hippo-info:$HIPPO_INFO"; do
+  name=${pair%%:*}
+  tool=${pair#*:}
+  page=$man/$name.1
+  opts=$(options "$tool")
+  if [ -z "$opts" ]; then
+    fail "$name --help prints no option"
+    continue
+  fi
+  for opt in $opts; do
+    # In roff a hyphen is written \- (or -): \-\-plugin, --plugin.
+    word=${opt#--}
+    if grep -q -e "\\\\-\\\\-$word\\([^a-z-]\\|\$\\)" \
+      -e "--$word\\([^a-z-]\\|\$\\)" "$page"; then
+      pass "$name.1 documents $opt"
+    else fail "$name.1 does not document $opt (printed by $name --help)"; fi
+  done
+done
+
+# ---- every slot of the table is in hippo(3) --------------------------------
+slots=$(sed -n '/^typedef struct hippo_api {/,/^} hippo_api;/p' \
+  "$top_srcdir/include/hippo.h" | grep -o '(\*[a-z_]*)' | tr -d '(*)')
+if [ -z "$slots" ]; then
+  fail "no slot of hippo_api found in include/hippo.h"
+fi
+for slot in $slots; do
+  if grep -qw -- "$slot" "$man/hippo.3"; then pass "hippo.3 names $slot"
+  else fail "hippo.3 does not name the slot $slot"; fi
+done
+
+[ "$skipped" -eq 0 ] || echo "($skipped checks skipped)"
+lib_finish
