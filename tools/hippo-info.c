@@ -2,7 +2,7 @@
  *
  *   hippo-info [--plugin PATH] [--backend auto|host|dry|hip]
  *              [--capacity BYTES]
- *              [--layout adaptive|sub_slices|exclusive_pages]
+ *              [--layout adaptive|sub_slices|exclusive_pages|SPEC]
  *
  * Loads the plugin, opens a device (default AUTO: HIP when a GPU runtime
  * sees a device, else HOST; --capacity sizes a HOST or DRY device and is a
@@ -12,9 +12,10 @@
  * ABI version, the GPU runtime in use ("none" on HOST and DRY), the backend
  * in use and why it was chosen, the device's name and architecture, total
  * and free device memory (on HIP, of the budget), the slice alignment and
- * the layout preset; then a table of the stream's pools from pool_report
- * (index 0 is the persistent pool, then the layout's pools in routing
- * order): kind, page_size, max size (max_slice_size of a SLICED pool,
+ * the layout preset (for a --layout SPEC of pools, "custom", then a
+ * "layout:" line with the spec's canonical text); then a table of the
+ * stream's pools from pool_report (index 0 is the persistent pool, then
+ * the layout's pools in routing order): kind, page_size, max size (max_slice_size of a SLICED pool,
  * max_alloc_size of an EXCLUSIVE one), max_pool_size and dealloc_period.
  * Sizes are shown in the largest binary unit that divides them exactly;
  * "-" is a field the kind does not use, "none" a zero cap, "never" a zero
@@ -43,7 +44,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 static const char *const prog = "hippo-info";
 static const char *const usage_line =
     "usage: hippo-info [--plugin PATH] [--backend auto|host|dry|hip] "
-    "[--capacity BYTES] [--layout adaptive|sub_slices|exclusive_pages]";
+    "[--capacity BYTES] [--layout adaptive|sub_slices|exclusive_pages|SPEC]";
 
 static void print_help(void) {
   printf("%s\n\n", usage_line);
@@ -146,9 +147,7 @@ static bool auto_reason(const hippo_api *api,
   hippo_device *probe = NULL;
   hippo_status st;
 
-  memset(&layout, 0, sizeof layout);
-  layout.struct_size = sizeof layout;
-  layout.preset = o->preset;
+  tool_layout_get(&o->layout, &layout);
   memset(&desc, 0, sizeof desc);
   desc.struct_size = sizeof desc;
   desc.backend = HIPPO_BACKEND_HIP;
@@ -288,6 +287,8 @@ int main(int argc, char **argv) {
          size_text(info.free_memory, free_mem, sizeof free_mem));
   printf("alignment: %" PRIu64 "\n", info.alignment);
   printf("preset: %s\n", tool_preset_name(info.preset));
+  if (info.preset == HIPPO_PRESET_CUSTOM)
+    printf("layout: %s\n", o.layout.text);
   ok = print_pools(api, dev, stream);
 
 out:

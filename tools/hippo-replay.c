@@ -2,9 +2,9 @@
  *
  *   hippo-replay [--plugin PATH] [--backend auto|host|dry|hip]
  *                [--capacity BYTES]
- *                [--layout sub_slices|exclusive_pages|adaptive]
+ *                [--layout sub_slices|exclusive_pages|adaptive|SPEC]
  *                [--relocate never|wanted|explicit-every=N] [--json FILE]
- *                [--check] [--strict] [--quiet] TRACE.csv
+ *                [--svg FILE] [--check] [--strict] [--quiet] TRACE.csv
  *
  * The trace is a CSV file with the header line `op,id,size,stream` and one
  * event per line:
@@ -37,7 +37,11 @@
  * EXPLICIT) after every N events.
  *
  * The summary goes to stdout as `key: value` lines; --json FILE writes the
- * figures as one JSON object as well (keys: README).  Exit status:
+ * figures as one JSON object as well (keys: README); --svg FILE draws live
+ * and reserved bytes (stacked by pool) along the replay, with its
+ * relocations and failed reservations (tools/timeline.h).  "layout:" (and
+ * the JSON's "layout") is the preset's name, or the canonical text of a
+ * --layout spec of pools.  Exit status:
  *   0  replayed (some reservations may have failed; see the summary)
  *   1  the trace is malformed or missing, or the plugin or device could not
  *      be used (a message on stderr; for the trace: TRACE:LINE: REASON)
@@ -58,6 +62,7 @@
 #include <time.h>
 
 #include "hippo.h"
+#include "timeline.h"
 #include "toolutil.h"
 #include "trace.h"
 
@@ -72,9 +77,9 @@ enum exit_code {
 
 static const char *const usage_line =
     "usage: hippo-replay [--plugin PATH] [--backend auto|host|dry|hip] "
-    "[--capacity BYTES] [--layout sub_slices|exclusive_pages|adaptive] "
-    "[--relocate never|wanted|explicit-every=N] [--json FILE] [--check] "
-    "[--strict] [--quiet] TRACE.csv";
+    "[--capacity BYTES] [--layout sub_slices|exclusive_pages|adaptive|SPEC] "
+    "[--relocate never|wanted|explicit-every=N] [--json FILE] [--svg FILE] "
+    "[--check] [--strict] [--quiet] TRACE.csv";
 
 enum policy { RELOCATE_WANTED, RELOCATE_NEVER, RELOCATE_EVERY };
 
@@ -87,6 +92,7 @@ struct options {
   enum policy policy;             /* --relocate */
   uint64_t every;                 /* explicit-every=N */
   const char *json;               /* --json FILE */
+  const char *svg;                /* --svg FILE */
   const char *trace;
 };
 
@@ -137,6 +143,9 @@ static void print_help(void) {
       "                    every reservation), never, or explicit-every=N\n"
       "                    (relocate every stream after every N events)\n"
       "  --json FILE       also write the figures as a JSON object to FILE\n"
+      "  --svg FILE        also draw live and reserved bytes (stacked by\n"
+      "                    pool), relocations and failed reservations along\n"
+      "                    the replay as an SVG timeline in FILE\n"
       "  --check           verify hippo's bookkeeping after every event\n"
       "                    (exit 4 on the first failure)\n"
       "  --strict          exit 3 when any reservation failed\n"
@@ -155,7 +164,8 @@ static int parse_options(int argc, char **argv, struct options *o) {
     OPT_QUIET,
     OPT_HELP,
     OPT_RELOCATE,
-    OPT_JSON
+    OPT_JSON,
+    OPT_SVG
   };
   static const struct option longopts[] = {
       {"plugin", required_argument, NULL, OPT_DEVICE},
@@ -164,6 +174,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"layout", required_argument, NULL, OPT_DEVICE},
       {"relocate", required_argument, NULL, OPT_RELOCATE},
       {"json", required_argument, NULL, OPT_JSON},
+      {"svg", required_argument, NULL, OPT_SVG},
       {"check", no_argument, NULL, OPT_CHECK},
       {"strict", no_argument, NULL, OPT_STRICT},
       {"quiet", no_argument, NULL, OPT_QUIET},
@@ -195,6 +206,9 @@ static int parse_options(int argc, char **argv, struct options *o) {
       break;
     case OPT_JSON:
       o->json = optarg;
+      break;
+    case OPT_SVG:
+      o->svg = optarg;
       break;
     case OPT_CHECK:
       o->check = true;
@@ -245,6 +259,7 @@ struct session {
   hippo_stream *attached[TRACE_MAX_STREAMS]; /* distinct managers, to detach */
   uint32_t attached_count;
   hippo_handle *handles;
+  struct timeline *timeline; /* --svg: the samples, else NULL */
 };
 
 /* Results of the replay loop. */
@@ -388,6 +403,11 @@ static int replay(struct session *s, const struct options *o,
     }
     if (o->policy == RELOCATE_EVERY && (i + 1) % o->every == 0)
       (void)api->relocate_with(s->dev, NULL, HIPPO_RELOCATE_EXPLICIT, NULL);
+    if (s->timeline)
+      timeline_event(s->timeline, i, e->stream, e->op == TRACE_RESERVE,
+                     e->op == TRACE_RESERVE && handles[e->slot] == 0,
+                     r->live_bytes,
+                     o->policy == RELOCATE_EVERY && (i + 1) % o->every == 0);
     if (o->check) {
       st = api->check(s->dev);
       if (st != HIPPO_SUCCESS) {
@@ -475,7 +495,7 @@ static void print_summary(const struct session *s, const struct options *o,
   printf("trace: %s\n", o->trace);
   printf("plugin: %s\n", plugin);
   printf("backend: %s\n", tool_backend_name(s->backend));
-  printf("layout: %s\n", tool_preset_name(o->dev.preset));
+  printf("layout: %s\n", o->dev.layout.text);
   if (s->backend == HIPPO_BACKEND_HIP)
     printf("streams: %" PRIu32 " (1 manager: on HIP every trace stream "
            "maps to the default stream)\n",
@@ -523,8 +543,9 @@ static void print_summary(const struct session *s, const struct options *o,
     printf("relocated bytes: %" PRIu64 "\n", u->bytes_relocated);
   }
   printf("out-of-memory reservations: %" PRIu64 "\n", r->oom_count);
-  printf("wall time: %.6f s%s\n", r->wall_s,
-         o->check ? " (includes --check after every event)" : "");
+  printf("wall time: %.6f s%s%s\n", r->wall_s,
+         o->check ? " (includes --check after every event)" : "",
+         o->svg ? " (includes the --svg samples)" : "");
   printf("ns per event: %.1f\n",
          t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
 }
@@ -553,7 +574,8 @@ static int write_json(const struct session *s, const struct options *o,
       fputc(*p, f);
   fprintf(f, "\",\n");
   fprintf(f, "  \"backend\": \"%s\",\n", tool_backend_name(s->backend));
-  fprintf(f, "  \"layout\": \"%s\",\n", tool_preset_name(o->dev.preset));
+  /* The canonical text has only [a-z0-9_:;,=KMGT]: nothing to escape. */
+  fprintf(f, "  \"layout\": \"%s\",\n", o->dev.layout.text);
   fprintf(f, "  \"relocate\": \"%s\",\n", policy_name(o));
   fprintf(f, "  \"events\": %zu,\n", t->count);
   fprintf(f, "  \"streams\": %" PRIu32 ",\n", t->streams);
@@ -648,6 +670,14 @@ int main(int argc, char **argv) {
     rc = session_open(&s, &o, &t);
   }
 
+  /* --svg: the sampler reads every stream's pools before the first event. */
+  if (rc == EXIT_OK && o.svg) {
+    s.timeline = timeline_new(s.api, s.dev, s.mgr, s.attached,
+                              s.attached_count, t.count);
+    if (!s.timeline)
+      rc = EXIT_INPUT;
+  }
+
   /* 3. Replay, timed. */
   if (rc == EXIT_OK)
     rc = replay(&s, &o, &t, &r);
@@ -677,6 +707,14 @@ int main(int argc, char **argv) {
     }
     if (o.json && have_usage)
       rc = write_json(&s, &o, &t, &r, &u, have_counters, &c);
+    if (o.svg && have_usage) {
+      struct timeline_labels lab = {
+          o.trace, o.dev.layout.text, tool_backend_name(s.backend),
+          policy_name(&o), t.streams, r.peak_live_bytes,
+          u.peak_bytes_reserved};
+      if (!timeline_write_svg(s.timeline, o.svg, &lab))
+        rc = EXIT_INPUT;
+    }
     if (r.failed_releases) {
       fprintf(stderr,
               "hippo-replay: %" PRIu64 " release(s) failed; first: %s:%" PRIu32
@@ -699,6 +737,7 @@ int main(int argc, char **argv) {
   close_rc = session_close(&s, &t);
   if (rc == EXIT_OK)
     rc = close_rc;
+  timeline_free(s.timeline);
   free(s.handles);
   trace_free(&t);
   return rc;

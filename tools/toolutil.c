@@ -1,5 +1,6 @@
 /* toolutil.c -- what the hippo command-line programs share (toolutil.h). */
 #include <limits.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -205,6 +206,332 @@ bool tool_parse_preset(const char *name, hippo_preset *out) {
   return value_of(presets, name, out);
 }
 
+/* ---- Layout specs (toolutil.h has the grammar) --------------------------- */
+
+/* A pool kind of the spec grammar and the keys it takes. */
+enum spec_key { KEY_PAGE, KEY_SLICE, KEY_CAP, KEY_MAX, KEY_RECLAIM,
+                KEY_PERIOD, KEY_COUNT };
+
+static const char *const key_names[KEY_COUNT] = {
+    "page", "slice", "cap", "max", "reclaim", "period"};
+
+struct spec_kind {
+  const char *name;
+  hippo_pool_kind kind;
+  unsigned keys;     /* bit k: takes key k */
+  unsigned needs;    /* bit k: key k must be given */
+  const char *list;  /* the keys it takes, for messages */
+};
+
+#define BIT(k) (1u << (k))
+static const struct spec_kind spec_kinds[] = {
+    {"sliced", HIPPO_POOL_SLICED,
+     BIT(KEY_PAGE) | BIT(KEY_SLICE) | BIT(KEY_CAP) | BIT(KEY_PERIOD),
+     BIT(KEY_PAGE) | BIT(KEY_SLICE), "page, slice, cap, period"},
+    {"exclusive", HIPPO_POOL_EXCLUSIVE, BIT(KEY_MAX) | BIT(KEY_PERIOD),
+     BIT(KEY_MAX), "max, period"},
+    {"direct", HIPPO_POOL_DIRECT, BIT(KEY_RECLAIM) | BIT(KEY_PERIOD), 0,
+     "reclaim, period"},
+    {"arena", HIPPO_POOL_ARENA,
+     BIT(KEY_PAGE) | BIT(KEY_SLICE) | BIT(KEY_CAP) | BIT(KEY_PERIOD),
+     BIT(KEY_PAGE) | BIT(KEY_SLICE), "page, slice, cap, period"},
+    {NULL, 0, 0, 0, NULL}};
+
+#define SPEC_DEFAULT_PERIOD 10000u /* every preset pool's dealloc_period */
+#define SPEC_EXCERPT 40            /* characters of a name shown in a message */
+
+/* A piece of the spec: [p, p + n), spaces and tabs at both ends dropped. */
+struct piece {
+  const char *p;
+  size_t n;
+};
+
+static struct piece piece_trim(const char *p, size_t n) {
+  struct piece r;
+  while (n && (*p == ' ' || *p == '\t'))
+    p++, n--;
+  while (n && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+    n--;
+  r.p = p;
+  r.n = n;
+  return r;
+}
+
+static bool piece_is(struct piece x, const char *word) {
+  return strlen(word) == x.n && strncmp(x.p, word, x.n) == 0;
+}
+
+/* The piece as a C string, cut to `cap` - 1 bytes (for values and
+ * messages). */
+static const char *piece_str(struct piece x, char *buf, size_t cap) {
+  size_t n = x.n < cap - 1 ? x.n : cap - 1;
+  memcpy(buf, x.p, n);
+  buf[n] = '\0';
+  return buf;
+}
+
+/* Writes "layout spec: " and the formatted message to why; returns false. */
+static bool spec_error(char *why, size_t len, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static bool spec_error(char *why, size_t len, const char *fmt, ...) {
+  va_list ap;
+  int n;
+  if (!why || len == 0)
+    return false;
+  n = snprintf(why, len, "layout spec: ");
+  if (n < 0 || (size_t)n >= len)
+    return false;
+  va_start(ap, fmt);
+  vsnprintf(why + n, len - (size_t)n, fmt, ap);
+  va_end(ap);
+  return false;
+}
+
+/* Parses one pool (its text without the ';'), number `index` from 1. */
+static bool parse_pool(struct piece text, unsigned index,
+                       hippo_pool_options *o, char *why, size_t len) {
+  const char *colon = memchr(text.p, ':', text.n);
+  struct piece kname = piece_trim(text.p, colon ? (size_t)(colon - text.p)
+                                                : text.n);
+  const struct spec_kind *k;
+  char name[SPEC_EXCERPT + 1], value[SPEC_EXCERPT + 1];
+  unsigned given = 0, option = 0;
+  uint64_t v[KEY_COUNT] = {0};
+  hippo_preset preset;
+
+  if (text.n == 0)
+    return spec_error(why, len,
+                      "pool %u: empty (expected KIND[:KEY=VALUE,...]; kinds "
+                      "sliced, exclusive, direct, arena)",
+                      index);
+  for (k = spec_kinds; k->name && !piece_is(kname, k->name); k++)
+    ;
+  if (!k->name) {
+    piece_str(kname, name, sizeof name);
+    if (tool_parse_preset(name, &preset) && kname.n == strlen(name))
+      return spec_error(why, len,
+                        "pool %u: '%s' is a preset; a preset stands alone, "
+                        "without keys or other pools",
+                        index, name);
+    return spec_error(why, len,
+                      "pool %u: unknown kind '%s' (sliced, exclusive, "
+                      "direct, arena)",
+                      index, name);
+  }
+  v[KEY_PERIOD] = SPEC_DEFAULT_PERIOD;
+
+  /* The options: KEY=VALUE separated by ',' after the ':'. */
+  if (colon) {
+    const char *p = colon + 1, *end = text.p + text.n;
+    for (;;) {
+      const char *comma = memchr(p, ',', (size_t)(end - p));
+      struct piece opt = piece_trim(p, (comma ? comma : end) - p);
+      const char *eq = memchr(opt.p, '=', opt.n);
+      struct piece key, val;
+      unsigned kk;
+
+      option++;
+      if (opt.n == 0)
+        return spec_error(why, len,
+                          "pool %u (%s): option %u is empty (expected "
+                          "KEY=VALUE; keys %s)",
+                          index, k->name, option, k->list);
+      key = piece_trim(opt.p, eq ? (size_t)(eq - opt.p) : opt.n);
+      for (kk = 0; kk < KEY_COUNT && !piece_is(key, key_names[kk]); kk++)
+        ;
+      if (kk == KEY_COUNT || !(k->keys & BIT(kk)))
+        return spec_error(why, len, "pool %u (%s): unknown key '%s' (%s)",
+                          index, k->name, piece_str(key, name, sizeof name),
+                          k->list);
+      if (!eq)
+        return spec_error(why, len,
+                          "pool %u (%s): key '%s' has no value (expected "
+                          "%s=%s)",
+                          index, k->name, key_names[kk], key_names[kk],
+                          kk == KEY_PERIOD ? "COUNT" : "SIZE");
+      if (given & BIT(kk))
+        return spec_error(why, len, "pool %u (%s): key '%s' given twice",
+                          index, k->name, key_names[kk]);
+      val = piece_trim(eq + 1, (size_t)(opt.p + opt.n - (eq + 1)));
+      piece_str(val, value, sizeof value);
+      if (kk == KEY_PERIOD) {
+        if (val.n >= sizeof value ||
+            tool_parse_u64(value, &v[kk]) != TOOL_NUM_OK)
+          return spec_error(why, len,
+                            "pool %u (%s): period '%s' is not a count (a "
+                            "whole number of reservations, 0 = never)",
+                            index, k->name, value);
+      } else if (val.n >= sizeof value || !tool_parse_bytes(value, &v[kk])) {
+        return spec_error(why, len,
+                          "pool %u (%s): %s '%s' is not a size (bytes, or a "
+                          "whole number with K, M, G or T; below 16 EiB)",
+                          index, k->name, key_names[kk], value);
+      }
+      given |= BIT(kk);
+      if (!comma)
+        break;
+      p = comma + 1;
+    }
+  }
+  for (unsigned kk = 0; kk < KEY_COUNT; kk++)
+    if ((k->needs & BIT(kk)) && !(given & BIT(kk)))
+      return spec_error(why, len,
+                        "pool %u (%s): key '%s' is missing (%s needs %s)",
+                        index, k->name, key_names[kk], k->name,
+                        k->kind == HIPPO_POOL_EXCLUSIVE ? "max"
+                                                        : "page and slice");
+
+  memset(o, 0, sizeof *o);
+  o->struct_size = sizeof *o;
+  o->kind = k->kind;
+  o->page_size = v[KEY_PAGE];
+  o->max_slice_size = v[KEY_SLICE];
+  o->max_pool_size = v[KEY_CAP];
+  o->max_alloc_size = v[KEY_MAX];
+  o->reclaim_at = v[KEY_RECLAIM];
+  o->dealloc_period = v[KEY_PERIOD];
+  return true;
+}
+
+/* Text appended into a buffer of `cap` bytes, cut (never overrun) when it
+ * does not fit: at < cap always, buf NUL-terminated. */
+struct text {
+  char *buf;
+  size_t cap, at;
+};
+
+static void text_add(struct text *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void text_add(struct text *t, const char *fmt, ...) {
+  va_list ap;
+  int n;
+  va_start(ap, fmt);
+  n = vsnprintf(t->buf + t->at, t->cap - t->at, fmt, ap);
+  va_end(ap);
+  if (n > 0)
+    t->at = t->at + (size_t)n < t->cap ? t->at + (size_t)n : t->cap - 1;
+}
+
+/* Appends SEP KEY=N, N in the largest binary suffix dividing it exactly
+ * (4194304 -> 4M), else in bytes. */
+static void text_size(struct text *t, char *sep, const char *key,
+                      uint64_t n) {
+  static const char suffix[] = "KMGT";
+  int u = -1;
+  while (n && n % 1024 == 0 && u < 3) {
+    n /= 1024;
+    u++;
+  }
+  text_add(t, "%c%s=%llu%.*s", *sep, key, (unsigned long long)n,
+           u >= 0 ? 1 : 0, &suffix[u >= 0 ? u : 0]);
+  *sep = ',';
+}
+
+/* The canonical text of a custom layout (toolutil.h, tool_layout.text):
+ * every pool's kind, its required keys, and its other keys where they
+ * differ from their defaults. */
+static void format_layout(const tool_layout *l, char *buf, size_t cap) {
+  struct text t = {buf, cap, 0};
+  buf[0] = '\0';
+  for (uint32_t i = 0; i < l->layout.pool_count; i++) {
+    const hippo_pool_options *o = &l->pools[i];
+    const struct spec_kind *k;
+    char sep = ':';
+    for (k = spec_kinds; k->name && k->kind != o->kind; k++)
+      ;
+    if (!k->name)
+      continue; /* not from the parser: nothing to name it by */
+    text_add(&t, "%s%s", i ? ";" : "", k->name);
+    if (k->keys & BIT(KEY_PAGE))
+      text_size(&t, &sep, "page", o->page_size);
+    if (k->keys & BIT(KEY_SLICE))
+      text_size(&t, &sep, "slice", o->max_slice_size);
+    if (o->max_pool_size)
+      text_size(&t, &sep, "cap", o->max_pool_size);
+    if (k->keys & BIT(KEY_MAX))
+      text_size(&t, &sep, "max", o->max_alloc_size);
+    if (o->reclaim_at)
+      text_size(&t, &sep, "reclaim", o->reclaim_at);
+    if (o->dealloc_period != SPEC_DEFAULT_PERIOD) {
+      text_add(&t, "%cperiod=%llu", sep,
+               (unsigned long long)o->dealloc_period);
+      sep = ',';
+    }
+  }
+}
+
+bool tool_parse_layout(const char *spec, tool_layout *out, char *why,
+                       size_t len) {
+  tool_layout l;
+  struct piece all;
+  const char *p, *end;
+  unsigned index = 0;
+  char word[SPEC_EXCERPT + 1];
+
+  if (why && len)
+    why[0] = '\0';
+  all = piece_trim(spec ? spec : "", spec ? strlen(spec) : 0);
+  if (all.n == 0)
+    return spec_error(why, len,
+                      "empty (expected a preset, adaptive, sub_slices or "
+                      "exclusive_pages, or pools such as "
+                      "sliced:page=4M,slice=1M;exclusive:max=1G)");
+  memset(&l, 0, sizeof l);
+  l.layout.struct_size = sizeof l.layout;
+
+  /* A preset name alone. */
+  if (!memchr(all.p, ';', all.n) && !memchr(all.p, ':', all.n)) {
+    hippo_preset preset;
+    piece_str(all, word, sizeof word);
+    if (all.n < sizeof word && tool_parse_preset(word, &preset)) {
+      l.layout.preset = preset;
+      snprintf(l.text, sizeof l.text, "%s", tool_preset_name(preset));
+      goto done;
+    }
+    for (const struct spec_kind *k = spec_kinds; k->name; k++)
+      if (piece_is(all, k->name))
+        goto pools;
+    return spec_error(why, len,
+                      "'%s' is neither a preset (adaptive, sub_slices, "
+                      "exclusive_pages) nor a pool kind (sliced, exclusive, "
+                      "direct, arena)",
+                      word);
+  }
+
+pools:
+  l.layout.preset = HIPPO_PRESET_CUSTOM;
+  l.layout.pool_options_size = sizeof(hippo_pool_options);
+  p = all.p;
+  end = all.p + all.n;
+  for (;;) {
+    const char *semi = memchr(p, ';', (size_t)(end - p));
+    struct piece text = piece_trim(p, (semi ? semi : end) - p);
+    if (++index > TOOL_LAYOUT_MAX_POOLS)
+      return spec_error(why, len,
+                        "pool %u: more than %u pools (the plugin's limit)",
+                        index, TOOL_LAYOUT_MAX_POOLS);
+    if (!parse_pool(text, index, &l.pools[index - 1], why, len))
+      return false;
+    if (!semi)
+      break;
+    p = semi + 1;
+  }
+  l.layout.pool_count = index;
+  format_layout(&l, l.text, sizeof l.text);
+
+done:
+  memcpy(out, &l, sizeof l);
+  out->layout.pools =
+      out->layout.preset == HIPPO_PRESET_CUSTOM ? out->pools : NULL;
+  return true;
+}
+
+void tool_layout_get(const tool_layout *l, hippo_layout *dst) {
+  *dst = l->layout;
+  dst->struct_size = sizeof *dst;
+  dst->pools = l->layout.preset == HIPPO_PRESET_CUSTOM ? l->pools : NULL;
+}
+
 const char *tool_pool_kind_name(hippo_pool_kind k) {
   return name_of(pool_kinds, k);
 }
@@ -233,6 +560,7 @@ void tool_device_options_init(struct tool_device_options *o) {
   memset(o, 0, sizeof *o);
   o->backend = HIPPO_BACKEND_AUTO;
   o->preset = HIPPO_PRESET_ADAPTIVE;
+  (void)tool_parse_layout("adaptive", &o->layout, NULL, 0);
 }
 
 void tool_device_options_help(void) {
@@ -244,8 +572,12 @@ void tool_device_options_help(void) {
          "                    16 GiB); hip: a budget, hippo holds at most this\n"
          "                    much of the GPU (default: all of it); suffixes\n"
          "                    K, M, G, T\n"
-         "  --layout NAME     adaptive (default), sub_slices or "
-         "exclusive_pages\n",
+         "  --layout LAYOUT   adaptive (default), sub_slices,\n"
+         "                    exclusive_pages, or pools such as\n"
+         "                    'sliced:page=4M,slice=1M;exclusive:max=1G'\n"
+         "                    (kinds sliced, arena: page, slice, cap, period;\n"
+         "                    exclusive: max, period; direct: reclaim,\n"
+         "                    period)\n",
          tool_build_plugin, tool_installed_plugin);
 }
 
@@ -261,8 +593,12 @@ const char *tool_device_option(struct tool_device_options *o,
       return "--capacity takes a byte count such as 1073741824 or 1G, not";
     o->capacity_given = true;
   } else if (strcmp(name, "layout") == 0) {
-    if (!tool_parse_preset(value, &o->preset))
-      return "--layout takes adaptive, sub_slices or exclusive_pages, not";
+    char why[200];
+    if (!tool_parse_layout(value, &o->layout, why, sizeof why)) {
+      snprintf(o->why, sizeof o->why, "--layout: %s; in", why);
+      return o->why;
+    }
+    o->preset = o->layout.layout.preset;
   } else {
     return "unknown option";
   }
@@ -276,9 +612,7 @@ hippo_status tool_device_open(const char *prog, const hippo_api *api,
   hippo_device_desc desc;
   hippo_status st;
 
-  memset(&layout, 0, sizeof layout);
-  layout.struct_size = sizeof layout;
-  layout.preset = o->preset;
+  tool_layout_get(&o->layout, &layout);
   memset(&desc, 0, sizeof desc);
   desc.struct_size = sizeof desc;
   desc.backend = o->backend;
@@ -291,6 +625,11 @@ hippo_status tool_device_open(const char *prog, const hippo_api *api,
             "  (try --backend host, or check --capacity and --layout)\n",
             prog, tool_backend_name(o->backend), tool_status_name(api, st),
             api->last_error());
+    /* The plugin counts a custom layout's pools from 0, the spec from 1. */
+    if (st == HIPPO_POOL_CONFIG && layout.preset == HIPPO_PRESET_CUSTOM)
+      fprintf(stderr,
+              "  (the plugin's layout pool N is pool N+1 of --layout %s)\n",
+              o->layout.text);
     *dev = NULL;
   }
   return st;

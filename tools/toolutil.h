@@ -67,6 +67,57 @@ bool tool_parse_backend(const char *name, hippo_backend *out);
 const char *tool_preset_name(hippo_preset p);
 bool tool_parse_preset(const char *name, hippo_preset *out);
 
+/* A layout from --layout: a preset name, or a compact spec of custom pools
+ * (README, "Layout specs").  The grammar:
+ *
+ *   spec    = preset | pool { ";" pool }
+ *   preset  = "adaptive" | "sub_slices" | "exclusive_pages"
+ *   pool    = kind [ ":" option { "," option } ]
+ *   kind    = "sliced" | "exclusive" | "direct" | "arena"
+ *   option  = key "=" value
+ *
+ * Keys by kind (each at most once; field of hippo_pool_options):
+ *   sliced, arena  page (page_size), slice (max_slice_size), cap
+ *                  (max_pool_size), period (dealloc_period)
+ *   exclusive      max (max_alloc_size), period
+ *   direct         reclaim (reclaim_at), period
+ * page, slice, cap, max and reclaim are sizes (tool_parse_bytes: bytes, or
+ * K, M, G, T binary suffixes); period is a count of reservations (plain
+ * digits; 0 = never).  sliced and arena need page and slice, exclusive
+ * needs max; cap and reclaim default to 0 (none) and period to 10000, as
+ * in every preset pool.  Spaces and tabs around names and values are
+ * ignored; names are lower case.  At most TOOL_LAYOUT_MAX_POOLS pools.
+ *
+ * The spec is checked for its form only: the plugin still validates the
+ * values at device_open (HIPPO_POOL_CONFIG naming the pool and field; it
+ * counts pools from 0, the spec from 1, and hippo-info's table shows pool
+ * N of the spec as index N, after the persistent pool 0). */
+#define TOOL_LAYOUT_MAX_POOLS 32u
+#define TOOL_LAYOUT_TEXT_MAX 4096u /* room for the canonical text */
+
+/* Invariants: layout.struct_size == sizeof layout; a preset has
+ * pool_count 0 and pools NULL; a custom layout (HIPPO_PRESET_CUSTOM) has
+ * 1..TOOL_LAYOUT_MAX_POOLS pools in pools[] and layout.pools == pools,
+ * so the object points into itself: hand tool_layout_get's copy to the
+ * plugin rather than copying the struct.  text is the canonical spec (the
+ * preset's name, or the pools with every key that differs from its
+ * default, sizes in the largest exact suffix): it parses back to the same
+ * layout. */
+typedef struct tool_layout {
+  hippo_layout layout;
+  hippo_pool_options pools[TOOL_LAYOUT_MAX_POOLS];
+  char text[TOOL_LAYOUT_TEXT_MAX];
+} tool_layout;
+
+/* Parses `spec` into *out.  false: *out is untouched and why (when not
+ * NULL) holds one line "layout spec: [pool N (KIND): ]WHAT (EXPECTED)",
+ * naming the pool (from 1) and the key or value at fault. */
+bool tool_parse_layout(const char *spec, tool_layout *out, char *why,
+                       size_t len);
+
+/* *dst = l->layout, with pools pointing at l->pools (a custom layout). */
+void tool_layout_get(const tool_layout *l, hippo_layout *dst);
+
 /* "SLICED", "EXCLUSIVE", "DIRECT", "PERSISTENT", else "unknown". */
 const char *tool_pool_kind_name(hippo_pool_kind k);
 
@@ -90,18 +141,21 @@ void tool_bad_option(const char *prog, const char *usage, int c,
 
 /* The device options hippo-replay and hippo-info share:
  *   --plugin PATH --backend auto|host|dry|hip --capacity BYTES
- *   --layout adaptive|sub_slices|exclusive_pages
+ *   --layout adaptive|sub_slices|exclusive_pages|SPEC
  * tool_device_options_init sets the defaults (no plugin given, AUTO, the
  * backend's capacity, ADAPTIVE).  The capacity goes to desc.capacity on
  * every backend: HOST and DRY emulate that much memory, HIP takes it as a
  * budget (hippo holds at most that many bytes of the GPU; a budget above
- * the GPU's memory is the GPU's memory). */
+ * the GPU's memory is the GPU's memory).  Invariant: preset ==
+ * layout.layout.preset (HIPPO_PRESET_CUSTOM for a spec of pools). */
 struct tool_device_options {
   const char *plugin;  /* NULL: tool_plugin_path's defaults */
   hippo_backend backend;
   uint64_t capacity;   /* 0: the backend's default (HIP: the whole GPU) */
   bool capacity_given;
   hippo_preset preset;
+  tool_layout layout;  /* --layout, parsed; layout.text names it */
+  char why[256];       /* tool_device_option's message for a bad spec */
 };
 
 void tool_device_options_init(struct tool_device_options *o);
@@ -112,13 +166,15 @@ void tool_device_options_help(void);
 /* Takes the value of option `name` ("plugin", "backend", "capacity" or
  * "layout").  NULL: taken; else the start of a usage message that the
  * caller completes with the value, e.g. "--backend takes auto, host, dry or
- * hip, not". */
+ * hip, not" (a bad --layout spec: "--layout: layout spec: ...; in", kept
+ * in o->why). */
 const char *tool_device_option(struct tool_device_options *o,
                                const char *name, const char *value);
 
-/* Opens a device as `o` says (the layout is o->preset).  On failure prints
+/* Opens a device as `o` says (the layout is o->layout).  On failure prints
  * "PROG: cannot open a BACKEND device: STATUS: LAST_ERROR" and a hint to
- * stderr, sets *dev to NULL and returns the status. */
+ * stderr (for a spec refused with HIPPO_POOL_CONFIG, how the plugin's pool
+ * numbers map to the spec's), sets *dev to NULL and returns the status. */
 hippo_status tool_device_open(const char *prog, const hippo_api *api,
                               const struct tool_device_options *o,
                               hippo_device **dev);
