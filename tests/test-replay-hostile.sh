@@ -1,7 +1,8 @@
 #!/bin/sh
 # test-replay-hostile.sh -- tools/hippo-replay fed hostile files: empty,
 # header only, binary garbage, CRLF and bare-CR line endings, overlong
-# lines, NUL bytes, too many streams, and the most streams a trace may use.
+# lines (and --lenient skipping them), NUL bytes, too many streams, and the
+# most streams a trace may use.
 #
 # Run by `make check` (with $SHELL); the Makefile exports HIPPO_REPLAY,
 # HIPPO_PLUGIN and top_srcdir.  By hand:
@@ -181,38 +182,75 @@ replay "$tmp/cr.csv"
 refused "bare CR line endings" "$tmp/cr.csv" 1 "expected the header line"
 
 # ---- overlong lines ----------------------------------------------------------
-# 1 MiB on one line, in every place: as the first line (no header); as a
-# size of 1 Mi digits (overflow, quoted only 40 digits); as spaces after a
-# valid event, or as a comment (both harmless); as commas (too many
-# fields).
+# A line has at most 4096 bytes (tools/trace.h), comments too: 1 MiB on one
+# line is refused wherever it is, naming its length -- as the first line,
+# as a size of 1 Mi digits, as spaces after a valid event, as a comment,
+# as commas -- and --lenient skips it (not the first line: a trace needs
+# its header).  Just under the limit, the field errors are the usual ones
+# (a size of 4000 digits quoted only in part; 4000 commas).
 repeat 1048576 x >"$tmp/long-first.csv"
 printf '\n' >>"$tmp/long-first.csv"
 replay "$tmp/long-first.csv"
-refused "1 MiB first line" "$tmp/long-first.csv" 1 "expected the header line"
+refused "1 MiB first line" "$tmp/long-first.csv" 1 \
+  "the line is 1048576 bytes long; a trace line has at most 4096"
+replay --lenient "$tmp/long-first.csv"
+refused "1 MiB first line, --lenient" "$tmp/long-first.csv" 1 \
+  "no header line 'op,id,size,stream'"
 
 { printf 'op,id,size,stream\na,1,'; repeat 1048576 9; printf ',0\n'; } \
   >"$tmp/long-size.csv"
 replay "$tmp/long-size.csv"
-refused "1 MiB size" "$tmp/long-size.csv" 2 \
+refused "1 MiB size" "$tmp/long-size.csv" 2 "the line is 1048582 bytes long"
+errsize=$(wc -c <"$err")
+if [ "$errsize" -lt 300 ]; then pass "1 MiB size: not quoted ($errsize B)"
+else fail "1 MiB size: $errsize B on stderr"; fi
+
+{ printf 'op,id,size,stream\na,1,'; repeat 4000 9; printf ',0\n'; } \
+  >"$tmp/size-4000.csv"
+replay "$tmp/size-4000.csv"
+refused "4000-digit size" "$tmp/size-4000.csv" 2 \
   "size '9999999999999999999999999999999999999999' overflows 64 bits"
 errsize=$(wc -c <"$err")
-if [ "$errsize" -lt 300 ]; then pass "1 MiB size: quoted in part ($errsize B)"
-else fail "1 MiB size: $errsize B on stderr"; fi
+if [ "$errsize" -lt 300 ]; then pass "4000-digit size: quoted in part ($errsize B)"
+else fail "4000-digit size: $errsize B on stderr"; fi
 
 { printf 'op,id,size,stream\na,1,4096,0'; repeat 1048576 ' '; printf '\nf,1\n'; } \
   >"$tmp/long-spaces.csv"
 replay "$tmp/long-spaces.csv"
-accepted "1 MiB of trailing spaces" 2 1
+refused "1 MiB of trailing spaces" "$tmp/long-spaces.csv" 2 \
+  "the line is 1048586 bytes long"
+# --lenient: the reservation's line is skipped, so its free is too.
+replay --lenient "$tmp/long-spaces.csv"
+accepted "1 MiB of trailing spaces, --lenient" 0 0
+expect_line "1 MiB of trailing spaces, --lenient" \
+  "skipped: 2 lines (first: $tmp/long-spaces.csv:2: the line is 1048586 bytes long; a trace line has at most 4096 (is this a trace?))"
 
 { printf 'op,id,size,stream\n#'; repeat 1048576 c; printf '\na,1,1,0\n'; } \
   >"$tmp/long-comment.csv"
 replay "$tmp/long-comment.csv"
-accepted "1 MiB comment" 1 1
+refused "1 MiB comment" "$tmp/long-comment.csv" 2 "the line is 1048577 bytes long"
+replay --lenient "$tmp/long-comment.csv"
+accepted "1 MiB comment, --lenient" 1 1
+expect_line "1 MiB comment, --lenient" \
+  "skipped: 1 line (first: $tmp/long-comment.csv:2: the line is 1048577 bytes long; a trace line has at most 4096 (is this a trace?))"
 
-{ printf 'op,id,size,stream\na'; repeat 1048576 ,; printf '\n'; } \
-  >"$tmp/long-commas.csv"
+# 4096 bytes exactly (a comment, an event padded with spaces, CRLF not
+# counted) pass; 4097 do not.
+{ printf 'op,id,size,stream\r\n#'; repeat 4095 c; printf '\r\na,1,1,0'
+  repeat 4088 ' '; printf '\r\n'; } >"$tmp/line-4096.csv"
+replay "$tmp/line-4096.csv"
+accepted "4096-byte lines" 1 1
+{ printf 'op,id,size,stream\n#'; repeat 4096 c; printf '\n'; } >"$tmp/line-4097.csv"
+replay "$tmp/line-4097.csv"
+refused "a 4097-byte line" "$tmp/line-4097.csv" 2 \
+  "the line is 4097 bytes long; a trace line has at most 4096"
+
+{ printf 'op,id,size,stream\na'; repeat 1048576 ,; printf '\n'; } >"$tmp/long-commas.csv"
 replay "$tmp/long-commas.csv"
-refused "1 MiB of commas" "$tmp/long-commas.csv" 2 "too many fields"
+refused "1 MiB of commas" "$tmp/long-commas.csv" 2 "the line is 1048577 bytes long"
+{ printf 'op,id,size,stream\na'; repeat 4000 ,; printf '\n'; } >"$tmp/commas-4000.csv"
+replay "$tmp/commas-4000.csv"
+refused "4000 commas" "$tmp/commas-4000.csv" 2 "too many fields"
 
 # ---- NUL bytes inside lines ------------------------------------------------
 # A NUL would silently cut the line: refused, naming its line and byte.

@@ -4,19 +4,26 @@
  *                [--capacity BYTES]
  *                [--layout sub_slices|exclusive_pages|adaptive|SPEC]
  *                [--relocate never|wanted|explicit-every=N] [--json FILE]
- *                [--svg FILE] [--check] [--strict] [--quiet] TRACE.csv
+ *                [--svg FILE] [--check] [--strict] [--lenient] [--quiet]
+ *                TRACE.csv
  *
- * The trace is a CSV file with the header line `op,id,size,stream` and one
- * event per line:
+ * The trace is a CSV file; its header line names the format (tools/trace.h
+ * has both): hippo's own, `op,id,size,stream`, one event per line:
  *
  *   a,ID,SIZE,STREAM   reserve SIZE bytes under ID on trace stream STREAM
  *   f,ID[,SIZE[,STREAM]]  release ID (size and stream may be empty; they are
  *                      checked to be numbers but otherwise ignored: the
  *                      release goes to the stream that reserved ID)
  *
+ * or the log of RMM's logging_resource_adaptor,
+ * `Thread,Time,Action,Pointer,Size,Stream` (allocate, allocate failure,
+ * free; pointers are ids while live, each stream value a trace stream).
  * ID is any 64-bit unsigned decimal number, live at most once at a time.
  * STREAM is 0..1023.  Blank lines and lines starting with `#` are skipped
  * (they still count for line numbers).  "-" reads the trace from stdin.
+ * A PyTorch memory snapshot becomes hippo's format with
+ * tools/torch-snapshot-to-csv.py.  --lenient skips bad event lines
+ * (counted, the first named in the summary) instead of refusing the trace.
  * tools/trace.c parses it (hippo-bench's workload C uses the same parser);
  * tools/toolutil.c finds the plugin and parses --backend, --capacity and
  * --layout, as for hippo-info (on HIP, --capacity is a budget: hippo holds
@@ -24,7 +31,14 @@
  *
  * The whole trace is parsed and validated first; only then is a device
  * opened and the events replayed, so the timed loop measures hippo, not the
- * parser.  Each trace stream gets its own stream manager (an emulated stream
+ * parser.  The parse gives the trace's peak live bytes: when the backend is
+ * left to AUTO, AUTO picks HOST and no --capacity is given, a trace whose
+ * peak live exceeds the HOST device's capacity replays on DRY instead
+ * (README), with a note.  While stderr is a terminal and the trace is long
+ * (over 1,000,000 events, or a phase running over a second), a progress
+ * line is redrawn there (`\r`) at most 4 times a second; --quiet silences
+ * it, the notes and the summary.  Each trace stream gets its own stream
+ * manager (an emulated stream
  * on HOST and DRY).  A HIP device has no stream to offer but the default one,
  * and hippo keeps one manager per native stream, so on HIP every trace
  * stream is mapped to a single manager on the default (NULL) stream; the
@@ -60,6 +74,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hippo.h"
 #include "timeline.h"
@@ -79,7 +94,7 @@ static const char *const usage_line =
     "usage: hippo-replay [--plugin PATH] [--backend auto|host|dry|hip] "
     "[--capacity BYTES] [--layout sub_slices|exclusive_pages|adaptive|SPEC] "
     "[--relocate never|wanted|explicit-every=N] [--json FILE] [--svg FILE] "
-    "[--check] [--strict] [--quiet] TRACE.csv";
+    "[--check] [--strict] [--lenient] [--quiet] TRACE.csv";
 
 enum policy { RELOCATE_WANTED, RELOCATE_NEVER, RELOCATE_EVERY };
 
@@ -89,6 +104,7 @@ enum policy { RELOCATE_WANTED, RELOCATE_NEVER, RELOCATE_EVERY };
 struct options {
   struct tool_device_options dev; /* --plugin --backend --capacity --layout */
   bool check, strict, quiet;
+  bool lenient;                   /* --lenient: skip bad trace lines */
   enum policy policy;             /* --relocate */
   uint64_t every;                 /* explicit-every=N */
   const char *json;               /* --json FILE */
@@ -135,8 +151,12 @@ static bool parse_policy(const char *arg, struct options *o) {
 
 static void print_help(void) {
   printf("%s\n\n", usage_line);
-  printf("Replays an allocation trace (CSV: " TRACE_HEADER ") through the "
-         "hippo\nplugin and prints a summary of `key: value` lines.\n\n");
+  printf("Replays an allocation trace through the hippo plugin and prints a\n"
+         "summary of `key: value` lines.  The trace's header names its "
+         "format:\n"
+         "  " TRACE_HEADER "                       hippo's own\n"
+         "  " TRACE_RMM_HEADER "  RMM's logging_resource_adaptor\n"
+         "(a PyTorch memory snapshot: tools/torch-snapshot-to-csv.py).\n\n");
   tool_device_options_help();
   printf(
       "  --relocate POLICY wanted (default: relocate_when_wanted before\n"
@@ -149,7 +169,10 @@ static void print_help(void) {
       "  --check           verify hippo's bookkeeping after every event\n"
       "                    (exit 4 on the first failure)\n"
       "  --strict          exit 3 when any reservation failed\n"
-      "  --quiet           print no summary; errors still go to stderr\n\n"
+      "  --lenient         skip bad trace lines (counted; the first named in\n"
+      "                    the summary) instead of refusing the trace\n"
+      "  --quiet           print no summary, no progress, no notes; errors\n"
+      "                    still go to stderr\n\n"
       "Exit status: 0 replayed, 1 bad trace / plugin / device, 2 usage,\n"
       "3 failed reservations with --strict, 4 --check failed, 5 a release or\n"
       "teardown call failed.\n");
@@ -165,7 +188,8 @@ static int parse_options(int argc, char **argv, struct options *o) {
     OPT_HELP,
     OPT_RELOCATE,
     OPT_JSON,
-    OPT_SVG
+    OPT_SVG,
+    OPT_LENIENT
   };
   static const struct option longopts[] = {
       {"plugin", required_argument, NULL, OPT_DEVICE},
@@ -178,6 +202,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"check", no_argument, NULL, OPT_CHECK},
       {"strict", no_argument, NULL, OPT_STRICT},
       {"quiet", no_argument, NULL, OPT_QUIET},
+      {"lenient", no_argument, NULL, OPT_LENIENT},
       {"help", no_argument, NULL, OPT_HELP},
       {NULL, 0, NULL, 0}};
   int c, index = 0;
@@ -218,6 +243,9 @@ static int parse_options(int argc, char **argv, struct options *o) {
       break;
     case OPT_QUIET:
       o->quiet = true;
+      break;
+    case OPT_LENIENT:
+      o->lenient = true;
       break;
     case 'h':
     case OPT_HELP:
@@ -260,6 +288,7 @@ struct session {
   uint32_t attached_count;
   hippo_handle *handles;
   struct timeline *timeline; /* --svg: the samples, else NULL */
+  char backend_note[160]; /* why DRY instead of HOST; "" when it is not */
 };
 
 /* Results of the replay loop. */
@@ -277,6 +306,55 @@ struct results {
 
 static void copy_error(char *dst, size_t cap, const char *src) {
   snprintf(dst, cap, "%s", src && *src ? src : "(no detail)");
+}
+
+/* When AUTO chose HOST (no GPU), nothing asked for a backend or a capacity,
+ * and the trace's peak live bytes exceed the HOST device's capacity, HOST
+ * would fail reservations for want of emulated memory (and copy real bytes
+ * when relocating): the trace replays on DRY instead, whose capacity is the
+ * HOST capacity doubled until it holds twice the peak live, room for what
+ * hippo holds beyond the live bytes.  *info is updated.  EXIT_OK (a note
+ * says so unless --quiet) or EXIT_INPUT (message printed). */
+static int dry_fallback(struct session *s, const struct options *o,
+                        const struct trace *t, hippo_device_info *info) {
+  const hippo_api *api = s->api;
+  struct tool_device_options dry = o->dev;
+  uint64_t host = info->total_memory, capacity = host;
+  hippo_status st;
+
+  while (capacity / 2 < t->peak_live && capacity <= UINT64_MAX / 2)
+    capacity *= 2;
+  st = api->device_close(s->dev);
+  s->dev = NULL;
+  if (st != HIPPO_SUCCESS) {
+    fprintf(stderr, "hippo-replay: device_close failed: %s: %s\n",
+            tool_status_name(api, st), api->last_error());
+    return EXIT_INPUT;
+  }
+  dry.backend = HIPPO_BACKEND_DRY;
+  dry.capacity = capacity;
+  dry.capacity_given = true;
+  if (tool_device_open("hippo-replay", api, &dry, &s->dev) != HIPPO_SUCCESS)
+    return EXIT_INPUT;
+  memset(info, 0, sizeof *info);
+  info->struct_size = sizeof *info;
+  st = api->device_info(s->dev, info);
+  if (st != HIPPO_SUCCESS) {
+    fprintf(stderr, "hippo-replay: device_info failed: %s: %s\n",
+            tool_status_name(api, st), api->last_error());
+    return EXIT_INPUT;
+  }
+  s->backend = info->backend;
+  snprintf(s->backend_note, sizeof s->backend_note,
+           "the trace's peak live %" PRIu64 " B exceeds the HOST capacity %"
+           PRIu64 " B",
+           t->peak_live, host);
+  if (!o->quiet)
+    fprintf(stderr,
+            "hippo-replay: note: %s: replaying on DRY, capacity %" PRIu64
+            " B (--backend host or --capacity keep HOST)\n",
+            s->backend_note, capacity);
+  return EXIT_OK;
 }
 
 /* Opens the device and attaches the managers.  EXIT_OK or EXIT_INPUT. */
@@ -299,6 +377,12 @@ static int session_open(struct session *s, const struct options *o,
     return EXIT_INPUT;
   }
   s->backend = info.backend;
+  if (o->dev.backend == HIPPO_BACKEND_AUTO && !o->dev.capacity_given &&
+      info.backend == HIPPO_BACKEND_HOST && t->peak_live > info.total_memory) {
+    int rc = dry_fallback(s, o, t, &info);
+    if (rc != EXIT_OK)
+      return rc;
+  }
   if (o->policy == RELOCATE_EVERY &&
       api->struct_size < offsetof(hippo_api, relocate_with) +
                              sizeof api->relocate_with) {
@@ -306,7 +390,8 @@ static int session_open(struct session *s, const struct options *o,
                     "with relocate_with (this one is older)\n");
     return EXIT_INPUT;
   }
-  tool_capacity_note("hippo-replay", &o->dev, &info);
+  if (!o->quiet)
+    tool_capacity_note("hippo-replay", &o->dev, &info);
 
   for (i = 0; i < t->streams; i++) {
     uint16_t ts = t->stream_order[i];
@@ -349,9 +434,79 @@ static double now_s(void) {
   return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* ------------------------------------------------------------------------ */
+/* The progress line, on stderr while it is a terminal (and not --quiet),
+ * for a long phase: reading the trace, replaying it.  Redrawn after a `\r`
+ * at most every PROGRESS_PERIOD seconds, erased when the phase ends, so
+ * what follows starts on a clean line.
+ * Invariants: width is the length of the line on the screen (0: none);
+ * phase_long says the phase showed progress from its start. */
+#define PROGRESS_EVENTS 1000000u /* a longer replay shows progress at once */
+#define PROGRESS_AFTER 1.0       /* else, once a phase has run this long */
+#define PROGRESS_PERIOD 0.25     /* seconds between redraws */
+
+struct progress {
+  bool enabled; /* stderr is a terminal, not --quiet */
+  bool phase_long;
+  double t0, last;
+  int width;
+};
+
+/* Whether a phase of `events` events (0: not known yet) that has run for
+ * `elapsed` seconds shows progress. */
+static bool progress_wanted(uint64_t events, double elapsed) {
+  return events > PROGRESS_EVENTS || elapsed > PROGRESS_AFTER;
+}
+
+static void progress_begin(struct progress *pg, uint64_t events) {
+  pg->t0 = now_s();
+  pg->last = 0;
+  pg->phase_long = progress_wanted(events, 0.0);
+}
+
+/* Redraws the line as `hippo-replay: WHAT: P% (DONE of TOTAL UNIT)` when
+ * due; TOTAL 0 is 100 %. */
+static void progress_tick(struct progress *pg, const char *what,
+                          uint64_t done, uint64_t total, const char *unit) {
+  double now = now_s();
+  char line[160];
+  int n;
+
+  if (!pg->enabled ||
+      (!pg->phase_long && !progress_wanted(0, now - pg->t0)) ||
+      now - pg->last < PROGRESS_PERIOD)
+    return;
+  pg->last = now;
+  n = snprintf(line, sizeof line,
+               "hippo-replay: %s: %3.0f%% (%" PRIu64 " of %" PRIu64 " %s)",
+               what, total ? 100.0 * (double)done / (double)total : 100.0,
+               done, total, unit);
+  if (n < 0)
+    return;
+  /* Spaces cover what a longer line left. */
+  fprintf(stderr, "\r%s%*s", line, pg->width > n ? pg->width - n : 0, "");
+  fflush(stderr);
+  if (n > pg->width)
+    pg->width = n;
+}
+
+static void progress_end(struct progress *pg) {
+  if (pg->width > 0) {
+    fprintf(stderr, "\r%*s\r", pg->width, "");
+    fflush(stderr);
+  }
+  pg->width = 0;
+}
+
+/* trace_options.progress: bytes of the trace parsed. */
+static void progress_reading(void *arg, size_t done, size_t total) {
+  progress_tick(arg, "reading the trace", done, total, "bytes");
+}
+
 /* The timed loop.  EXIT_OK, or EXIT_CHECK (message printed). */
 static int replay(struct session *s, const struct options *o,
-                  const struct trace *t, struct results *r) {
+                  const struct trace *t, struct results *r,
+                  struct progress *pg) {
   const hippo_api *api = s->api;
   const struct trace_event *ev = t->events;
   hippo_handle *handles = s->handles;
@@ -359,11 +514,15 @@ static int replay(struct session *s, const struct options *o,
   double t0;
   int rc = EXIT_OK;
 
+  progress_begin(pg, n);
   t0 = now_s();
   for (i = 0; i < n; i++) {
     const struct trace_event *e = &ev[i];
     hippo_stream *m = s->mgr[e->stream];
     hippo_status st;
+
+    if (pg->enabled && (i & 4095) == 0) /* a clock read per 4096 events */
+      progress_tick(pg, "replaying", i, n, "events");
 
     if (e->op == TRACE_RESERVE) {
       hippo_handle h = 0;
@@ -411,6 +570,7 @@ static int replay(struct session *s, const struct options *o,
     if (o->check) {
       st = api->check(s->dev);
       if (st != HIPPO_SUCCESS) {
+        progress_end(pg);
         fprintf(stderr,
                 "%s:%" PRIu32 ": hippo's bookkeeping check failed after "
                 "this event: %s: %s\n  (a hippo bug: please report it with "
@@ -422,6 +582,7 @@ static int replay(struct session *s, const struct options *o,
     }
   }
   r->wall_s = now_s() - t0;
+  progress_end(pg);
   return rc;
 }
 
@@ -493,8 +654,25 @@ static void print_summary(const struct session *s, const struct options *o,
   const hippo_api *api = s->api;
 
   printf("trace: %s\n", o->trace);
+  if (t->format == TRACE_FORMAT_RMM) {
+    printf("format: rmm (" TRACE_RMM_HEADER ")\n");
+    printf("allocate failures: %" PRIu64 " (not replayed)\n",
+           t->alloc_failures);
+    printf("null pointer lines: %" PRIu64 " (not replayed)\n",
+           t->null_lines);
+  } else {
+    printf("format: hippo (" TRACE_HEADER ")\n");
+  }
+  if (o->lenient)
+    printf("skipped: %" PRIu64 " line%s%s%s%s\n", t->skipped,
+           t->skipped == 1 ? "" : "s", t->skipped ? " (first: " : "",
+           t->first_skipped, t->skipped ? ")" : "");
   printf("plugin: %s\n", plugin);
-  printf("backend: %s\n", tool_backend_name(s->backend));
+  if (s->backend_note[0])
+    printf("backend: %s (%s)\n", tool_backend_name(s->backend),
+           s->backend_note);
+  else
+    printf("backend: %s\n", tool_backend_name(s->backend));
   printf("layout: %s\n", o->dev.layout.text);
   if (s->backend == HIPPO_BACKEND_HIP)
     printf("streams: %" PRIu32 " (1 manager: on HIP every trace stream "
@@ -550,6 +728,19 @@ static void print_summary(const struct session *s, const struct options *o,
          t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
 }
 
+/* Writes `text` as a JSON string, quotes included. */
+static void json_string(FILE *f, const char *text) {
+  fputc('"', f);
+  for (const char *p = text; *p; p++)
+    if (*p == '"' || *p == '\\')
+      fprintf(f, "\\%c", *p);
+    else if ((unsigned char)*p < 0x20)
+      fprintf(f, "\\u%04x", (unsigned)(unsigned char)*p);
+    else
+      fputc(*p, f);
+  fputc('"', f);
+}
+
 /* Writes the figures as one JSON object to o->json.  EXIT_OK or
  * EXIT_INPUT (message printed). */
 static int write_json(const struct session *s, const struct options *o,
@@ -564,16 +755,25 @@ static int write_json(const struct session *s, const struct options *o,
     perror(NULL);
     return EXIT_INPUT;
   }
-  fprintf(f, "{\n  \"trace\": \"");
-  for (const char *p = o->trace; *p; p++) /* a path: escape what JSON needs */
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if ((unsigned char)*p < 0x20)
-      fprintf(f, "\\u%04x", (unsigned)(unsigned char)*p);
-    else
-      fputc(*p, f);
-  fprintf(f, "\",\n");
-  fprintf(f, "  \"backend\": \"%s\",\n", tool_backend_name(s->backend));
+  fprintf(f, "{\n  \"trace\": ");
+  json_string(f, o->trace);
+  fprintf(f, ",\n  \"format\": \"%s\",\n",
+          t->format == TRACE_FORMAT_RMM ? "rmm" : "hippo");
+  fprintf(f, "  \"allocate_failures\": %" PRIu64 ",\n", t->alloc_failures);
+  fprintf(f, "  \"null_pointer_lines\": %" PRIu64 ",\n", t->null_lines);
+  fprintf(f, "  \"skipped_lines\": %" PRIu64 ",\n", t->skipped);
+  fprintf(f, "  \"first_skipped\": ");
+  if (t->skipped)
+    json_string(f, t->first_skipped);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\n  \"backend\": \"%s\",\n", tool_backend_name(s->backend));
+  fprintf(f, "  \"backend_note\": ");
+  if (s->backend_note[0])
+    json_string(f, s->backend_note);
+  else
+    fprintf(f, "null");
+  fprintf(f, ",\n");
   /* The canonical text has only [a-z0-9_:;,=KMGT]: nothing to escape. */
   fprintf(f, "  \"layout\": \"%s\",\n", o->dev.layout.text);
   fprintf(f, "  \"relocate\": \"%s\",\n", policy_name(o));
@@ -644,14 +844,28 @@ int main(int argc, char **argv) {
   const char *plugin;
   int rc, close_rc;
   hippo_status st;
+  struct progress pg;
+  struct trace_options topt;
 
   rc = parse_options(argc, argv, &o);
   if (rc >= 0)
     return rc;
 
   /* 1. Parse and validate the whole trace before touching hippo. */
-  if (!trace_load("hippo-replay", o.trace, &t))
+  memset(&pg, 0, sizeof pg);
+  pg.enabled = !o.quiet && isatty(STDERR_FILENO);
+  memset(&topt, 0, sizeof topt);
+  topt.lenient = o.lenient;
+  if (pg.enabled) {
+    topt.progress = progress_reading;
+    topt.progress_arg = &pg;
+  }
+  progress_begin(&pg, 0);
+  if (!trace_load_with("hippo-replay", o.trace, &topt, &t)) {
+    progress_end(&pg);
     return EXIT_INPUT;
+  }
+  progress_end(&pg);
 
   /* 2. Load the plugin, open the device, attach the managers. */
   memset(&s, 0, sizeof s);
@@ -680,7 +894,7 @@ int main(int argc, char **argv) {
 
   /* 3. Replay, timed. */
   if (rc == EXIT_OK)
-    rc = replay(&s, &o, &t, &r);
+    rc = replay(&s, &o, &t, &r, &pg);
 
   /* 4. Figures, before teardown changes them. */
   if (rc == EXIT_OK) {

@@ -1,8 +1,10 @@
-/* trace.h -- the allocation-trace format read by hippo-replay and
+/* trace.h -- the allocation-trace formats read by hippo-replay and
  * hippo-bench (workload C), parsed in one place.
  *
- * A trace is a CSV file with the header line `op,id,size,stream` and one
- * event per line:
+ * A trace is a CSV file.  Its first line that is neither blank nor a `#`
+ * comment is the header, which names the format:
+ *
+ * hippo's own, header `op,id,size,stream`, one event per line:
  *
  *   a,ID,SIZE,STREAM      reserve SIZE bytes under ID on trace stream STREAM
  *   f,ID[,SIZE[,STREAM]]  release ID (size and stream may be empty; they are
@@ -10,14 +12,36 @@
  *                         release goes to the stream that reserved ID)
  *
  * ID is any 64-bit unsigned decimal number, live at most once at a time.
- * STREAM is 0 .. TRACE_MAX_STREAMS-1.  Blank lines and lines starting with
- * `#` are skipped (they still count for line numbers); spaces and tabs
- * around fields and a CR before the newline are ignored.  "-" as a path
- * reads stdin.
+ * STREAM is 0 .. TRACE_MAX_STREAMS-1.
+ *
+ * RMM's (rmm::mr::logging_resource_adaptor), header
+ * `Thread,Time,Action,Pointer,Size,Stream`, one line per call:
+ *
+ *   THREAD,TIME,allocate,POINTER,SIZE,STREAM          a reservation
+ *   THREAD,TIME,allocate failure,POINTER,SIZE,STREAM  counted, not an event
+ *   THREAD,TIME,free,POINTER,SIZE,STREAM              a release
+ *
+ * (`deallocate`, which RMM's user guide shows, is read as `free`.)  THREAD
+ * and TIME are not read.  POINTER and STREAM are hexadecimal, with or
+ * without 0x (RMM wrote `{}` of fmt, 0x7f..., before its rapids-logger
+ * switch and `%llx`, 7f..., since); SIZE is decimal.  A pointer is an id
+ * while live: freed and allocated again, it is a new reservation.  Each
+ * distinct STREAM value of an `allocate` becomes trace stream 0, 1, ... in
+ * order of first use (at most TRACE_MAX_STREAMS of them); a free goes to
+ * the stream that allocated its pointer.  Pointer 0 (RMM's answer to a
+ * 0-byte request, and the free of it) is no event either: counted.
+ *
+ * In both: blank lines and lines starting with `#` are skipped (they still
+ * count for line numbers); spaces and tabs around fields and a CR before
+ * the newline are ignored; a line (comments too) has at most
+ * TRACE_MAX_LINE bytes.  "-" as a path reads stdin.
  *
  * The parser validates the whole trace: any error is printed to stderr as
  * `PATH:LINE: REASON` (one line, naming the field and what to write
- * instead) and parsing stops there.
+ * instead) and parsing stops there.  Lenient parsing (trace_options)
+ * skips a bad line instead, counts it and keeps the first message; what
+ * cannot be skipped still stops it: no header or an unknown one, too many
+ * lines or reservations, out of host memory.
  */
 #ifndef HIPPO_TRACE_H
 #define HIPPO_TRACE_H
@@ -27,9 +51,14 @@
 #include <stdint.h>
 
 #define TRACE_MAX_STREAMS 1024u /* stream numbers are 0 .. this - 1 */
+#define TRACE_MAX_LINE 4096u    /* bytes on a line, without CR and LF */
 #define TRACE_HEADER "op,id,size,stream"
+#define TRACE_RMM_HEADER "Thread,Time,Action,Pointer,Size,Stream"
+#define TRACE_MESSAGE_MAX 512u  /* "PATH:LINE: REASON" as kept, with NUL */
 
 enum trace_op { TRACE_RESERVE = 0, TRACE_RELEASE = 1 };
+
+enum trace_format { TRACE_FORMAT_HIPPO = 0, TRACE_FORMAT_RMM = 1 };
 
 /* One replayable event.
  * Invariants: op is TRACE_RESERVE or TRACE_RELEASE;
@@ -48,8 +77,12 @@ struct trace_event {
 
 /* Invariants: events[0 .. count) are valid, count <= cap;
  * reserves + releases == count; slots == reserves;
- * stream_used[s] iff some event has stream s; stream_order[0 .. streams)
- * lists those streams once each, in order of first use. */
+ * stream_used[s] iff some TRACE_RESERVE event has stream s;
+ * stream_order[0 .. streams) lists those streams once each, in order of
+ * first use; peak_live is the largest sum of the sizes of the reservations
+ * live at once, replaying the events in order (UINT64_MAX if it does not
+ * fit); skipped == 0 unless parsed leniently, and first_skipped is "" iff
+ * skipped == 0. */
 struct trace {
   struct trace_event *events;
   size_t count, cap;
@@ -58,17 +91,37 @@ struct trace {
   bool stream_used[TRACE_MAX_STREAMS];
   uint16_t stream_order[TRACE_MAX_STREAMS];
   uint32_t streams;
+  enum trace_format format;
+  uint64_t peak_live;
+  uint64_t alloc_failures; /* RMM: `allocate failure` lines */
+  uint64_t null_lines;     /* RMM: allocate and free lines of pointer 0 */
+  uint64_t skipped;        /* lenient: bad lines skipped */
+  char first_skipped[TRACE_MESSAGE_MAX]; /* the first: "PATH:LINE: REASON" */
+};
+
+/* How to parse.  A NULL `const struct trace_options *` is all defaults:
+ * strict, no progress. */
+struct trace_options {
+  bool lenient; /* skip and count bad lines (see above) */
+  /* When not NULL: called with the bytes parsed so far and the total,
+   * every 65536 lines. */
+  void (*progress)(void *arg, size_t done, size_t total);
+  void *progress_arg;
 };
 
 /* Parses buf[0 .. len) (NUL-terminated; modified in place) into *t, which
- * must be zeroed.  PATH names the trace in messages.  false: a message was
- * printed and t holds no events. */
-bool trace_parse(const char *path, char *buf, size_t len, struct trace *t);
+ * must be zeroed.  PATH names the trace in messages; opt may be NULL.
+ * false: a message was printed and t holds no events. */
+bool trace_parse(const char *path, char *buf, size_t len,
+                 const struct trace_options *opt, struct trace *t);
 
 /* Reads PATH ("-": stdin) and parses it into *t (zeroed first).  false: a
  * message was printed (`PROG: cannot open trace ...` for I/O, `PATH:LINE:
- * REASON` for the format) and t holds no events. */
+ * REASON` for the format) and t holds no events.  trace_load is
+ * trace_load_with(..., NULL, ...): strict. */
 bool trace_load(const char *prog, const char *path, struct trace *t);
+bool trace_load_with(const char *prog, const char *path,
+                     const struct trace_options *opt, struct trace *t);
 
 /* Frees the events of a loaded trace. */
 void trace_free(struct trace *t);
