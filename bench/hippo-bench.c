@@ -41,7 +41,7 @@
  * minimum) over --reps repetitions.
  *
  * Usage: hippo-bench [--plugin PATH] [--trace PATH] [--footprint PATH]...
- *                    [--reps N] [--ops N] [--only A|B|C|R|F] [--quick]
+ *                    [--reps N] [--ops N] [--only A|B|C|E|R|F] [--quick]
  *
  * The plugin is --plugin, else $HIPPO_PLUGIN, else the build tree's plugin
  * when run from the build tree, else the installed one (tool_plugin_path()
@@ -339,7 +339,7 @@ typedef struct options {
   const char *trace;
   unsigned reps;
   uint64_t ops;
-  int run_a, run_b, run_c, run_r, run_f;
+  int run_a, run_b, run_c, run_r, run_f, run_e;
   const char *footprint[16];
   int nfootprint;
   int quick;
@@ -351,7 +351,7 @@ static void usage_exit(int code) {
   fprintf(f,
           "usage: hippo-bench [--plugin PATH] [--trace PATH] "
           "[--footprint PATH]... [--reps N]\n"
-          "                   [--ops N] [--only A|B|C|R|F] [--quick]\n"
+          "                   [--ops N] [--only A|B|C|E|R|F] [--quick]\n"
           "  --plugin PATH  the plugin (default: $HIPPO_PLUGIN, else\n"
           "                 %s when run from the build tree, else\n"
           "                 %s)\n"
@@ -360,7 +360,7 @@ static void usage_exit(int code) {
           "  --reps N       repetitions per figure (default 5)\n"
           "  --ops N        operations of A, timed pairs of B (default "
           "1000000)\n"
-          "  --only A|B|C|R|F  run one workload (may repeat)\n"
+          "  --only A|B|C|E|R|F  run one workload (may repeat)\n"
           "  --quick        small sizes, a smoke test\n",
           tool_build_plugin, tool_installed_plugin);
   exit(code);
@@ -428,12 +428,14 @@ static void parse_options(int argc, char **argv, options *o) {
         o->run_r = 1;
       else if (!strcmp(val, "F") || !strcmp(val, "f"))
         o->run_f = 1;
+      else if (!strcmp(val, "E") || !strcmp(val, "e"))
+        o->run_e = 1;
       else
-        fatal("--only wants A, B, C, R or F, not '%s'", val);
+        fatal("--only wants A, B, C, E, R or F, not '%s'", val);
     }
   }
   if (!only)
-    o->run_a = o->run_b = o->run_c = o->run_r = o->run_f = 1;
+    o->run_a = o->run_b = o->run_c = o->run_r = o->run_f = o->run_e = 1;
   if (o->quick) {
     if (!o->ops_set)
       o->ops = 20000;
@@ -446,7 +448,7 @@ static void parse_options(int argc, char **argv, options *o) {
 /* ------------------------------------------------------------------------ */
 /* The summary table, filled as the workloads run. */
 
-#define MAX_ROWS 64
+#define MAX_ROWS 160
 typedef struct row {
   char workload[8];
   char what[64];
@@ -1071,6 +1073,77 @@ static void workload_c(const options *o) {
 #define R_SLICE (4 * MiB)
 #define R_TARGET 0.8
 
+/* E: the failure path.  A DRY device of 16 GiB with the default layout
+ * (ADAPTIVE) is filled with sizes from 256 B to 64 MiB until a
+ * reservation fails; then, per repetition, E_CALLS reservations that
+ * cannot fit (64 MiB) are timed, and E_CALLS successful ones (256 B, each
+ * kept until the batch is released, untimed).  Target: a failure costs at
+ * most 3 x a success. */
+#define E_CALLS 20000u
+static void workload_e(const options *o) {
+  unsigned reps = o->reps;
+  double *fail = xcalloc(reps, sizeof *fail), *ok = xcalloc(reps, sizeof *ok);
+  hippo_handle *kept = xcalloc(E_CALLS, sizeof *kept);
+  bench_dev b;
+  rng r;
+  uint64_t filled = 0;
+  double fmed, omed;
+  char fig[96], target[64];
+
+  printf("\n## E: a reservation that fails on a full device (DRY, ADAPTIVE, "
+         "16 GiB, %u reps of %u calls)\n\n",
+         reps, E_CALLS);
+  dev_open(&b, 16 * GiB, NULL);
+  rng_seed(&r, 0x45);
+  for (;;) {
+    hippo_handle h;
+    uint64_t size = round_up(size_log2(&r, 256, 64 * MiB), A_ALIGN);
+    if (api->reserve(b.stream, size, HIPPO_MODE_AUTO, &h) != HIPPO_SUCCESS)
+      break;
+    filled++;
+  }
+  for (unsigned rep = 0; rep < reps; rep++) {
+    double t0, t1;
+    uint64_t fails = 0;
+    t0 = now_ns();
+    for (unsigned i = 0; i < E_CALLS; i++) {
+      hippo_handle h;
+      fails += api->reserve(b.stream, 64 * MiB, HIPPO_MODE_AUTO, &h) !=
+               HIPPO_SUCCESS;
+    }
+    t1 = now_ns();
+    if (fails != E_CALLS)
+      fatal("E: %llu of %u reservations of 64 MiB succeeded on a full "
+            "device",
+            (unsigned long long)(E_CALLS - fails), E_CALLS);
+    fail[rep] = (t1 - t0) / E_CALLS;
+    t0 = now_ns();
+    for (unsigned i = 0; i < E_CALLS; i++)
+      CHECK(api->reserve(b.stream, 256, HIPPO_MODE_AUTO, &kept[i]),
+            "E: reserve 256 B");
+    t1 = now_ns();
+    ok[rep] = (t1 - t0) / E_CALLS;
+    for (unsigned i = 0; i < E_CALLS; i++)
+      CHECK(api->release(b.stream, kept[i]), "E: release");
+  }
+  dev_check(b.dev, "E");
+  dev_close(&b);
+  fmed = median(fail, reps);
+  omed = median(ok, reps);
+  printf("filled with %llu reservations; a failing reservation %.1f ns "
+         "(min %.1f), a successful one %.1f ns (min %.1f): %.2f x\n",
+         (unsigned long long)filled, fmed, minimum(fail, reps), omed,
+         minimum(ok, reps), fmed / omed);
+  snprintf(fig, sizeof fig, "%.1f ns failing vs %.1f ns succeeding, %.2f x",
+           fmed, omed, fmed / omed);
+  snprintf(target, sizeof target, "<= 3 x a success (%s)",
+           fmed <= 3 * omed ? "met" : "missed");
+  add_row("E", "failure path, full 16 GiB ADAPTIVE", fig, target);
+  free(fail);
+  free(ok);
+  free(kept);
+}
+
 static void workload_r(const options *o) {
   unsigned reps = o->reps;
   double *rel = xcalloc(reps, sizeof *rel), *cpy = xcalloc(reps, sizeof *cpy);
@@ -1369,6 +1442,8 @@ int main(int argc, char **argv) {
     workload_c(&o);
   if (o.run_r)
     workload_r(&o);
+  if (o.run_e)
+    workload_e(&o);
   if (o.run_f)
     workload_f(&o);
   print_summary(&o);

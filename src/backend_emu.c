@@ -92,14 +92,19 @@ static hippo_status alloc_check(hippo__emu *emu, uint64_t size) {
         "alignment %llu; round the page size up",
         emu->name, (unsigned long long)size,
         (unsigned long long)emu->base.alignment);
-  if (size > free_bytes)
-    return hippo__error_set(
+  if (size > free_bytes) { /* kept unformatted: a full device is common */
+    uint64_t args[] = {size, free_bytes, emu->capacity};
+    return hippo__error_lazy(
         HIPPO_OUT_OF_MEMORY,
-        "%s page_alloc: %llu bytes requested, %llu of %llu bytes free "
-        "(emulated capacity); release or clean up memory, or open the device "
-        "with a larger capacity",
-        emu->name, (unsigned long long)size, (unsigned long long)free_bytes,
-        (unsigned long long)emu->capacity);
+        emu->cls->has_bytes
+            ? "HOST page_alloc: %llu bytes requested, %llu of %llu bytes "
+              "free (emulated capacity); release or clean up memory, or "
+              "open the device with a larger capacity"
+            : "DRY page_alloc: %llu bytes requested, %llu of %llu bytes "
+              "free (emulated capacity); release or clean up memory, or "
+              "open the device with a larger capacity",
+        args, 3);
+  }
   return HIPPO_SUCCESS;
 }
 

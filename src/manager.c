@@ -412,7 +412,11 @@ static bool retry_may_help(hippo_stream *s) {
   s->acct.refused = 0;
   if (s->leaving.count || be->kind == HIPPO_BACKEND_HIP || !refused)
     return true;
-  (void)be->ops->mem_info(be, &free_dev, &total);
+  /* an emulated device has only this device's pages (counted, leaving
+   * ones too, until their free succeeds) */
+  total = be->total_memory;
+  free_dev = total - atomic_load_explicit(&s->device->acct.bytes_reserved,
+                                          memory_order_relaxed);
   if (free_dev >= refused) /* refused for another reason (an injected
                               fault): worth asking again */
     return true;

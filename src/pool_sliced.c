@@ -523,10 +523,13 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint64_t size,
     p->page_cap = cap;
   }
   st = hippo__pool_page_alloc(&p->head, size, &addr);
-  if (st != HIPPO_SUCCESS)
-    return hippo__error_wrap(st, "%s pool (page %llu B)",
-                             p->arena ? "ARENA" : "SLICED",
-                             (unsigned long long)size);
+  if (st != HIPPO_SUCCESS) {
+    uint64_t args[] = {size};
+    return hippo__error_lazy_wrap(st,
+                                  p->arena ? "ARENA pool (page %llu B)"
+                                           : "SLICED pool (page %llu B)",
+                                  args, 1);
+  }
   if (p->page_unused != NIL) {
     pg = p->page_unused;
     p->page_unused = p->pages[pg].wait.newer;
