@@ -4,6 +4,9 @@
 #
 #  lib_init NAME TOOL   TOOL must be an executable (exit 99 otherwise);
 #                       makes $tmp (removed on exit), $out and $err
+#  lib_replay_init NAME lib_init for hippo-replay, and the plugin must
+#                       replay a 2-event trace (exit 99 otherwise)
+#  replay ARGS...       runs hippo-replay into $status, $out, $err
 #  pass TEXT, fail TEXT count a check (fail shows $out and $err)
 #  expect_status NAME STATUS   $status is STATUS
 #  expect_line NAME LINE       $out has LINE, exactly ($line_where ends
@@ -50,6 +53,34 @@ expect_status() {
 expect_line() {
   if grep -qxF -- "$2" "$out"; then pass "$1: $2"
   else fail "$1: no line '$2'$line_where"; fi
+}
+
+# replay ARGS...: runs hippo-replay ($HIPPO_REPLAY); $status, $out and
+# $err hold the result.  A test may define its own after sourcing this.
+replay() {
+  "$HIPPO_REPLAY" "$@" >"$out" 2>"$err"
+  status=$?
+}
+
+# lib_replay_init NAME: lib_init for hippo-replay; then the plugin
+# ($HIPPO_PLUGIN) must exist and replay a 2-event trace -- a plugin that
+# does not load would fail every check, so say why once and stop (99: a
+# hard error for the automake harness).
+lib_replay_init() {
+  lib_init "$1" "$HIPPO_REPLAY"
+  line_where=" in the summary"
+  if [ ! -f "$HIPPO_PLUGIN" ]; then
+    echo "$1: no plugin at $HIPPO_PLUGIN; run 'make' first" >&2
+    exit 99
+  fi
+  printf 'op,id,size,stream\na,1,4096,0\nf,1,,\n' >"$tmp/preflight.csv"
+  if ! "$HIPPO_REPLAY" --backend dry "$tmp/preflight.csv" >"$out" 2>"$err"
+  then
+    echo "$1: hippo-replay cannot replay a 2-event trace with" \
+      "$HIPPO_PLUGIN; fix that first:" >&2
+    cat "$err" >&2
+    exit 99
+  fi
 }
 
 lib_finish() {

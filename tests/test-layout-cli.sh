@@ -36,10 +36,6 @@ info() {
   "$HIPPO_INFO" "$@" >"$out" 2>"$err"
   status=$?
 }
-replay() {
-  "$HIPPO_REPLAY" "$@" >"$out" 2>"$err"
-  status=$?
-}
 
 # expect_err NAME TEXT: stderr has TEXT (a fixed string).
 expect_err() {

@@ -23,25 +23,7 @@ export HIPPO_PLUGIN
 rmm_header='Thread,Time,Action,Pointer,Size,Stream'
 
 . "$top_srcdir/tests/lib.sh"
-lib_init test-replay-formats "$HIPPO_REPLAY"
-line_where=" in the summary"
-if [ ! -f "$HIPPO_PLUGIN" ]; then
-  echo "test-replay-formats: no plugin at $HIPPO_PLUGIN; run 'make' first" >&2
-  exit 99
-fi
-printf 'op,id,size,stream\na,1,4096,0\nf,1,,\n' >"$tmp/preflight.csv"
-if ! "$HIPPO_REPLAY" --backend dry "$tmp/preflight.csv" >"$out" 2>"$err"; then
-  echo "test-replay-formats: hippo-replay cannot replay a 2-event trace with" \
-    "$HIPPO_PLUGIN; fix that first:" >&2
-  cat "$err" >&2
-  exit 99
-fi
-
-# replay ARGS...: runs the tool; $status, $out and $err hold the result.
-replay() {
-  "$HIPPO_REPLAY" "$@" >"$out" 2>"$err"
-  status=$?
-}
+lib_replay_init test-replay-formats
 
 # rmm_figures LOG: "events reservations releases peak_live streams
 # failures nulls" of an RMM log.  Pointers and streams are hexadecimal,

@@ -36,11 +36,7 @@ else
     "the well-formedness checks are skipped"
 fi
 
-# replay ARGS...: runs the tool; $status, $out and $err hold the result.
-replay() {
-  "$HIPPO_REPLAY" "$@" >"$out" 2>"$err"
-  status=$?
-}
+# replay ARGS... (lib.sh) runs hippo-replay.
 
 # well_formed NAME FILE: xmllint --noout accepts FILE.
 well_formed() {

@@ -21,28 +21,7 @@ export HIPPO_PLUGIN
 train=$top_srcdir/traces/train.csv
 
 . "$top_srcdir/tests/lib.sh"
-lib_init test-replay "$HIPPO_REPLAY"
-line_where=" in the summary"
-if [ ! -f "$HIPPO_PLUGIN" ]; then
-  echo "test-replay: no plugin at $HIPPO_PLUGIN; run 'make' first" >&2
-  exit 99
-fi
-
-# Preflight: a plugin that does not load would fail every check below; say
-# why once and stop (99: a hard error for the automake harness).
-printf 'op,id,size,stream\na,1,4096,0\nf,1,,\n' >"$tmp/preflight.csv"
-if ! "$HIPPO_REPLAY" --backend dry "$tmp/preflight.csv" >"$out" 2>"$err"; then
-  echo "test-replay: hippo-replay cannot replay a 2-event trace with" \
-    "$HIPPO_PLUGIN; fix that first:" >&2
-  cat "$err" >&2
-  exit 99
-fi
-
-# replay ARGS...: runs the tool; $status, $out and $err hold the result.
-replay() {
-  "$HIPPO_REPLAY" "$@" >"$out" 2>"$err"
-  status=$?
-}
+lib_replay_init test-replay
 
 # value KEY: the first word after 'KEY: ' in the summary.
 value() {
