@@ -359,11 +359,22 @@ hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...) {
   return status;
 }
 
+/* A failure path's message (a full pool may see one per reservation):
+ * the one frame is written directly, without reset and push. */
 hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
                                const uint64_t *args, unsigned n) {
   error_state *e = state();
-  reset(e);
-  fill_lazy(push(e), fmt, args, n);
+  hippo__error_frame *fr = &e->k.frames[0];
+  if (n > HIPPO__LAZY_ARGS)
+    n = HIPPO__LAZY_ARGS;
+  e->k.nframes = 1;
+  e->k.used = 1;
+  e->k.arena[0] = '\0';
+  e->formatted = false;
+  fr->fmt = fmt;
+  fr->nvals = n;
+  for (unsigned i = 0; i < n; i++)
+    fr->vals[i] = args[i];
   return status;
 }
 

@@ -183,7 +183,8 @@ typedef struct sizeslot {
  * set <=> heads[f][s] != NIL; the head figures (pool.h) hold;
  * page_size == sizes[cur].size; sizes_alive counts the alive slots;
  * closed_pages, closed_bytes and closed_busy count the closed pages, their
- * bytes and those with a live slice; stranded bytes are HELD slices'. */
+ * bytes and those with a live slice; stranded bytes are HELD slices';
+ * unused_count is the length of the unused list. */
 typedef struct sliced {
   hippo__pool head;
   uint64_t page_size;  /* effective (current) page size (0: cap below
@@ -200,6 +201,8 @@ typedef struct sliced {
   hippo__fifo drain;   /* empty closed pages, going back at the next tick */
   slice *slices;
   uint32_t slice_count, slice_cap, slice_unused; /* unused: node free list */
+  uint32_t unused_count; /* records on the unused list */
+  uint32_t scratch;      /* written where a link to NIL would be */
   uint32_t first_gen;   /* generation of a fresh record */
   uint32_t retired;     /* retired UNUSED records */
   uint32_t max_records; /* slice_cap's limit: what a handle's index names */
@@ -211,15 +214,19 @@ typedef struct sliced {
   uint32_t heads[FL_COUNT][SL_COUNT];
 } sliced;
 
+/* The class of u units, without a branch (log-uniform sizes make a
+ * branch on u < SL_COUNT unpredictable): l >= SL_BITS, and u < SL_COUNT
+ * lands in first level 0 with sl = u. */
 static inline void mapping(uint64_t u, unsigned *fl, unsigned *sl) {
-  if (u < SL_COUNT) {
-    *fl = 0;
-    *sl = (unsigned)u;
-  } else {
-    unsigned l = hippo__log2_floor(u);
-    *fl = l - (SL_BITS - 1);
-    *sl = (unsigned)(u >> (l - SL_BITS)) & (SL_COUNT - 1);
-  }
+  unsigned l = hippo__log2_floor(u | SL_COUNT);
+  *fl = l - SL_BITS + (u >= SL_COUNT);
+  *sl = (unsigned)(u >> (l - SL_BITS)) & (SL_COUNT - 1);
+}
+
+/* Where a list link to `i` is written: the record's field, or (i == NIL)
+ * the pool's scratch word, so a link update needs no branch. */
+static inline uint32_t *prev_link(sliced *p, uint32_t i) {
+  return i != NIL ? &p->slices[i].prev_free : &p->scratch;
 }
 
 static void free_insert(sliced *p, uint32_t i) {
@@ -229,28 +236,27 @@ static void free_insert(sliced *p, uint32_t i) {
   set_state(s, SLICE_FREE);
   s->prev_free = NIL;
   s->next_free = p->heads[fl][sl];
-  if (s->next_free != NIL)
-    p->slices[s->next_free].prev_free = i;
+  *prev_link(p, s->next_free) = i;
   p->heads[fl][sl] = i;
   p->sl_bitmap[fl] |= 1u << sl;
   p->fl_bitmap |= UINT64_C(1) << fl;
 }
 
-static void free_remove(sliced *p, uint32_t i) {
+/* Free slice i, of class (fl, sl), leaves its list. */
+static inline void free_unlink(sliced *p, uint32_t i, unsigned fl,
+                               unsigned sl) {
   slice *s = &p->slices[i];
+  uint32_t next = s->next_free, prev = s->prev_free;
+  *(prev != NIL ? &p->slices[prev].next_free : &p->heads[fl][sl]) = next;
+  *prev_link(p, next) = prev;
+  p->sl_bitmap[fl] &= ~((uint32_t)(p->heads[fl][sl] == NIL) << sl);
+  p->fl_bitmap &= ~((uint64_t)(p->sl_bitmap[fl] == 0) << fl);
+}
+
+static void free_remove(sliced *p, uint32_t i) {
   unsigned fl, sl;
-  mapping(s->size, &fl, &sl);
-  if (s->prev_free != NIL)
-    p->slices[s->prev_free].next_free = s->next_free;
-  else
-    p->heads[fl][sl] = s->next_free;
-  if (s->next_free != NIL)
-    p->slices[s->next_free].prev_free = s->prev_free;
-  if (p->heads[fl][sl] == NIL) {
-    p->sl_bitmap[fl] &= ~(1u << sl);
-    if (!p->sl_bitmap[fl])
-      p->fl_bitmap &= ~(UINT64_C(1) << fl);
-  }
+  mapping(p->slices[i].size, &fl, &sl);
+  free_unlink(p, i, fl, sl);
 }
 
 /* Slice i becomes free: into the free index when its page serves, else
@@ -271,34 +277,37 @@ static inline void free_take(sliced *p, uint32_t i) {
     free_remove(p, i);
 }
 
-/* The head of the smallest non-empty class at or above (fl, sl), or NIL. */
-static inline uint32_t find_class(const sliced *p, unsigned fl, unsigned sl) {
-  uint32_t slmap = p->sl_bitmap[fl] & (~0u << sl);
+/* The head of the smallest non-empty class at or above (*fl, *sl), or
+ * NIL; *fl, *sl become the class found. */
+static inline uint32_t find_class(const sliced *p, unsigned *fl,
+                                  unsigned *sl) {
+  uint32_t slmap = p->sl_bitmap[*fl] & (~0u << *sl);
   if (!slmap) {
     uint64_t flmap =
-        fl + 1 < FL_COUNT ? p->fl_bitmap & (~UINT64_C(0) << (fl + 1)) : 0;
+        *fl + 1 < FL_COUNT ? p->fl_bitmap & (~UINT64_C(0) << (*fl + 1)) : 0;
     if (!flmap)
       return NIL;
-    fl = (unsigned)__builtin_ctzll(flmap);
-    slmap = p->sl_bitmap[fl];
+    *fl = (unsigned)__builtin_ctzll(flmap);
+    slmap = p->sl_bitmap[*fl];
   }
-  return p->heads[fl][(unsigned)__builtin_ctz(slmap)];
+  *sl = (unsigned)__builtin_ctz(slmap);
+  return p->heads[*fl][*sl];
 }
 
-/* A free slice of at least u units: good fit first, then a bounded look at
- * the request's own class. */
-static uint32_t find_free(const sliced *p, uint64_t u) {
-  unsigned fl, sl;
+/* A free slice of at least u units, and its class: good fit first, then a
+ * bounded look at the request's own class. */
+static uint32_t find_free(const sliced *p, uint64_t u, unsigned *fl,
+                          unsigned *sl) {
   uint32_t i;
-  uint64_t r = u;
-  if (u >= SL_COUNT)
-    r = u + (UINT64_C(1) << (hippo__log2_floor(u) - SL_BITS)) - 1;
-  mapping(r, &fl, &sl);
+  /* u rounded up to the next class boundary (u < SL_COUNT: u itself) */
+  uint64_t r = u + (UINT64_C(1) << (hippo__log2_floor(u | SL_COUNT) -
+                                    SL_BITS)) - 1;
+  mapping(r, fl, sl);
   i = find_class(p, fl, sl);
   if (i != NIL || r == u)
     return i;
-  mapping(u, &fl, &sl);
-  i = p->heads[fl][sl];
+  mapping(u, fl, sl);
+  i = p->heads[*fl][*sl];
   for (int n = 0; i != NIL && n < EXACT_SCAN; n++, i = p->slices[i].next_free)
     if (p->slices[i].size >= u)
       return i;
@@ -318,34 +327,28 @@ static inline uint32_t smallest_of(const sliced *p, uint32_t i, uint64_t u) {
   return best;
 }
 
-/* ARENA: a free slice of at least u units, best fit: the smallest of a
- * few of the request's own class, else of the next non-empty class (every
- * slice of which fits). */
-static uint32_t find_best(const sliced *p, uint64_t u) {
-  unsigned fl, sl;
+/* ARENA: a free slice of at least u units, and its class, best fit: the
+ * smallest of a few of the request's own class, else of the next
+ * non-empty class (every slice of which fits). */
+static uint32_t find_best(const sliced *p, uint64_t u, unsigned *fl,
+                          unsigned *sl) {
   uint32_t i;
-  mapping(u, &fl, &sl);
-  i = smallest_of(p, p->heads[fl][sl], u);
+  mapping(u, fl, sl);
+  i = smallest_of(p, p->heads[*fl][*sl], u);
   if (i != NIL)
     return i;
-  if (++sl == SL_COUNT) {
-    sl = 0;
-    if (++fl == FL_COUNT)
+  if (++*sl == SL_COUNT) {
+    *sl = 0;
+    if (++*fl == FL_COUNT)
       return NIL;
   }
   i = find_class(p, fl, sl);
   return i == NIL ? NIL : smallest_of(p, i, u);
 }
 
-/* Make room for `n` more slice nodes, so a reservation cannot fail halfway
- * on host memory. */
-static hippo_status reserve_nodes(sliced *p, uint32_t n) {
-  uint32_t spare = p->slice_cap - p->slice_count;
-  for (uint32_t i = p->slice_unused; i != NIL && spare < n;
-       i = p->slices[i].next_free)
-    spare++;
-  if (spare >= n)
-    return HIPPO_SUCCESS;
+/* reserve_nodes' slow path: the record array doubles (up to what a
+ * handle's index names). */
+static hippo_status grow_nodes(sliced *p) {
   {
     uint32_t cap = p->slice_cap ? p->slice_cap * 2 : 1024;
     slice *grown;
@@ -370,12 +373,21 @@ static hippo_status reserve_nodes(sliced *p, uint32_t n) {
   return HIPPO_SUCCESS;
 }
 
+/* Make room for `n` (<= 1024) more slice nodes, so a reservation cannot
+ * fail halfway on host memory. */
+static inline hippo_status reserve_nodes(sliced *p, uint32_t n) {
+  if (HIPPO__LIKELY(p->slice_cap - p->slice_count + p->unused_count >= n))
+    return HIPPO_SUCCESS;
+  return grow_nodes(p);
+}
+
 /* A record (room was made) that keeps its generation, or a fresh one. */
 static uint32_t node_new(sliced *p) {
   uint32_t i;
   if (p->slice_unused != NIL) {
     i = p->slice_unused;
     p->slice_unused = p->slices[i].next_free;
+    p->unused_count--;
   } else {
     i = p->slice_count++;
     p->slices[i].sg = SLICE_UNUSED << 24 | p->first_gen;
@@ -393,6 +405,7 @@ static void node_drop(sliced *p, uint32_t i) {
   }
   s->next_free = p->slice_unused;
   p->slice_unused = i;
+  p->unused_count++;
 }
 
 /* Free slice i, off its free list, is about to be reserved but its record
@@ -605,13 +618,14 @@ static hippo_status grow(sliced *p, uint64_t bytes, uint32_t *slice_out) {
   return HIPPO_SUCCESS;
 }
 
-/* Free slice i (found in the index) now serves `size` bytes in `u` units:
- * off the index, on a fresh record if its own is retired, split, live.
- * Returns the record (i, or where it moved). */
+/* Free slice i (found in the index, in class (fl, sl)) now serves `size`
+ * bytes in `u` units: off the index, on a fresh record if its own is
+ * retired, split, live.  Returns the record (i, or where it moved). */
 static inline __attribute__((always_inline)) uint32_t
-take_free(sliced *p, uint32_t i, uint64_t u, uint32_t padding) {
+take_free(sliced *p, uint32_t i, unsigned fl, unsigned sl, uint64_t u,
+          uint32_t padding) {
   slice *s;
-  free_remove(p, i);
+  free_unlink(p, i, fl, sl);
   if (HIPPO__UNLIKELY(GEN(&p->slices[i]) == 0))
     i = rehome(p, i);
   s = &p->slices[i];
@@ -625,8 +639,8 @@ take_free(sliced *p, uint32_t i, uint64_t u, uint32_t padding) {
     rest->prev_phys = i;
     rest->next_phys = s->next_phys;
     rest->page = s->page;
-    if (s->next_phys != NIL)
-      p->slices[s->next_phys].prev_phys = r;
+    *(s->next_phys != NIL ? &p->slices[s->next_phys].prev_phys
+                          : &p->scratch) = r;
     s->next_phys = r;
     s->size = (uint32_t)u;
     free_insert(p, r);
@@ -664,6 +678,7 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
   sliced *p = (sliced *)pool;
   uint64_t bytes, u;
   uint32_t i;
+  unsigned fl, sl;
   slice *s;
   hippo_status st;
 
@@ -675,13 +690,14 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
   st = reserve_nodes(p, 2);
   if (st != HIPPO_SUCCESS)
     return st;
-  i = p->arena ? find_best(p, u) : find_free(p, u);
+  i = p->arena ? find_best(p, u, &fl, &sl) : find_free(p, u, &fl, &sl);
   if (HIPPO__UNLIKELY(i == NIL)) {
     st = new_room(p, bytes, &i);
     if (st != HIPPO_SUCCESS)
       return st;
+    mapping(p->slices[i].size, &fl, &sl);
   }
-  i = take_free(p, i, u, (uint32_t)(bytes - size));
+  i = take_free(p, i, fl, sl, u, (uint32_t)(bytes - size));
   s = &p->slices[i];
   hippo__pool_note_reserve(pool, size, bytes);
   out->addr = p->pages[s->page].addr + ((uint64_t)s->off << pool->align_shift);
@@ -695,8 +711,8 @@ static void merge(sliced *p, uint32_t a, uint32_t b) {
   slice *sa = &p->slices[a], *sb = &p->slices[b];
   sa->size += sb->size;
   sa->next_phys = sb->next_phys;
-  if (sb->next_phys != NIL)
-    p->slices[sb->next_phys].prev_phys = a;
+  *(sb->next_phys != NIL ? &p->slices[sb->next_phys].prev_phys
+                         : &p->scratch) = a;
   node_drop(p, b);
 }
 
@@ -1040,6 +1056,8 @@ static hippo_status sliced_check(const hippo__pool *pool) {
     CHECK(++unused <= p->slice_count, "unused list longer than %u records",
           p->slice_count);
   }
+  CHECK(unused == p->unused_count, "unused list holds %llu records, %u "
+        "counted", (unsigned long long)unused, p->unused_count);
   for (uint32_t i = 0; i < p->slice_count; i++)
     retired += STATE(&p->slices[i]) == SLICE_UNUSED && GEN(&p->slices[i]) == 0;
   CHECK(retired == p->retired &&
@@ -1146,7 +1164,7 @@ static void sliced_names_take(hippo__pool *pool, hippo__names *out) {
                         .retired = p->retired,
                         .first_gen = p->first_gen};
   p->slices = NULL;
-  p->slice_count = p->slice_cap = p->retired = 0;
+  p->slice_count = p->slice_cap = p->retired = p->unused_count = 0;
   p->slice_unused = NIL;
 }
 
@@ -1158,6 +1176,8 @@ static void sliced_names_give(hippo__pool *pool, const hippo__names *in) {
   p->slice_count = in->count;
   p->slice_cap = in->cap;
   p->slice_unused = in->unused;
+  p->unused_count = in->count - in->retired; /* every record unused or
+                                                retired */
   p->retired = in->retired;
   p->first_gen = in->first_gen;
 }
@@ -1244,12 +1264,13 @@ static bool plan_page(sliced *p, uint32_t pg, bool may_add,
     slice *s = &p->slices[i];
     uint64_t u = s->size, bytes = u << p->head.align_shift;
     uint32_t j;
+    unsigned fl, sl;
     if (STATE(s) != SLICE_LIVE)
       continue;
     if (reserve_nodes(p, 2) != HIPPO_SUCCESS ||
         plan_room(plan) != HIPPO_SUCCESS)
       goto undo;
-    j = find_best(p, u);
+    j = find_best(p, u, &fl, &sl);
     if (j == NIL && may_add && plan->page_status == HIPPO_SUCCESS) {
       hippo_status st = page_add(p, bytes, p->page_size, p->cur, &j);
       if (st != HIPPO_SUCCESS) {
@@ -1257,12 +1278,13 @@ static bool plan_page(sliced *p, uint32_t pg, bool may_add,
         j = NIL;
       } else {
         plan->pages_added++;
+        mapping(p->slices[j].size, &fl, &sl);
       }
     }
     if (j == NIL)
       goto undo;
     s = &p->slices[i]; /* reserve_nodes may have moved the array */
-    j = take_free(p, j, u, s->prev_free);
+    j = take_free(p, j, fl, sl, u, s->prev_free);
     hippo__pool_note_reserve(&p->head, bytes - s->prev_free, bytes);
     p->pages[p->slices[j].page].mark = 1;
     plan->moves[plan->count++] = (hippo__move){
