@@ -166,27 +166,28 @@ void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
   free(old);
 }
 
-/* Route to the first accepting pool, spilling past full capped pools
- * (and, while the stream captures, past pools that would need a page: a
- * later one may hold room). */
-static hippo_status route(hippo_stream *s, uint64_t size, uint32_t *pool,
-                          hippo__slice_ref *ref) {
-  hippo_status st = HIPPO_BUFFER_TOO_BIG, needs_page = HIPPO_SUCCESS;
-  for (uint32_t i = 1; i < s->pool_count; i++) {
-    hippo__pool *p = s->pools[i];
-    if (size > p->max_size)
-      continue;
-    st = p->ops->reserve(p, size, ref);
-    if (HIPPO__LIKELY(st == HIPPO_SUCCESS)) {
+/* route's slow part: pool `from` answered `st` (not SUCCESS); spill past
+ * full capped pools (and, while the stream captures, past pools that
+ * would need a page: a later one may hold room), then say why none took
+ * it.  Out of line: the reservation path stays short. */
+static hippo_status __attribute__((noinline))
+route_on(hippo_stream *s, uint64_t size, uint32_t *pool,
+         hippo__slice_ref *ref, uint32_t from, hippo_status st) {
+  hippo_status needs_page = HIPPO_SUCCESS;
+  for (uint32_t i = from;;) {
+    if (st == HIPPO_GRAPH_NEEDS_PAGE)
+      needs_page = st;
+    else if (st != HIPPO_POOL_CAPACITY_EXCEEDED)
+      return st;
+    for (i++; i < s->pool_count && size > s->pools[i]->max_size; i++)
+      ;
+    if (i >= s->pool_count)
+      break;
+    st = s->pools[i]->ops->reserve(s->pools[i], size, ref);
+    if (st == HIPPO_SUCCESS) {
       *pool = i;
       return st;
     }
-    if (st == HIPPO_GRAPH_NEEDS_PAGE) {
-      needs_page = st;
-      continue;
-    }
-    if (st != HIPPO_POOL_CAPACITY_EXCEEDED)
-      return st;
   }
   if (needs_page != HIPPO_SUCCESS)
     return hippo__error_set(needs_page,
@@ -195,23 +196,46 @@ static hippo_status route(hippo_stream *s, uint64_t size, uint32_t *pool,
                             "allocation inside a capture is illegal: reserve "
                             "this memory before the capture (a warm-up run)",
                             (unsigned long long)size);
-  if (st == HIPPO_BUFFER_TOO_BIG) {
-    uint64_t largest = 0;
-    for (uint32_t i = 1; i < s->pool_count; i++)
-      if (s->pools[i]->max_size > largest)
-        largest = s->pools[i]->max_size;
-    return hippo__error_set(HIPPO_BUFFER_TOO_BIG,
-                            "reserve: no pool accepts %llu B; the largest "
-                            "size any pool of this layout accepts is %llu B",
-                            (unsigned long long)size,
-                            (unsigned long long)largest);
-  }
   return st;
 }
 
-static hippo_status reserve_in(hippo_stream *s, uint64_t size, bool persistent,
-                               uint32_t *pool, hippo__slice_ref *ref) {
-  if (persistent) {
+/* No pool of the layout accepts `size` bytes. */
+static hippo_status __attribute__((noinline))
+too_big(const hippo_stream *s, uint64_t size) {
+  uint64_t largest = 0;
+  for (uint32_t i = 1; i < s->pool_count; i++)
+    if (s->pools[i]->max_size > largest)
+      largest = s->pools[i]->max_size;
+  return hippo__error_set(HIPPO_BUFFER_TOO_BIG,
+                          "reserve: no pool accepts %llu B; the largest "
+                          "size any pool of this layout accepts is %llu B",
+                          (unsigned long long)size,
+                          (unsigned long long)largest);
+}
+
+/* Route to the first pool that accepts the size; when it cannot serve,
+ * route_on goes on. */
+static inline hippo_status route(hippo_stream *s, uint64_t size,
+                                 uint32_t *pool, hippo__slice_ref *ref) {
+  for (uint32_t i = 1; i < s->pool_count; i++) {
+    hippo__pool *p = s->pools[i];
+    hippo_status st;
+    if (size > p->max_size)
+      continue;
+    st = p->ops->reserve(p, size, ref);
+    if (HIPPO__LIKELY(st == HIPPO_SUCCESS)) {
+      *pool = i;
+      return st;
+    }
+    return route_on(s, size, pool, ref, i, st);
+  }
+  return too_big(s, size);
+}
+
+static inline hippo_status reserve_in(hippo_stream *s, uint64_t size,
+                                      bool persistent, uint32_t *pool,
+                                      hippo__slice_ref *ref) {
+  if (HIPPO__UNLIKELY(persistent)) {
     *pool = 0;
     return s->pools[0]->ops->reserve(s->pools[0], size, ref);
   }

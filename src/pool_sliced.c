@@ -99,6 +99,9 @@
                         (more cost time on the reservation path, and did
                         not lower the footprint of the bundled traces) */
 #define MiB (UINT64_C(1) << 20)
+/* The reservation path's helpers, inlined into it (calls cost more than
+ * their bodies here). */
+#define HOT static inline __attribute__((always_inline))
 #define HIPPO__ARENA_SIZES 64u         /* page sizes alive at once */
 #define HIPPO__ARENA_SLACK MiB         /* added to a request at a growth */
 #define HIPPO__ARENA_ROUND MiB         /* a grown page is a multiple of it */
@@ -229,7 +232,7 @@ static inline uint32_t *prev_link(sliced *p, uint32_t i) {
   return i != NIL ? &p->slices[i].prev_free : &p->scratch;
 }
 
-static void free_insert(sliced *p, uint32_t i) {
+HOT void free_insert(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   unsigned fl, sl;
   mapping(s->size, &fl, &sl);
@@ -253,17 +256,23 @@ static inline void free_unlink(sliced *p, uint32_t i, unsigned fl,
   p->fl_bitmap &= ~((uint64_t)(p->sl_bitmap[fl] == 0) << fl);
 }
 
-static void free_remove(sliced *p, uint32_t i) {
+HOT void free_remove(sliced *p, uint32_t i) {
   unsigned fl, sl;
   mapping(p->slices[i].size, &fl, &sl);
   free_unlink(p, i, fl, sl);
+}
+
+/* Whether slice i's page serves (only an ARENA closes pages: a SLICED
+ * pool answers without reading the page record). */
+static inline bool serves(const sliced *p, uint32_t i) {
+  return !p->arena || !p->pages[p->slices[i].page].closed;
 }
 
 /* Slice i becomes free: into the free index when its page serves, else
  * (closed page) in no list. */
 static inline void free_put(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
-  if (HIPPO__LIKELY(!p->pages[s->page].closed)) {
+  if (HIPPO__LIKELY(serves(p, i))) {
     free_insert(p, i);
     return;
   }
@@ -273,7 +282,7 @@ static inline void free_put(sliced *p, uint32_t i) {
 
 /* Free slice i leaves the free index (if its page serves). */
 static inline void free_take(sliced *p, uint32_t i) {
-  if (HIPPO__LIKELY(!p->pages[p->slices[i].page].closed))
+  if (HIPPO__LIKELY(serves(p, i)))
     free_remove(p, i);
 }
 
@@ -621,7 +630,7 @@ static hippo_status grow(sliced *p, uint64_t bytes, uint32_t *slice_out) {
 /* Free slice i (found in the index, in class (fl, sl)) now serves `size`
  * bytes in `u` units: off the index, on a fresh record if its own is
  * retired, split, live.  Returns the record (i, or where it moved). */
-static inline __attribute__((always_inline)) uint32_t
+HOT uint32_t
 take_free(sliced *p, uint32_t i, unsigned fl, unsigned sl, uint64_t u,
           uint32_t padding) {
   slice *s;
@@ -707,7 +716,7 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
 }
 
 /* Merge slice b (above) into a (below); b's node is dropped. */
-static void merge(sliced *p, uint32_t a, uint32_t b) {
+HOT void merge(sliced *p, uint32_t a, uint32_t b) {
   slice *sa = &p->slices[a], *sb = &p->slices[b];
   sa->size += sb->size;
   sa->next_phys = sb->next_phys;
@@ -718,7 +727,7 @@ static void merge(sliced *p, uint32_t a, uint32_t b) {
 
 /* Live or held slice i becomes free: its generation moves on, it merges
  * with its free neighbours, and its page waits once empty. */
-static void free_slice(sliced *p, uint32_t i) {
+HOT void free_slice(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   uint32_t pg = s->page, n;
   s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
@@ -743,7 +752,7 @@ static void free_slice(sliced *p, uint32_t i) {
 
 /* Release live slice i; returns the size it was reserved with.  A slice a
  * graph holds is kept out of use (GUARDED) instead of becoming free. */
-static uint64_t release_slice(sliced *p, uint32_t i) {
+HOT uint64_t release_slice(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   uint64_t bytes = (uint64_t)s->size << p->head.align_shift;
   uint64_t size = bytes - s->prev_free;
@@ -959,6 +968,7 @@ static hippo_status sliced_check(const hippo__pool *pool) {
     size_pages[g->szslot]++;
     CHECK(g->closed || g->szslot == p->cur,
           "page %u of an outdated size serves reservations", pg);
+    CHECK(p->arena || !g->closed, "page %u of a SLICED pool is closed", pg);
     if (g->closed) {
       closed++;
       closed_bytes += g->size;
