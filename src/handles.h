@@ -138,8 +138,12 @@ void hippo__handles_free(hippo__handles *h, hippo__slot *slot);
 /* Make sure the next hippo__handles_alloc cannot fail (grow now if need
  * be), so a reservation never has to be undone for want of a handle. */
 hippo_status hippo__handles_grow(hippo__handles *h);
+/* Whether a slot is free without growing. */
+static inline bool hippo__handles_room(const hippo__handles *h) {
+  return h->free_head != UINT32_MAX || h->count < h->cap;
+}
 static inline hippo_status hippo__handles_make_room(hippo__handles *h) {
-  if (HIPPO__LIKELY(h->free_head != UINT32_MAX || h->count < h->cap))
+  if (HIPPO__LIKELY(hippo__handles_room(h)))
     return HIPPO_SUCCESS;
   return hippo__handles_grow(h);
 }

@@ -864,69 +864,116 @@ static hippo_status reserve_captured(hippo_stream *s, uint64_t size,
   return HIPPO_SUCCESS;
 }
 
-hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
-                            hippo_handle *out) {
+/* Whether a ticking pool is due at the stream's clock. */
+static inline bool tick_due(const hippo_stream *s) {
+  for (uint32_t i = 0; i < s->ticking_count; i++)
+    if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due) &&
+        s->clock >= s->tick_quiet_until)
+      return true;
+  return false;
+}
+
+/* After a successful reservation (the clock moved on), stream lock held:
+ * the pages that are due go back, after this reservation had the chance to
+ * reuse one (a failed reservation counts for nothing); the lock is
+ * dropped. */
+static hippo_status __attribute__((noinline))
+ticks_and_drop(hippo_stream *s) {
+  bool ticked = false;
+  for (uint32_t i = 0; i < s->ticking_count; i++)
+    if (s->clock >= s->ticking[i]->due && s->clock >= s->tick_quiet_until) {
+      s->gate.defer = true; /* the frees come after the lock */
+      (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
+      s->gate.defer = false;
+      ticked = true;
+    }
+  if (ticked) {
+    tick_backoff(s);
+    if (s->leaving.count > s->leaving.pending)
+      leaving_retry_due(s);
+    if (s->leaving.pending) {
+      hippo__lock_drop(&s->lock);
+      (void)hippo__manager_flush(s, false); /* failures: kept, retried */
+      return HIPPO_SUCCESS;
+    }
+  }
+  hippo__lock_drop(&s->lock);
+  return HIPPO_SUCCESS;
+}
+
+/* The end of a reservation, stream lock held: a pool served `ref` from
+ * pool `pool` (or size is 0), or st says why none did yet (retried here).
+ * The handle, the figures, the ticks; the lock is dropped. */
+static hippo_status __attribute__((noinline))
+reserve_finish(hippo_stream *s, uint64_t size, bool persistent,
+               uint32_t pool, hippo__slice_ref *ref, hippo_status st,
+               hippo_handle *out) {
+  if (st != HIPPO_SUCCESS)
+    st = reserve_retry(s, size, persistent, &pool, ref, st);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
+    hippo__lock_drop(&s->lock);
+    return st;
+  }
+  make_handle(s, size, pool, ref, out);
+  s->clock++;
+  return ticks_and_drop(s);
+}
+
+/* A reservation off the common path (size 0, persistent, waiting slices,
+ * AUTO_RELOCATE, a full handle table), stream lock held. */
+static hippo_status __attribute__((noinline))
+reserve_locked(hippo_stream *s, uint64_t size, hippo_mode mode,
+               hippo_handle *out) {
   hippo__slice_ref ref = {0, 0, 0};
   uint32_t pool = HIPPO__POOL_NONE;
   hippo_status st;
-  uint64_t cid;
   bool persistent;
-
-  st = capture_of(s, &cid);
-  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS || cid))
-    return st != HIPPO_SUCCESS ? st : reserve_captured(s, size, mode, out, cid);
-  hippo__lock_take(&s->lock);
-  s->gate.answer = -1;
   /* A handle first: once a pool has served, nothing may fail. */
   st = hippo__handles_make_room(&s->handles);
   if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
     hippo__lock_drop(&s->lock);
     return st;
   }
-  if (HIPPO__UNLIKELY(s->wait_count))
+  if (s->wait_count)
     poll_waits(s); /* slices other streams used may be reusable now */
   persistent = mode == HIPPO_MODE_PERSISTENT || s->persistent_depth > 0;
   if (size > 0) {
     /* CubeCL's rule, on request (HIPPO_DEVICE_AUTO_RELOCATE): relocate
      * before an ordinary reservation when the memory wants it */
-    if (HIPPO__UNLIKELY(s->auto_relocate) && !persistent &&
-        s->movable_count &&
+    if (s->auto_relocate && !persistent && s->movable_count &&
         hippo__relocation_need_locked(s) != HIPPO_NEED_NOTHING)
       (void)hippo__relocate_locked(s, HIPPO_RELOCATE_WANTED, NULL);
     st = reserve_in(s, size, persistent, &pool, &ref);
-    if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
-      st = reserve_retry(s, size, persistent, &pool, &ref, st);
-    if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
-      hippo__lock_drop(&s->lock);
-      return st;
-    }
   }
+  return reserve_finish(s, size, persistent, pool, &ref, st, out);
+}
+
+/* The common reservation (a positive size, AUTO, a free handle slot, no
+ * waiting slices) is inline here; the rest is out of line, so this path
+ * saves few registers. */
+hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
+                            hippo_handle *out) {
+  hippo__slice_ref ref;
+  uint32_t pool;
+  hippo_status st;
+  uint64_t cid;
+
+  st = capture_of(s, &cid);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS || cid))
+    return st != HIPPO_SUCCESS ? st : reserve_captured(s, size, mode, out, cid);
+  hippo__lock_take(&s->lock);
+  s->gate.answer = -1;
+  if (HIPPO__UNLIKELY(size == 0 || mode != HIPPO_MODE_AUTO ||
+                      (s->persistent_depth | s->wait_count) != 0 ||
+                      s->auto_relocate || !hippo__handles_room(&s->handles)))
+    return reserve_locked(s, size, mode, out);
+  st = route(s, size, &pool, &ref);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
+    return reserve_finish(s, size, false, pool, &ref, st, out);
   make_handle(s, size, pool, &ref, out);
-  /* The reservation counts for periodic deallocation once it succeeded
-   * (a failed call changes nothing); pages that are due go back now, after
-   * this reservation had the chance to reuse one. */
   s->clock++;
-  {
-    bool ticked = false;
-    for (uint32_t i = 0; i < s->ticking_count; i++)
-      if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due) &&
-          s->clock >= s->tick_quiet_until) {
-        s->gate.defer = true; /* the frees come after the lock */
-        (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
-        s->gate.defer = false;
-        ticked = true;
-      }
-    if (HIPPO__UNLIKELY(ticked)) {
-      tick_backoff(s);
-      if (s->leaving.count > s->leaving.pending)
-        leaving_retry_due(s);
-      if (s->leaving.pending) {
-        hippo__lock_drop(&s->lock);
-        (void)hippo__manager_flush(s, false); /* failures: kept, retried */
-        return HIPPO_SUCCESS;
-      }
-    }
-  }
+  if (HIPPO__UNLIKELY(tick_due(s)))
+    return ticks_and_drop(s);
   hippo__lock_drop(&s->lock);
   return HIPPO_SUCCESS;
 }

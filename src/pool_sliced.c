@@ -249,11 +249,14 @@ HOT void free_insert(sliced *p, uint32_t i) {
 static inline void free_unlink(sliced *p, uint32_t i, unsigned fl,
                                unsigned sl) {
   slice *s = &p->slices[i];
-  uint32_t next = s->next_free, prev = s->prev_free;
+  uint32_t next = s->next_free, prev = s->prev_free, slmap;
   *(prev != NIL ? &p->slices[prev].next_free : &p->heads[fl][sl]) = next;
   *prev_link(p, next) = prev;
-  p->sl_bitmap[fl] &= ~((uint32_t)(p->heads[fl][sl] == NIL) << sl);
-  p->fl_bitmap &= ~((uint64_t)(p->sl_bitmap[fl] == 0) << fl);
+  /* the list is empty now when i was its only slice (the values in hand,
+   * not a reload of what was just stored) */
+  slmap = p->sl_bitmap[fl] & ~((uint32_t)((prev & next) == NIL) << sl);
+  p->sl_bitmap[fl] = slmap;
+  p->fl_bitmap &= ~((uint64_t)(slmap == 0) << fl);
 }
 
 HOT void free_remove(sliced *p, uint32_t i) {
@@ -308,14 +311,21 @@ static inline uint32_t find_class(const sliced *p, unsigned *fl,
 static uint32_t find_free(const sliced *p, uint64_t u, unsigned *fl,
                           unsigned *sl) {
   uint32_t i;
-  /* u rounded up to the next class boundary (u < SL_COUNT: u itself) */
-  uint64_t r = u + (UINT64_C(1) << (hippo__log2_floor(u | SL_COUNT) -
-                                    SL_BITS)) - 1;
-  mapping(r, fl, sl);
+  /* Classes numbered fl * SL_COUNT + sl: u's own is (sh << SL_BITS) +
+   * (u >> sh), and the next class boundary at or above u (one log2 for
+   * both: this is the reservation's critical path) is up, the smallest
+   * class all of whose slices fit. */
+  unsigned sh = hippo__log2_floor(u | SL_COUNT) - SL_BITS;
+  uint64_t own = ((uint64_t)sh << SL_BITS) + (u >> sh);
+  uint64_t up = ((uint64_t)sh << SL_BITS) +
+                ((u + (UINT64_C(1) << sh) - 1) >> sh);
+  *fl = (unsigned)(up >> SL_BITS);
+  *sl = (unsigned)up & (SL_COUNT - 1);
   i = find_class(p, fl, sl);
-  if (i != NIL || r == u)
+  if (i != NIL || up == own) /* up == own: every slice of it fits */
     return i;
-  mapping(u, fl, sl);
+  *fl = (unsigned)(own >> SL_BITS);
+  *sl = (unsigned)own & (SL_COUNT - 1);
   i = p->heads[*fl][*sl];
   for (int n = 0; i != NIL && n < EXACT_SCAN; n++, i = p->slices[i].next_free)
     if (p->slices[i].size >= u)
