@@ -227,6 +227,8 @@ static inline hippo_status route(hippo_stream *s, uint64_t size,
       *pool = i;
       return st;
     }
+    if (st == HIPPO_POOL_CAPACITY_EXCEEDED && i + 1 == s->pool_count)
+      return st; /* the last pool is full: nothing to spill to */
     return route_on(s, size, pool, ref, i, st);
   }
   return too_big(s, size);
@@ -968,8 +970,13 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
                       s->auto_relocate || !hippo__handles_room(&s->handles)))
     return reserve_locked(s, size, mode, out);
   st = route(s, size, &pool, &ref);
-  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) {
+    if (st == HIPPO_POOL_CAPACITY_EXCEEDED) { /* no retry would help */
+      hippo__lock_drop(&s->lock);
+      return st;
+    }
     return reserve_finish(s, size, false, pool, &ref, st, out);
+  }
   make_handle(s, size, pool, &ref, out);
   s->clock++;
   if (HIPPO__UNLIKELY(tick_due(s)))

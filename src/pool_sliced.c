@@ -94,6 +94,10 @@
 #define SL_COUNT (1u << SL_BITS)
 #define FL_COUNT 64u
 #define NIL UINT32_MAX
+/* A class as one number, fl * SL_COUNT + sl, and back. */
+#define CLS(fl, sl) ((uint32_t)(fl) << SL_BITS | (uint32_t)(sl))
+#define CLS_FL(c) ((c) >> SL_BITS)
+#define CLS_SL(c) ((c) & (SL_COUNT - 1))
 #define EXACT_SCAN 8 /* slices of the request's own class tried at most */
 #define BEST_SCAN 4  /* ARENA: slices of a class compared for the best fit
                         (more cost time on the reservation path, and did
@@ -226,6 +230,12 @@ static inline void mapping(uint64_t u, unsigned *fl, unsigned *sl) {
   *sl = (unsigned)(u >> (l - SL_BITS)) & (SL_COUNT - 1);
 }
 
+static inline uint32_t class_of(uint64_t u) {
+  unsigned fl, sl;
+  mapping(u, &fl, &sl);
+  return CLS(fl, sl);
+}
+
 /* Where a list link to `i` is written: the record's field, or (i == NIL)
  * the pool's scratch word, so a link update needs no branch. */
 static inline uint32_t *prev_link(sliced *p, uint32_t i) {
@@ -289,48 +299,48 @@ static inline void free_take(sliced *p, uint32_t i) {
     free_remove(p, i);
 }
 
-/* The head of the smallest non-empty class at or above (*fl, *sl), or
- * NIL; *fl, *sl become the class found. */
-static inline uint32_t find_class(const sliced *p, unsigned *fl,
-                                  unsigned *sl) {
-  uint32_t slmap = p->sl_bitmap[*fl] & (~0u << *sl);
+/* A free slice the index offers and its class, fl * SL_COUNT + sl (i NIL:
+ * none).  Returned by value, in one register: the class stays out of
+ * memory on the reservation's critical path. */
+typedef struct found {
+  uint32_t i, cls;
+} found;
+
+/* The head of the smallest non-empty class at or above class c. */
+static inline found find_class(const sliced *p, uint32_t c) {
+  unsigned fl = CLS_FL(c);
+  uint32_t slmap = p->sl_bitmap[fl] & (~0u << CLS_SL(c));
   if (!slmap) {
     uint64_t flmap =
-        *fl + 1 < FL_COUNT ? p->fl_bitmap & (~UINT64_C(0) << (*fl + 1)) : 0;
+        fl + 1 < FL_COUNT ? p->fl_bitmap & (~UINT64_C(0) << (fl + 1)) : 0;
     if (!flmap)
-      return NIL;
-    *fl = (unsigned)__builtin_ctzll(flmap);
-    slmap = p->sl_bitmap[*fl];
+      return (found){NIL, 0};
+    fl = (unsigned)__builtin_ctzll(flmap);
+    slmap = p->sl_bitmap[fl];
   }
-  *sl = (unsigned)__builtin_ctz(slmap);
-  return p->heads[*fl][*sl];
+  c = CLS(fl, __builtin_ctz(slmap));
+  return (found){p->heads[CLS_FL(c)][CLS_SL(c)], c};
 }
 
-/* A free slice of at least u units, and its class: good fit first, then a
- * bounded look at the request's own class. */
-static uint32_t find_free(const sliced *p, uint64_t u, unsigned *fl,
-                          unsigned *sl) {
-  uint32_t i;
-  /* Classes numbered fl * SL_COUNT + sl: u's own is (sh << SL_BITS) +
-   * (u >> sh), and the next class boundary at or above u (one log2 for
-   * both: this is the reservation's critical path) is up, the smallest
-   * class all of whose slices fit. */
+/* A free slice of at least u units: good fit first, then a bounded look at
+ * the request's own class. */
+static inline found find_free(const sliced *p, uint64_t u) {
+  /* u's own class is (sh << SL_BITS) + (u >> sh), and the next class
+   * boundary at or above u (one log2 for both: this is the reservation's
+   * critical path) is up, the smallest class all of whose slices fit. */
   unsigned sh = hippo__log2_floor(u | SL_COUNT) - SL_BITS;
-  uint64_t own = ((uint64_t)sh << SL_BITS) + (u >> sh);
-  uint64_t up = ((uint64_t)sh << SL_BITS) +
-                ((u + (UINT64_C(1) << sh) - 1) >> sh);
-  *fl = (unsigned)(up >> SL_BITS);
-  *sl = (unsigned)up & (SL_COUNT - 1);
-  i = find_class(p, fl, sl);
-  if (i != NIL || up == own) /* up == own: every slice of it fits */
-    return i;
-  *fl = (unsigned)(own >> SL_BITS);
-  *sl = (unsigned)own & (SL_COUNT - 1);
-  i = p->heads[*fl][*sl];
+  uint32_t own = (uint32_t)((sh << SL_BITS) + (u >> sh));
+  uint32_t up = (uint32_t)((sh << SL_BITS) +
+                           ((u + (UINT64_C(1) << sh) - 1) >> sh));
+  found f = find_class(p, up);
+  uint32_t i;
+  if (f.i != NIL || up == own) /* up == own: every slice of it fits */
+    return f;
+  i = p->heads[CLS_FL(own)][CLS_SL(own)];
   for (int n = 0; i != NIL && n < EXACT_SCAN; n++, i = p->slices[i].next_free)
     if (p->slices[i].size >= u)
-      return i;
-  return NIL;
+      return (found){i, own};
+  return (found){NIL, 0};
 }
 
 /* The smallest of at most BEST_SCAN slices of list i that holds u units,
@@ -346,23 +356,21 @@ static inline uint32_t smallest_of(const sliced *p, uint32_t i, uint64_t u) {
   return best;
 }
 
-/* ARENA: a free slice of at least u units, and its class, best fit: the
- * smallest of a few of the request's own class, else of the next
- * non-empty class (every slice of which fits). */
-static uint32_t find_best(const sliced *p, uint64_t u, unsigned *fl,
-                          unsigned *sl) {
-  uint32_t i;
-  mapping(u, fl, sl);
-  i = smallest_of(p, p->heads[*fl][*sl], u);
-  if (i != NIL)
-    return i;
-  if (++*sl == SL_COUNT) {
-    *sl = 0;
-    if (++*fl == FL_COUNT)
-      return NIL;
-  }
-  i = find_class(p, fl, sl);
-  return i == NIL ? NIL : smallest_of(p, i, u);
+/* ARENA: a free slice of at least u units, best fit: the smallest of a
+ * few of the request's own class, else of the next non-empty class (every
+ * slice of which fits). */
+static found find_best(const sliced *p, uint64_t u) {
+  unsigned fl, sl;
+  found f;
+  mapping(u, &fl, &sl);
+  f.i = smallest_of(p, p->heads[fl][sl], u);
+  f.cls = CLS(fl, sl);
+  if (f.i != NIL || f.cls + 1 == CLS(FL_COUNT, 0))
+    return f;
+  f = find_class(p, f.cls + 1);
+  if (f.i != NIL)
+    f.i = smallest_of(p, f.i, u);
+  return f;
 }
 
 /* reserve_nodes' slow path: the record array doubles (up to what a
@@ -641,10 +649,10 @@ static hippo_status grow(sliced *p, uint64_t bytes, uint32_t *slice_out) {
  * bytes in `u` units: off the index, on a fresh record if its own is
  * retired, split, live.  Returns the record (i, or where it moved). */
 HOT uint32_t
-take_free(sliced *p, uint32_t i, unsigned fl, unsigned sl, uint64_t u,
-          uint32_t padding) {
+take_free(sliced *p, found f, uint64_t u, uint32_t padding) {
+  uint32_t i = f.i;
   slice *s;
-  free_unlink(p, i, fl, sl);
+  free_unlink(p, i, CLS_FL(f.cls), CLS_SL(f.cls));
   if (HIPPO__UNLIKELY(GEN(&p->slices[i]) == 0))
     i = rehome(p, i);
   s = &p->slices[i];
@@ -692,12 +700,14 @@ static hippo_status new_room(sliced *p, uint64_t bytes, uint32_t *i) {
   }
 }
 
-static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
-                                   hippo__slice_ref *out) {
+/* A reservation, written once for both kinds; `arena` is a constant in
+ * each caller, so the SLICED path carries no ARENA branch. */
+HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
+                              hippo__slice_ref *out, bool arena) {
   sliced *p = (sliced *)pool;
   uint64_t bytes, u;
   uint32_t i;
-  unsigned fl, sl;
+  found f;
   slice *s;
   hippo_status st;
 
@@ -709,20 +719,32 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
   st = reserve_nodes(p, 2);
   if (st != HIPPO_SUCCESS)
     return st;
-  i = p->arena ? find_best(p, u, &fl, &sl) : find_free(p, u, &fl, &sl);
-  if (HIPPO__UNLIKELY(i == NIL)) {
-    st = new_room(p, bytes, &i);
+  f = arena ? find_best(p, u) : find_free(p, u);
+  if (HIPPO__UNLIKELY(f.i == NIL)) {
+    if (!arena && p->head.pages >= p->max_pages) /* page_add's answer */
+      return no_page(p, bytes, p->page_size);
+    st = new_room(p, bytes, &f.i);
     if (st != HIPPO_SUCCESS)
       return st;
-    mapping(p->slices[i].size, &fl, &sl);
+    f.cls = class_of(p->slices[f.i].size);
   }
-  i = take_free(p, i, fl, sl, u, (uint32_t)(bytes - size));
+  i = take_free(p, f, u, (uint32_t)(bytes - size));
   s = &p->slices[i];
   hippo__pool_note_reserve(pool, size, bytes);
   out->addr = p->pages[s->page].addr + ((uint64_t)s->off << pool->align_shift);
   out->slice = i;
   out->gen = GEN(s);
   return HIPPO_SUCCESS;
+}
+
+static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
+                                   hippo__slice_ref *out) {
+  return reserve_kind(pool, size, out, false);
+}
+
+static hippo_status arena_reserve(hippo__pool *pool, uint64_t size,
+                                  hippo__slice_ref *out) {
+  return reserve_kind(pool, size, out, true);
 }
 
 /* Merge slice b (above) into a (below); b's node is dropped. */
@@ -1283,28 +1305,29 @@ static bool plan_page(sliced *p, uint32_t pg, bool may_add,
   for (uint32_t i = p->pages[pg].first; i != NIL; i = p->slices[i].next_phys) {
     slice *s = &p->slices[i];
     uint64_t u = s->size, bytes = u << p->head.align_shift;
+    found f;
     uint32_t j;
-    unsigned fl, sl;
     if (STATE(s) != SLICE_LIVE)
       continue;
     if (reserve_nodes(p, 2) != HIPPO_SUCCESS ||
         plan_room(plan) != HIPPO_SUCCESS)
       goto undo;
-    j = find_best(p, u, &fl, &sl);
-    if (j == NIL && may_add && plan->page_status == HIPPO_SUCCESS) {
-      hippo_status st = page_add(p, bytes, p->page_size, p->cur, &j);
+    f = find_best(p, u);
+    if (f.i == NIL && may_add && plan->page_status == HIPPO_SUCCESS) {
+      hippo_status st = page_add(p, bytes, p->page_size, p->cur, &f.i);
       if (st != HIPPO_SUCCESS) {
         plan->page_status = st;
-        j = NIL;
+        f.i = NIL;
       } else {
         plan->pages_added++;
-        mapping(p->slices[j].size, &fl, &sl);
+        f.cls = class_of(p->slices[f.i].size);
       }
     }
+    j = f.i;
     if (j == NIL)
       goto undo;
     s = &p->slices[i]; /* reserve_nodes may have moved the array */
-    j = take_free(p, j, fl, sl, u, s->prev_free);
+    j = take_free(p, f, u, s->prev_free);
     hippo__pool_note_reserve(&p->head, bytes - s->prev_free, bytes);
     p->pages[p->slices[j].page].mark = 1;
     plan->moves[plan->count++] = (hippo__move){
@@ -1471,7 +1494,7 @@ void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
 
 /* The operations both kinds share; an ARENA adds relocation's. */
 #define SLICED_OPS                                                             \
-  .reserve = sliced_reserve, .release = sliced_release, .addr = sliced_addr,  \
+  .release = sliced_release, .addr = sliced_addr,                             \
   .hold = sliced_hold, .unhold = sliced_unhold,                                \
   .cleanup = sliced_cleanup, .gives_back = sliced_gives_back,                  \
   .tick = sliced_tick, .report = sliced_report,                                \
@@ -1480,10 +1503,12 @@ void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
   .resolve_named = sliced_resolve_named, .release_all = sliced_release_all,    \
   .names_take = sliced_names_take, .names_give = sliced_names_give
 
-static const hippo__pool_ops sliced_ops = {SLICED_OPS};
+static const hippo__pool_ops sliced_ops = {SLICED_OPS,
+                                           .reserve = sliced_reserve};
 
 static const hippo__pool_ops arena_ops = {
     SLICED_OPS,
+    .reserve = arena_reserve,
     .reloc_shape = arena_reloc_shape,
     .reloc_plan = arena_reloc_plan,
     .reloc_commit = arena_reloc_commit,
