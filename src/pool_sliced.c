@@ -347,19 +347,22 @@ static inline found find_free(const sliced *p, uint64_t u) {
  * the lowest page among equals (NIL: none does). */
 static inline uint32_t smallest_of(const sliced *p, uint32_t i, uint64_t u) {
   uint32_t best = NIL;
-  for (int n = 0; i != NIL && n < BEST_SCAN; n++, i = p->slices[i].next_free)
-    if (p->slices[i].size >= u &&
-        (best == NIL || p->slices[i].size < p->slices[best].size ||
-         (p->slices[i].size == p->slices[best].size &&
-          p->slices[i].page < p->slices[best].page)))
-      best = i;
+  uint64_t best_key = UINT64_MAX; /* size, then page: one comparison */
+  for (int n = 0; i != NIL && n < BEST_SCAN; n++) {
+    const slice *s = &p->slices[i];
+    uint64_t key = (uint64_t)s->size << 32 | s->page;
+    bool take = (s->size >= u) & (key < best_key); /* selects, no branch */
+    best_key = take ? key : best_key;
+    best = take ? i : best;
+    i = s->next_free;
+  }
   return best;
 }
 
 /* ARENA: a free slice of at least u units, best fit: the smallest of a
  * few of the request's own class, else of the next non-empty class (every
  * slice of which fits). */
-static found find_best(const sliced *p, uint64_t u) {
+HOT found find_best(const sliced *p, uint64_t u) {
   unsigned fl, sl;
   found f;
   mapping(u, &fl, &sl);

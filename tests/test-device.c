@@ -922,6 +922,58 @@ START_TEST(test_route_too_big) {
 }
 END_TEST
 
+/* Every pool full and capped: the reservation fails with the last pool's
+ * POOL_CAPACITY_EXCEEDED and its message, through both pools (the first
+ * full pool spills, the last one answers without a retry), and changes
+ * nothing. */
+START_TEST(test_route_all_full) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  stream_pair a;
+  hippo_handle h[4], bad = 0;
+  hippo_usage before, after;
+  tu_layout_init(&l);
+  tu_layout_add_sliced(&l, TU_MiB, 512 * TU_KiB, TU_MiB); /* one page */
+  tu_layout_add_sliced(&l, TU_MiB, TU_MiB, TU_MiB);       /* one page */
+  dev = tu_open(api, backends[_i], 64 * TU_MiB, &l.layout);
+  a = attach(api, dev);
+  h[0] = tu_reserve(api, a.s, 512 * TU_KiB);
+  h[1] = tu_reserve(api, a.s, 512 * TU_KiB);
+  h[2] = tu_reserve(api, a.s, 512 * TU_KiB); /* spills to pool 2 */
+  h[3] = tu_reserve(api, a.s, 512 * TU_KiB);
+  before = tu_usage(api, dev, a.s);
+  ck_assert_int_eq(api->reserve(a.s, 1000, HIPPO_MODE_AUTO, &bad),
+                   HIPPO_POOL_CAPACITY_EXCEEDED);
+  ck_assert_uint_eq(bad, 0);
+  ck_assert_msg(strstr(api->last_error(), "SLICED pool (page 1048576 B, "
+                                          "max_pool_size 1048576 B): 1024 B "
+                                          "do not fit: 1 of 1 pages held") !=
+                    NULL,
+                "%s", api->last_error());
+  /* larger than pool 1 accepts: pool 2 alone answers */
+  ck_assert_int_eq(api->reserve(a.s, 600 * TU_KiB, HIPPO_MODE_AUTO, &bad),
+                   HIPPO_POOL_CAPACITY_EXCEEDED);
+  ck_assert_msg(strstr(api->last_error(), "614400 B do not fit") != NULL, "%s",
+                api->last_error());
+  after = tu_usage(api, dev, a.s);
+  ck_assert_uint_eq(after.bytes_in_use, before.bytes_in_use);
+  ck_assert_uint_eq(after.bytes_reserved, before.bytes_reserved);
+  ck_assert_uint_eq(after.allocations, before.allocations);
+  ck_assert_uint_eq(tu_report(api, a.s, 1).allocations, 2);
+  ck_assert_uint_eq(tu_report(api, a.s, 2).allocations, 2);
+  CK_CHECK(api, dev);
+  /* room in the last pool again: it serves */
+  CK_OK(api, api->release(a.s, h[3]));
+  h[3] = tu_reserve(api, a.s, 1000);
+  ck_assert_uint_eq(tu_report(api, a.s, 2).allocations, 2);
+  for (int i = 0; i < 4; i++)
+    CK_OK(api, api->release(a.s, h[i]));
+  CK_CHECK(api, dev);
+  CLOSE(api, dev, a);
+}
+END_TEST
+
 START_TEST(test_route_spill) {
   const hippo_api *api = tu_api();
   tu_layout l;
@@ -1525,6 +1577,7 @@ static Suite *device_suite(void) {
   tc = tcase_create("routing");
   tcase_add_loop_test(tc, test_route_too_big, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_route_spill, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_route_all_full, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_route_capacity_exceeded, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
   tc = tcase_create("streams");
