@@ -41,13 +41,19 @@
  * minimum) over --reps repetitions.
  *
  * Usage: hippo-bench [--plugin PATH] [--trace PATH] [--footprint PATH]...
- *                    [--reps N] [--ops N] [--only A|B|C|E|R|F] [--quick]
+ *                    [--reps N] [--ops N] [--only A|B|C|E|R|F|V] [--quick]
+ *                    [--versus PATH]
  *
  * The plugin is --plugin, else $HIPPO_PLUGIN, else the build tree's plugin
  * when run from the build tree, else the installed one (tool_plugin_path()
  * of tools/toolutil.h, shared with hippo-replay).  The trace of C is read by
  * tools/trace.c, hippo-replay's parser.  --ops sets the operations of A and the timed
  * pairs of B.  --quick shrinks everything for a smoke test (< 5 s).
+ * --versus PATH loads a second plugin (another build) and runs workload
+ * V: A's four cases through both, the repetitions interleaved (rep r runs
+ * one plugin then the other, the first alternating with r), so a noisy
+ * spell of a shared machine falls on both; it prints each one's median
+ * and minimum and their ratio.  With --versus and no --only, V alone runs.
  * Any unexpected status prints its name and last_error() and exits 1.
  */
 #include "hippo.h"
@@ -339,7 +345,8 @@ typedef struct options {
   const char *trace;
   unsigned reps;
   uint64_t ops;
-  int run_a, run_b, run_c, run_r, run_f, run_e;
+  int run_a, run_b, run_c, run_r, run_f, run_e, run_v;
+  const char *versus;
   const char *footprint[16];
   int nfootprint;
   int quick;
@@ -351,7 +358,8 @@ static void usage_exit(int code) {
   fprintf(f,
           "usage: hippo-bench [--plugin PATH] [--trace PATH] "
           "[--footprint PATH]... [--reps N]\n"
-          "                   [--ops N] [--only A|B|C|E|R|F] [--quick]\n"
+          "                   [--ops N] [--only A|B|C|E|R|F|V] [--quick]\n"
+          "                   [--versus PATH]\n"
           "  --plugin PATH  the plugin (default: $HIPPO_PLUGIN, else\n"
           "                 %s when run from the build tree, else\n"
           "                 %s)\n"
@@ -360,8 +368,10 @@ static void usage_exit(int code) {
           "  --reps N       repetitions per figure (default 5)\n"
           "  --ops N        operations of A, timed pairs of B (default "
           "1000000)\n"
-          "  --only A|B|C|E|R|F  run one workload (may repeat)\n"
-          "  --quick        small sizes, a smoke test\n",
+          "  --only A|B|C|E|R|F|V  run one workload (may repeat)\n"
+          "  --quick        small sizes, a smoke test\n"
+          "  --versus PATH  workload V: A's cases through this plugin and\n"
+          "                 PATH (another build), repetitions interleaved\n",
           tool_build_plugin, tool_installed_plugin);
   exit(code);
 }
@@ -389,7 +399,7 @@ static void parse_options(int argc, char **argv, options *o) {
     }
     if (!strcmp(a, "--plugin") || !strcmp(a, "--trace") ||
         !strcmp(a, "--reps") || !strcmp(a, "--ops") || !strcmp(a, "--only") ||
-        !strcmp(a, "--footprint")) {
+        !strcmp(a, "--footprint") || !strcmp(a, "--versus")) {
       if (i + 1 >= argc)
         fatal("%s needs a value", a);
       val = argv[++i];
@@ -399,6 +409,8 @@ static void parse_options(int argc, char **argv, options *o) {
     }
     if (!strcmp(a, "--plugin")) {
       o->plugin = val;
+    } else if (!strcmp(a, "--versus")) {
+      o->versus = val;
     } else if (!strcmp(a, "--trace")) {
       o->trace = val;
     } else if (!strcmp(a, "--footprint")) {
@@ -430,11 +442,17 @@ static void parse_options(int argc, char **argv, options *o) {
         o->run_f = 1;
       else if (!strcmp(val, "E") || !strcmp(val, "e"))
         o->run_e = 1;
+      else if (!strcmp(val, "V") || !strcmp(val, "v"))
+        o->run_v = 1;
       else
-        fatal("--only wants A, B, C, E, R or F, not '%s'", val);
+        fatal("--only wants A, B, C, E, R, F or V, not '%s'", val);
     }
   }
-  if (!only)
+  if (o->run_v && !o->versus)
+    fatal("workload V compares two plugins: give the other with --versus");
+  if (!only && o->versus)
+    o->run_v = 1;
+  else if (!only)
     o->run_a = o->run_b = o->run_c = o->run_r = o->run_f = o->run_e = 1;
   if (o->quick) {
     if (!o->ops_set)
@@ -635,6 +653,60 @@ static void workload_a(const options *o) {
   }
   printf("(live/4GiB at failure: min/median/max over the failures of one "
          "repetition)\n");
+}
+
+/* Workload V: A's four cases through this plugin and another build
+ * (--versus), the repetitions interleaved, so both see the same spells of
+ * a shared machine; ratio < 1: this plugin is faster. */
+static void workload_v(const options *o, const hippo_api *other) {
+  static const struct {
+    int log2_sizes;
+    double p;
+  } cases[4] = {{0, 0.5}, {0, 0.6}, {1, 0.5}, {1, 0.6}};
+  const hippo_api *apis[2] = {api, other};
+  const hippo_api *mine = api;
+  options one = *o;
+  double *ns[2];
+  one.reps = 1;
+  ns[0] = xcalloc(o->reps, sizeof *ns[0]);
+  ns[1] = xcalloc(o->reps, sizeof *ns[1]);
+  printf("\n## V: A's %llu operations, this plugin against %s (DRY, %u "
+         "reps, interleaved)\n\n",
+         (unsigned long long)o->ops, o->versus, o->reps);
+  printf("%-18s %12s %12s %12s %12s %9s\n", "case", "this med", "this min",
+         "versus med", "versus min", "ratio");
+  for (int c = 0; c < 4; c++) {
+    char name[40], fig[64];
+    double med[2], min[2];
+    uint64_t fails[2] = {0, 0};
+    snprintf(name, sizeof name, "%s p=%.1f",
+             cases[c].log2_sizes ? "log2" : "uniform", cases[c].p);
+    for (unsigned rep = 0; rep < o->reps; rep++)
+      for (int k = 0; k < 2; k++) {
+        int which = (k + (int)rep) % 2;
+        a_result r;
+        api = apis[which];
+        a_case(&one, cases[c].log2_sizes, cases[c].p, NULL, &r);
+        ns[which][rep] = r.ns_median;
+        fails[which] = r.failures;
+      }
+    api = mine;
+    for (int k = 0; k < 2; k++) {
+      med[k] = median(ns[k], o->reps);
+      min[k] = minimum(ns[k], o->reps);
+    }
+    printf("%-18s %12.1f %12.1f %12.1f %12.1f %9.3f\n", name, med[0],
+           min[0], med[1], min[1], med[0] / med[1]);
+    if (fails[0] != fails[1])
+      printf("  note: failures differ: %llu here, %llu there (the builds "
+             "place differently)\n",
+             (unsigned long long)fails[0], (unsigned long long)fails[1]);
+    snprintf(fig, sizeof fig, "%.1f vs %.1f ns/op (min %.1f vs %.1f)",
+             med[0], med[1], min[0], min[1]);
+    add_row("V", name, fig, "");
+  }
+  free(ns[0]);
+  free(ns[1]);
 }
 
 /* A's operations through the two preset layouts on the same 8 GiB device,
@@ -1420,7 +1492,8 @@ static void print_summary(const options *o) {
 
 int main(int argc, char **argv) {
   options o;
-  void *lib;
+  void *lib, *other_lib = NULL;
+  const hippo_api *other = NULL;
 
   setvbuf(stdout, NULL, _IOLBF, 0);
   parse_options(argc, argv, &o);
@@ -1431,6 +1504,15 @@ int main(int argc, char **argv) {
           "relocate_with",
           o.plugin, api->struct_size);
   printf("hippo-bench: plugin %s (ABI v%u)\n", o.plugin, api->abi_version);
+  if (o.versus) {
+    const hippo_api *this_api = api;
+    if (tool_load("hippo-bench", o.versus, &other_lib, &other) !=
+        HIPPO_SUCCESS)
+      exit(1);
+    api = this_api;
+    printf("hippo-bench: versus %s (ABI v%u)\n", o.versus,
+           other->abi_version);
+  }
 
   if (o.run_a) {
     workload_a(&o);
@@ -1446,7 +1528,11 @@ int main(int argc, char **argv) {
     workload_e(&o);
   if (o.run_f)
     workload_f(&o);
+  if (o.run_v)
+    workload_v(&o, other);
   print_summary(&o);
+  if (other_lib)
+    dlclose(other_lib);
   dlclose(lib);
   return 0;
 }
