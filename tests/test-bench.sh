@@ -42,9 +42,11 @@ num='[0-9]+\.[0-9]+'
 bench --quick --only A
 expect_status "A" 0
 expect_rows "A" "^(uniform|log2) p=0\.[56] +$num +$num +[0-9]+ +(-|$num/$num/$num) " 4
-expect_rows "A presets" "^(uniform|log2) p=0\.5 +$num +$num +[0-9]+ +[0-9]+ +$num +\(target <= 1\.10: (met|MISSED)\)$" 2
-expect_rows "A" "^uniform p=0\.5 .*<= 35 ns/op: (met|MISSED)$" 1
+expect_rows "A presets" "^(uniform|log2) p=0\.5 +$num +$num +[0-9]+ +[0-9]+ +$num +\(target <= 1\.10: (met|MISSED) by $num\)$" 2
+# every target says how far the figure is from it
+expect_rows "A" "^uniform p=0\.5 .*<= 35 ns/op: (met|MISSED) by $num$" 1
 expect_rows "A summary" "^\| A \| (uniform|log2) p=0\.[56] \| " 4
+expect_rows "A summary" "\| (<= 35 ns/op|ADAPTIVE / SUB_SLICES <= 1\.10) \((met|MISSED) by $num\) \|$" 3
 
 # V: this plugin against a second copy of itself.  Both are loaded (a
 # copy, so the loader gives two instances), the four cases print both
