@@ -330,12 +330,14 @@ static void fill(error_state *e, const char *fmt, va_list ap) {
   }
 }
 
-static void fill_lazy(hippo__error_frame *fr, const char *fmt,
-                      const uint64_t *args, unsigned n) {
+static inline void fill_lazy(hippo__error_frame *fr, const char *fmt,
+                             const uint64_t *args, unsigned n) {
+  if (n > HIPPO__LAZY_ARGS)
+    n = HIPPO__LAZY_ARGS;
   fr->fmt = fmt;
-  fr->nvals = 0;
-  for (unsigned i = 0; i < n && i < HIPPO__LAZY_ARGS; i++)
-    fr->vals[fr->nvals++] = args[i];
+  fr->nvals = n;
+  for (unsigned i = 0; i < n; i++)
+    fr->vals[i] = args[i];
 }
 
 hippo_status hippo__error_set(hippo_status status, const char *fmt, ...) {
@@ -360,21 +362,13 @@ hippo_status hippo__error_wrap(hippo_status status, const char *fmt, ...) {
 }
 
 /* A failure path's message (a full pool may see one per reservation):
- * the one frame is written directly, without reset and push. */
+ * after reset, the one frame is the first (push's checks would be idle). */
 hippo_status hippo__error_lazy(hippo_status status, const char *fmt,
                                const uint64_t *args, unsigned n) {
   error_state *e = state();
-  hippo__error_frame *fr = &e->k.frames[0];
-  if (n > HIPPO__LAZY_ARGS)
-    n = HIPPO__LAZY_ARGS;
+  reset(e);
   e->k.nframes = 1;
-  e->k.used = 1;
-  e->k.arena[0] = '\0';
-  e->formatted = false;
-  fr->fmt = fmt;
-  fr->nvals = n;
-  for (unsigned i = 0; i < n; i++)
-    fr->vals[i] = args[i];
+  fill_lazy(&e->k.frames[0], fmt, args, n);
   return status;
 }
 

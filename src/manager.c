@@ -166,6 +166,14 @@ void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
   free(old);
 }
 
+/* The first pool at or after `i` that accepts `size` (pool_count: none). */
+static inline uint32_t accepting(const hippo_stream *s, uint64_t size,
+                                 uint32_t i) {
+  while (i < s->pool_count && size > s->pools[i]->max_size)
+    i++;
+  return i;
+}
+
 /* route's slow part: pool `from` answered `st` (not SUCCESS); spill past
  * full capped pools (and, while the stream captures, past pools that
  * would need a page: a later one may hold room), then say why none took
@@ -179,8 +187,7 @@ route_on(hippo_stream *s, uint64_t size, uint32_t *pool,
       needs_page = st;
     else if (st != HIPPO_POOL_CAPACITY_EXCEEDED)
       return st;
-    for (i++; i < s->pool_count && size > s->pools[i]->max_size; i++)
-      ;
+    i = accepting(s, size, i + 1);
     if (i >= s->pool_count)
       break;
     st = s->pools[i]->ops->reserve(s->pools[i], size, ref);
@@ -217,21 +224,20 @@ too_big(const hippo_stream *s, uint64_t size) {
  * route_on goes on. */
 static inline hippo_status route(hippo_stream *s, uint64_t size,
                                  uint32_t *pool, hippo__slice_ref *ref) {
-  for (uint32_t i = 1; i < s->pool_count; i++) {
-    hippo__pool *p = s->pools[i];
-    hippo_status st;
-    if (size > p->max_size)
-      continue;
-    st = p->ops->reserve(p, size, ref);
-    if (HIPPO__LIKELY(st == HIPPO_SUCCESS)) {
-      *pool = i;
-      return st;
-    }
-    if (st == HIPPO_POOL_CAPACITY_EXCEEDED && i + 1 == s->pool_count)
-      return st; /* the last pool is full: nothing to spill to */
-    return route_on(s, size, pool, ref, i, st);
+  uint32_t i = accepting(s, size, 1);
+  hippo__pool *p;
+  hippo_status st;
+  if (HIPPO__UNLIKELY(i >= s->pool_count))
+    return too_big(s, size);
+  p = s->pools[i];
+  st = p->ops->reserve(p, size, ref);
+  if (HIPPO__LIKELY(st == HIPPO_SUCCESS)) {
+    *pool = i;
+    return st;
   }
-  return too_big(s, size);
+  if (st == HIPPO_POOL_CAPACITY_EXCEEDED && i + 1 == s->pool_count)
+    return st; /* the last pool is full: nothing to spill to */
+  return route_on(s, size, pool, ref, i, st);
 }
 
 static inline hippo_status reserve_in(hippo_stream *s, uint64_t size,
@@ -866,11 +872,17 @@ static hippo_status reserve_captured(hippo_stream *s, uint64_t size,
   return HIPPO_SUCCESS;
 }
 
+/* Whether ticking pool p is due at the stream's clock (and the ticks are
+ * not paused: tick_backoff). */
+static inline bool pool_due(const hippo_stream *s, const hippo__pool *p) {
+  return HIPPO__UNLIKELY(s->clock >= p->due) &&
+         s->clock >= s->tick_quiet_until;
+}
+
 /* Whether a ticking pool is due at the stream's clock. */
 static inline bool tick_due(const hippo_stream *s) {
   for (uint32_t i = 0; i < s->ticking_count; i++)
-    if (HIPPO__UNLIKELY(s->clock >= s->ticking[i]->due) &&
-        s->clock >= s->tick_quiet_until)
+    if (pool_due(s, s->ticking[i]))
       return true;
   return false;
 }
@@ -883,7 +895,7 @@ static hippo_status __attribute__((noinline))
 ticks_and_drop(hippo_stream *s) {
   bool ticked = false;
   for (uint32_t i = 0; i < s->ticking_count; i++)
-    if (s->clock >= s->ticking[i]->due && s->clock >= s->tick_quiet_until) {
+    if (pool_due(s, s->ticking[i])) {
       s->gate.defer = true; /* the frees come after the lock */
       (void)s->ticking[i]->ops->tick(s->ticking[i], s->clock);
       s->gate.defer = false;

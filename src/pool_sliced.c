@@ -224,10 +224,17 @@ typedef struct sliced {
 /* The class of u units, fl * SL_COUNT + sl, without a branch (log-uniform
  * sizes make a branch on u < SL_COUNT unpredictable): with sh = floor(log2
  * u) - SL_BITS (0 below 2 * SL_COUNT), u >> sh is SL_COUNT + sl, and
- * u < SL_COUNT lands in first level 0 with sl = u. */
-static inline uint32_t class_of(uint64_t u) {
+ * u < SL_COUNT lands in first level 0 with sl = u.  *shift is sh (a
+ * class holds sizes 2^sh apart). */
+static inline uint32_t class_shift(uint64_t u, unsigned *shift) {
   unsigned sh = hippo__log2_floor(u | SL_COUNT) - SL_BITS;
+  *shift = sh;
   return (sh << SL_BITS) + (uint32_t)(u >> sh);
+}
+
+static inline uint32_t class_of(uint64_t u) {
+  unsigned sh;
+  return class_shift(u, &sh);
 }
 
 static inline void mapping(uint64_t u, unsigned *fl, unsigned *sl) {
@@ -327,11 +334,11 @@ static inline found find_class(const sliced *p, uint32_t c) {
 /* A free slice of at least u units: good fit first, then a bounded look at
  * the request's own class. */
 static inline found find_free(const sliced *p, uint64_t u) {
-  /* u's own class is (sh << SL_BITS) + (u >> sh), and the next class
-   * boundary at or above u (one log2 for both: this is the reservation's
-   * critical path) is up, the smallest class all of whose slices fit. */
-  unsigned sh = hippo__log2_floor(u | SL_COUNT) - SL_BITS;
-  uint32_t own = (uint32_t)((sh << SL_BITS) + (u >> sh));
+  /* u's own class, and the class of the next class boundary at or above
+   * u (one log2 for both: this is the reservation's critical path), the
+   * smallest class all of whose slices fit. */
+  unsigned sh;
+  uint32_t own = class_shift(u, &sh);
   uint32_t up = (uint32_t)((sh << SL_BITS) +
                            ((u + (UINT64_C(1) << sh) - 1) >> sh));
   found f = find_class(p, up);
