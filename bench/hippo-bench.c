@@ -68,6 +68,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "benchutil.h"
 #include "toolutil.h"
 #include "trace.h"
 
@@ -88,28 +89,17 @@
 
 #define C_CAPACITY (16 * GiB)
 
+const char *const bench_prog = "hippo-bench";
 static const hippo_api *api;
 
 /* ------------------------------------------------------------------------ */
 /* Small helpers. */
 
-static void fatal(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
-static void fatal(const char *fmt, ...) {
-  va_list ap;
-  fflush(stdout);
-  fputs("hippo-bench: ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  exit(1);
-}
-
 /* An unexpected status from the plugin: name it, say what failed, exit 1. */
 static void die_status(hippo_status st, const char *what)
     __attribute__((noreturn));
 static void die_status(hippo_status st, const char *what) {
-  tool_die_status("hippo-bench", api, st, what);
+  tool_die_status(bench_prog, api, st, what);
 }
 
 #define CHECK(call, what)                                                      \
@@ -119,50 +109,9 @@ static void die_status(hippo_status st, const char *what) {
       die_status(check_st_, (what));                                           \
   } while (0)
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p)
-    fatal("out of host memory (%zu bytes)", n);
-  return p;
-}
-
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size ? size : 1);
-  if (!p)
-    fatal("out of host memory (%zu x %zu bytes)", n, size);
-  return p;
-}
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int cmp_u64(const void *a, const void *b) {
   uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
   return (x > y) - (x < y);
-}
-
-/* Median of n values (sorts them in place). */
-static double median(double *v, size_t n) {
-  qsort(v, n, sizeof *v, cmp_double);
-  if (n == 0)
-    return 0.0;
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static double minimum(const double *v, size_t n) {
-  double m = n ? v[0] : 0.0;
-  for (size_t i = 1; i < n; i++)
-    if (v[i] < m)
-      m = v[i];
-  return m;
 }
 
 /* ------------------------------------------------------------------------ */
@@ -172,16 +121,9 @@ typedef struct rng {
   uint64_t s[4];
 } rng;
 
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 static void rng_seed(rng *r, uint64_t seed) {
   for (int i = 0; i < 4; i++)
-    r->s[i] = splitmix64(&seed);
+    r->s[i] = bench_splitmix64(&seed);
 }
 
 static uint64_t rotl64(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
@@ -323,7 +265,7 @@ static void expect_usage(hippo_device *dev, hippo_stream *s, uint64_t live,
   u.struct_size = sizeof u;
   CHECK(api->usage(dev, s, &u), "usage");
   if (u.allocations != live || u.bytes_in_use != bytes)
-    fatal("%s: usage says %llu live, %llu bytes in use; the bench counted "
+    bench_fatal("%s: usage says %llu live, %llu bytes in use; the bench counted "
           "%llu live, %llu bytes",
           what, (unsigned long long)u.allocations,
           (unsigned long long)u.bytes_in_use, (unsigned long long)live,
@@ -391,7 +333,7 @@ static void usage_exit(int code) {
 static uint64_t parse_count(const char *opt, const char *s) {
   uint64_t v;
   if (tool_parse_u64(s, &v) != TOOL_NUM_OK || v == 0)
-    fatal("%s wants a positive integer, not '%s'", opt, s);
+    bench_fatal("%s wants a positive integer, not '%s'", opt, s);
   return v;
 }
 
@@ -413,7 +355,7 @@ static void parse_options(int argc, char **argv, options *o) {
         !strcmp(a, "--reps") || !strcmp(a, "--ops") || !strcmp(a, "--only") ||
         !strcmp(a, "--footprint") || !strcmp(a, "--versus")) {
       if (i + 1 >= argc)
-        fatal("%s needs a value", a);
+        bench_fatal("%s needs a value", a);
       val = argv[++i];
     } else {
       fprintf(stderr, "hippo-bench: unknown option '%s'\n", a);
@@ -427,18 +369,18 @@ static void parse_options(int argc, char **argv, options *o) {
       o->trace = val;
     } else if (!strcmp(a, "--footprint")) {
       if (o->nfootprint == 16)
-        fatal("--footprint: at most 16 traces");
+        bench_fatal("--footprint: at most 16 traces");
       o->footprint[o->nfootprint++] = val;
     } else if (!strcmp(a, "--reps")) {
       uint64_t r = parse_count(a, val);
       if (r > 1000)
-        fatal("--reps %s: at most 1000", val);
+        bench_fatal("--reps %s: at most 1000", val);
       o->reps = (unsigned)r;
       o->reps_set = 1;
     } else if (!strcmp(a, "--ops")) {
       o->ops = parse_count(a, val);
       if (o->ops > ((uint64_t)1 << 31))
-        fatal("--ops %s: at most 2^31", val);
+        bench_fatal("--ops %s: at most 2^31", val);
       o->ops_set = 1;
     } else {
       only = 1;
@@ -457,11 +399,11 @@ static void parse_options(int argc, char **argv, options *o) {
       else if (!strcmp(val, "V") || !strcmp(val, "v"))
         o->run_v = 1;
       else
-        fatal("--only wants A, B, C, E, R, F or V, not '%s'", val);
+        bench_fatal("--only wants A, B, C, E, R, F or V, not '%s'", val);
     }
   }
   if (o->run_v && !o->versus)
-    fatal("workload V compares two plugins: give the other with --versus");
+    bench_fatal("workload V compares two plugins: give the other with --versus");
   if (!only && o->versus)
     o->run_v = 1;
   else if (!only)
@@ -552,10 +494,10 @@ static void a_case(const options *o, int log2_sizes, double p,
   hippo_pool_options pool;
   hippo_layout layout;
   uint64_t n = o->ops;
-  a_op *ops = xmalloc(n * sizeof *ops);
-  live_res *live = xmalloc((n + 1) * sizeof *live);
-  uint64_t *fail_live = xmalloc((n + 1) * sizeof *fail_live);
-  double *ns = xcalloc(o->reps, sizeof *ns);
+  a_op *ops = bench_xmalloc(n * sizeof *ops);
+  live_res *live = bench_xmalloc((n + 1) * sizeof *live);
+  uint64_t *fail_live = bench_xmalloc((n + 1) * sizeof *fail_live);
+  double *ns = bench_xcalloc(o->reps, sizeof *ns);
   reserve_fn reserve = api->reserve;
   release_fn release = api->release;
 
@@ -575,7 +517,7 @@ static void a_case(const options *o, int log2_sizes, double p,
                0x41u + (uint64_t)log2_sizes * 2 + (p > 0.55));
     dev_open(&b, A_CAPACITY, &layout);
 
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (uint64_t i = 0; i < n; i++) {
       const a_op *op = &ops[i];
       hippo_status st;
@@ -599,7 +541,7 @@ static void a_case(const options *o, int log2_sizes, double p,
                                  "A: release");
       }
     }
-    t1 = now_ns();
+    t1 = bench_now_ns();
     ns[rep] = (t1 - t0) / (double)n;
 
     /* Not timed: the failure figures, then dev_finish. */
@@ -623,8 +565,8 @@ static void a_case(const options *o, int log2_sizes, double p,
       res->failures_max = nfail;
     dev_finish(&b, live, nlive, live_bytes, rep == 0, "A");
   }
-  res->ns_min = minimum(ns, o->reps);
-  res->ns_median = median(ns, o->reps);
+  res->ns_min = bench_minimum(ns, o->reps);
+  res->ns_median = bench_median(ns, o->reps);
   free(ns);
   free(fail_live);
   free(live);
@@ -683,8 +625,8 @@ static void workload_v(const options *o, const hippo_api *other) {
   options one = *o;
   double *ns[2];
   one.reps = 1;
-  ns[0] = xcalloc(o->reps, sizeof *ns[0]);
-  ns[1] = xcalloc(o->reps, sizeof *ns[1]);
+  ns[0] = bench_xcalloc(o->reps, sizeof *ns[0]);
+  ns[1] = bench_xcalloc(o->reps, sizeof *ns[1]);
   printf("\n## V: A's %llu operations, this plugin against %s (DRY, %u "
          "reps, interleaved)\n\n",
          (unsigned long long)o->ops, o->versus, o->reps);
@@ -706,8 +648,8 @@ static void workload_v(const options *o, const hippo_api *other) {
       }
     api = mine;
     for (int k = 0; k < 2; k++) {
-      med[k] = median(ns[k], o->reps);
-      min[k] = minimum(ns[k], o->reps);
+      med[k] = bench_median(ns[k], o->reps);
+      min[k] = bench_minimum(ns[k], o->reps);
     }
     printf("%-18s %12.1f %12.1f %12.1f %12.1f %9.3f\n", name, med[0],
            min[0], med[1], min[1], med[0] / med[1]);
@@ -787,7 +729,7 @@ typedef struct b_step {
 static live_res *b_expected(hippo_stream *s, const hippo_handle *live,
                             uint64_t *sizes, uint32_t n, const b_step *steps,
                             uint64_t m, uint64_t *bytes) {
-  live_res *res = xmalloc(((size_t)n + 1) * sizeof *res);
+  live_res *res = bench_xmalloc(((size_t)n + 1) * sizeof *res);
   uint32_t nlive = n;
   for (uint64_t i = 0; i < m; i++) {
     const b_step *step = &steps[i & (B_STREAM - 1)];
@@ -802,7 +744,7 @@ static live_res *b_expected(hippo_stream *s, const hippo_handle *live,
     uint64_t size;
     CHECK(api->resolve(s, live[i], &ptr, &size), "B: resolve");
     if (size != sizes[i])
-      fatal("B: live handle %u resolves to %llu B, the replay says %llu B", i,
+      bench_fatal("B: live handle %u resolves to %llu B, the replay says %llu B", i,
             (unsigned long long)size, (unsigned long long)sizes[i]);
     res[i].h = live[i];
     res[i].size = size;
@@ -815,9 +757,9 @@ static live_res *b_expected(hippo_stream *s, const hippo_handle *live,
  * pairs; ns per pair.  `check` runs the check walk at the end. */
 static double b_run(const hippo_layout *layout, uint32_t n, uint64_t m,
                     bool check) {
-  hippo_handle *live = xmalloc(((size_t)n + 1) * sizeof *live);
-  uint64_t *sizes = xmalloc(((size_t)n + 1) * sizeof *sizes);
-  b_step *steps = xmalloc(B_STREAM * sizeof *steps);
+  hippo_handle *live = bench_xmalloc(((size_t)n + 1) * sizeof *live);
+  uint64_t *sizes = bench_xmalloc(((size_t)n + 1) * sizeof *sizes);
+  b_step *steps = bench_xmalloc(B_STREAM * sizeof *steps);
   reserve_fn reserve = api->reserve;
   release_fn release = api->release;
   bench_dev b;
@@ -840,7 +782,7 @@ static double b_run(const hippo_layout *layout, uint32_t n, uint64_t m,
           "B: reserve (fill)");
   }
 
-  t0 = now_ns();
+  t0 = bench_now_ns();
   for (uint64_t i = 0; i < m; i++) {
     const b_step *step = &steps[i & (B_STREAM - 1)];
     hippo_status st;
@@ -854,7 +796,7 @@ static double b_run(const hippo_layout *layout, uint32_t n, uint64_t m,
       die_status(st, "B: release");
     live[k] = live[--nlive];
   }
-  t1 = now_ns();
+  t1 = bench_now_ns();
 
   sized = b_expected(b.stream, live, sizes, n, steps, m, &live_bytes);
   dev_finish(&b, sized, nlive, live_bytes, check, "B");
@@ -877,7 +819,7 @@ static void workload_b(const options *o) {
   } layouts[NLAYOUTS] = {{"sliced 4 GiB page", &custom},
                          {"SUB_SLICES preset", &sub},
                          {"ADAPTIVE preset", &ada}};
-  double *ns = xcalloc((size_t)NCOUNTS * o->reps, sizeof *ns);
+  double *ns = bench_xcalloc((size_t)NCOUNTS * o->reps, sizeof *ns);
   double med100k[NLAYOUTS] = {0};
   char v[32];
 
@@ -903,8 +845,8 @@ static void workload_b(const options *o) {
         ns[c * o->reps + rep] =
             b_run(layouts[l].layout, counts[c], o->ops, rep == 0);
     for (int c = 0; c < NCOUNTS; c++) {
-      mins[c] = minimum(&ns[c * o->reps], o->reps);
-      med[c] = median(&ns[c * o->reps], o->reps);
+      mins[c] = bench_minimum(&ns[c * o->reps], o->reps);
+      med[c] = bench_median(&ns[c * o->reps], o->reps);
       printf("%-20s %8u %10.1f %10.1f\n", layouts[l].name, counts[c], med[c],
              mins[c]);
     }
@@ -965,14 +907,14 @@ static void c_load(const char *path, c_trace *t) {
   uint64_t live = 0;
 
   if (!trace_load("hippo-bench", path, &parsed))
-    fatal("C: cannot use the trace '%s' (see above)", path);
+    bench_fatal("C: cannot use the trace '%s' (see above)", path);
   if (parsed.count == 0)
-    fatal("C: %s: no events", path);
+    bench_fatal("C: %s: no events", path);
   for (uint32_t i = 0; i < parsed.streams; i++)
     dense[parsed.stream_order[i]] = (uint16_t)i;
   memset(t, 0, sizeof *t);
-  t->ev = xmalloc(parsed.count * sizeof *t->ev);
-  t->slot_freed = xcalloc(parsed.slots, 1);
+  t->ev = bench_xmalloc(parsed.count * sizeof *t->ev);
+  t->slot_freed = bench_xcalloc(parsed.slots, 1);
   t->nev = parsed.count;
   t->nalloc = (size_t)parsed.reserves;
   t->nfree = (size_t)parsed.releases;
@@ -1033,8 +975,8 @@ static void workload_c(const options *o) {
     return;
   }
   c_load(o->trace, &t);
-  handles = xcalloc(t.nslots, sizeof *handles);
-  ns = xcalloc(reps, sizeof *ns);
+  handles = bench_xcalloc(t.nslots, sizeof *handles);
+  ns = bench_xcalloc(reps, sizeof *ns);
   /* reps timed replays, then one untimed replay that reads the device's
    * usage after every event: the simultaneous peak over all streams. */
   for (unsigned rep = 0; rep <= reps; rep++) {
@@ -1058,10 +1000,10 @@ static void workload_c(const options *o) {
     }
 
     if (rep < reps) {
-      t0 = now_ns();
+      t0 = bench_now_ns();
       for (size_t i = 0; i < t.nev; i++)
         c_apply(&t.ev[i], streams, handles, reserve, release);
-      t1 = now_ns();
+      t1 = bench_now_ns();
       ns[rep] = (t1 - t0) / (double)t.nev;
     } else {
       for (size_t i = 0; i < t.nev; i++) {
@@ -1089,7 +1031,7 @@ static void workload_c(const options *o) {
              (unsigned long long)peak_reserved);
     }
     if (u.bytes_in_use != t.final_live)
-      fatal("C: usage says %llu bytes in use at the end; the trace leaves "
+      bench_fatal("C: usage says %llu bytes in use at the end; the trace leaves "
             "%llu live",
             (unsigned long long)u.bytes_in_use,
             (unsigned long long)t.final_live);
@@ -1109,8 +1051,8 @@ static void workload_c(const options *o) {
     }
     CHECK(api->device_close(dev), "C: device_close");
   }
-  mn = minimum(ns, reps);
-  med = median(ns, reps);
+  mn = bench_minimum(ns, reps);
+  med = bench_median(ns, reps);
   ratio = t.peak_live ? (double)peak_reserved / (double)t.peak_live : 0.0;
   printf("trace:            %s\n", o->trace);
   printf("events:           %zu (%zu reserves, %zu releases, %u streams)\n",
@@ -1163,8 +1105,8 @@ static void workload_c(const options *o) {
 #define E_CALLS 20000u
 static void workload_e(const options *o) {
   unsigned reps = o->reps;
-  double *fail = xcalloc(reps, sizeof *fail), *ok = xcalloc(reps, sizeof *ok);
-  hippo_handle *kept = xcalloc(E_CALLS, sizeof *kept);
+  double *fail = bench_xcalloc(reps, sizeof *fail), *ok = bench_xcalloc(reps, sizeof *ok);
+  hippo_handle *kept = bench_xcalloc(E_CALLS, sizeof *kept);
   bench_dev b;
   rng r;
   uint64_t filled = 0;
@@ -1186,35 +1128,35 @@ static void workload_e(const options *o) {
   for (unsigned rep = 0; rep < reps; rep++) {
     double t0, t1;
     uint64_t fails = 0;
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (unsigned i = 0; i < E_CALLS; i++) {
       hippo_handle h;
       fails += api->reserve(b.stream, 64 * MiB, HIPPO_MODE_AUTO, &h) !=
                HIPPO_SUCCESS;
     }
-    t1 = now_ns();
+    t1 = bench_now_ns();
     if (fails != E_CALLS)
-      fatal("E: %llu of %u reservations of 64 MiB succeeded on a full "
+      bench_fatal("E: %llu of %u reservations of 64 MiB succeeded on a full "
             "device",
             (unsigned long long)(E_CALLS - fails), E_CALLS);
     fail[rep] = (t1 - t0) / E_CALLS;
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (unsigned i = 0; i < E_CALLS; i++)
       CHECK(api->reserve(b.stream, 256, HIPPO_MODE_AUTO, &kept[i]),
             "E: reserve 256 B");
-    t1 = now_ns();
+    t1 = bench_now_ns();
     ok[rep] = (t1 - t0) / E_CALLS;
     for (unsigned i = 0; i < E_CALLS; i++)
       CHECK(api->release(b.stream, kept[i]), "E: release");
   }
   dev_check(b.dev, "E");
   dev_close(&b);
-  fmed = median(fail, reps);
-  omed = median(ok, reps);
+  fmed = bench_median(fail, reps);
+  omed = bench_median(ok, reps);
   printf("filled with %llu reservations; a failing reservation %.1f ns "
          "(min %.1f), a successful one %.1f ns (min %.1f): %.2f x\n",
-         (unsigned long long)filled, fmed, minimum(fail, reps), omed,
-         minimum(ok, reps), fmed / omed);
+         (unsigned long long)filled, fmed, bench_minimum(fail, reps), omed,
+         bench_minimum(ok, reps), fmed / omed);
   snprintf(fig, sizeof fig, "%.1f ns failing vs %.1f ns succeeding, %.2f x",
            fmed, omed, fmed / omed);
   snprintf(target, sizeof target, "<= 3 x a success (%s)",
@@ -1227,9 +1169,9 @@ static void workload_e(const options *o) {
 
 static void workload_r(const options *o) {
   unsigned reps = o->reps;
-  double *rel = xcalloc(reps, sizeof *rel), *cpy = xcalloc(reps, sizeof *cpy);
+  double *rel = bench_xcalloc(reps, sizeof *rel), *cpy = bench_xcalloc(reps, sizeof *cpy);
   uint64_t bytes = (uint64_t)R_SLICES * R_SLICE;
-  unsigned char *pattern = xmalloc(R_SLICE);
+  unsigned char *pattern = bench_xmalloc(R_SLICE);
   double rmed, cmed, ratio;
   char fig[64], target[64], v[32];
 
@@ -1279,20 +1221,20 @@ static void workload_r(const options *o) {
     CHECK(api->reserve(s, 256 * MiB, HIPPO_MODE_AUTO, &big), "R: reserve");
     memset(&rr, 0, sizeof rr);
     rr.struct_size = sizeof rr;
-    t0 = now_ns();
+    t0 = bench_now_ns();
     CHECK(api->relocate_with(dev, NULL, HIPPO_RELOCATE_CAPTURE, &rr),
           "R: relocate_with");
-    t1 = now_ns();
+    t1 = bench_now_ns();
     if (rr.bytes_moved != bytes)
-      fatal("R: moved %llu bytes, expected %llu",
+      bench_fatal("R: moved %llu bytes, expected %llu",
             (unsigned long long)rr.bytes_moved, (unsigned long long)bytes);
     rel[rep] = (double)bytes / ((t1 - t0) * 1e-9);
     for (int i = 0; i < R_SLICES; i++) { /* untimed: the bytes moved */
-      unsigned char *back = xmalloc(R_SLICE);
+      unsigned char *back = bench_xmalloc(R_SLICE);
       CHECK(api->resolve(s, h[i], &ptr, &size), "R: resolve");
       CHECK(api->emu_read(dev, ptr, back, R_SLICE), "R: emu_read");
       if (memcmp(back, pattern, R_SLICE) != 0)
-        fatal("R: slice %d lost its bytes in the move", i);
+        bench_fatal("R: slice %d lost its bytes in the move", i);
       free(back);
       CHECK(api->release(s, h[i]), "R: release");
     }
@@ -1302,27 +1244,27 @@ static void workload_r(const options *o) {
     CHECK(api->device_close(dev), "R: device_close");
 
     /* the same bytes, from memory written once, into fresh memory */
-    src = xmalloc(bytes);
+    src = bench_xmalloc(bytes);
     for (int i = 0; i < R_SLICES; i++)
       memcpy(src + (size_t)i * R_SLICE, pattern, R_SLICE);
-    dst = xmalloc(bytes);
-    t0 = now_ns();
+    dst = bench_xmalloc(bytes);
+    t0 = bench_now_ns();
     for (int i = 0; i < R_SLICES; i++)
       memcpy(dst + (size_t)i * R_SLICE, src + (size_t)i * R_SLICE, R_SLICE);
-    t1 = now_ns();
+    t1 = bench_now_ns();
     cpy[rep] = (double)bytes / ((t1 - t0) * 1e-9);
     if (dst[bytes - 1] != src[bytes - 1])
-      fatal("R: memcpy went wrong");
+      bench_fatal("R: memcpy went wrong");
     free(dst);
     free(src);
   }
-  rmed = median(rel, reps);
-  cmed = median(cpy, reps);
+  rmed = bench_median(rel, reps);
+  cmed = bench_median(cpy, reps);
   ratio = cmed > 0 ? rmed / cmed : 0.0;
   verdict(v, sizeof v, ratio, R_TARGET, 0, 2);
   printf("relocation: %.2f GB/s median (%.2f max); memcpy into fresh "
          "memory: %.2f GB/s median; ratio %.2f (target >= %.1f: %s)\n",
-         rmed / 1e9, minimum(rel, reps) > 0 ? rel[reps - 1] / 1e9 : 0.0,
+         rmed / 1e9, bench_minimum(rel, reps) > 0 ? rel[reps - 1] / 1e9 : 0.0,
          cmed / 1e9, ratio, R_TARGET, v);
   snprintf(fig, sizeof fig, "%.2f GB/s vs memcpy %.2f GB/s (%.2f x)",
            rmed / 1e9, cmed / 1e9, ratio);
@@ -1359,7 +1301,7 @@ static double f_replay(const c_trace *t, hippo_preset preset, int policy,
   hippo_device *dev;
   void *native[TRACE_MAX_STREAMS];
   hippo_stream *streams[TRACE_MAX_STREAMS];
-  hippo_handle *handles = xcalloc(t->nslots, sizeof *handles);
+  hippo_handle *handles = bench_xcalloc(t->nslots, sizeof *handles);
   hippo_usage u;
   memset(&layout, 0, sizeof layout);
   layout.struct_size = sizeof layout;
@@ -1509,7 +1451,7 @@ int main(int argc, char **argv) {
   if (tool_load("hippo-bench", o.plugin, &lib, &api) != HIPPO_SUCCESS)
     exit(1);
   if (api->struct_size < offsetof(hippo_api, emu_copy) + sizeof(void *))
-    fatal("plugin '%s' has a table of %u bytes; the bench needs one with "
+    bench_fatal("plugin '%s' has a table of %u bytes; the bench needs one with "
           "relocate_with",
           o.plugin, api->struct_size);
   printf("hippo-bench: plugin %s (ABI v%u)\n", o.plugin, api->abi_version);

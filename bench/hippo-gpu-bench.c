@@ -60,6 +60,7 @@
 #include <unistd.h>
 
 #include "gpuload.h"
+#include "benchutil.h"
 #include "toolutil.h"
 
 #define KiB ((uint64_t)1 << 10)
@@ -72,6 +73,7 @@
 #define R_SAMPLE (4 * KiB)
 #define MAX_REPS 1000
 
+const char *const bench_prog = "hippo-gpu-bench";
 static const hippo_api *api;
 static gl_rt rt;
 static bool json;
@@ -79,24 +81,11 @@ static bool json;
 /* ------------------------------------------------------------------------ */
 /* Small helpers. */
 
-static void fatal(const char *fmt, ...)
-    __attribute__((noreturn, format(printf, 1, 2)));
-static void fatal(const char *fmt, ...) {
-  va_list ap;
-  fflush(stdout);
-  fputs("hippo-gpu-bench: ", stderr);
-  va_start(ap, fmt);
-  vfprintf(stderr, fmt, ap);
-  va_end(ap);
-  fputc('\n', stderr);
-  exit(1);
-}
-
 /* An unexpected status from the plugin: name it, say what failed, exit 1. */
 static void die_status(hippo_status st, const char *what)
     __attribute__((noreturn));
 static void die_status(hippo_status st, const char *what) {
-  tool_die_status("hippo-gpu-bench", api, st, what);
+  tool_die_status(bench_prog, api, st, what);
 }
 
 #define CHECK(call, what)                                                      \
@@ -111,46 +100,13 @@ static void die_status(hippo_status st, const char *what) {
   do {                                                                         \
     int rt_err_ = (call);                                                      \
     if (rt_err_ != GL_SUCCESS)                                                 \
-      fatal("%s: %s%s failed: %s (%d)", (what), rt.cuda ? "cuda" : "hip",    \
+      bench_fatal("%s: %s%s failed: %s (%d)", (what), rt.cuda ? "cuda" : "hip",    \
             #call, gl_err(&rt, rt_err_), rt_err_);                           \
   } while (0)
 
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p)
-    fatal("out of host memory (%zu bytes)", n);
-  return p;
-}
-
-static double now_ns(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec * 1e9 + (double)ts.tv_nsec;
-}
-
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* Median of n values (sorts them in place). */
-static double median(double *v, size_t n) {
-  if (n == 0)
-    return 0.0;
-  qsort(v, n, sizeof *v, cmp_double);
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-static uint64_t splitmix64(uint64_t *x) {
-  uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
-
 /* Log-uniform in [lo, hi], rounded up to 256 bytes. */
 static uint64_t size_log2(uint64_t *seed, uint64_t lo, uint64_t hi) {
-  double u = (double)(splitmix64(seed) >> 11) * (1.0 / 9007199254740992.0);
+  double u = (double)(bench_splitmix64(seed) >> 11) * (1.0 / 9007199254740992.0);
   double e0 = log2((double)lo), e1 = log2((double)hi);
   uint64_t s = (uint64_t)ceil(exp2(e0 + u * (e1 - e0)));
   s = (s + 255) / 256 * 256;
@@ -377,8 +333,8 @@ enum { IMPL_HIPPO, IMPL_MALLOC, IMPL_ASYNC, IMPLS };
 static double a_rep(const options *o, int impl, const uint64_t *sizes,
                     void *stream) {
   uint64_t batch = o->batch, iters = o->iters;
-  hippo_handle *h = xmalloc(batch * sizeof *h);
-  void **p = xmalloc(batch * sizeof *p);
+  hippo_handle *h = bench_xmalloc(batch * sizeof *h);
+  void **p = bench_xmalloc(batch * sizeof *p);
   bench_dev b;
   double t0 = 0, t1;
 
@@ -388,7 +344,7 @@ static double a_rep(const options *o, int impl, const uint64_t *sizes,
   for (int64_t round = -1; round < (int64_t)(iters / batch); round++) {
     const uint64_t *sz = sizes + (round < 0 ? 0 : (uint64_t)round * batch);
     if (round == 0)
-      t0 = now_ns();
+      t0 = bench_now_ns();
     switch (impl) {
     case IMPL_HIPPO:
       for (uint64_t i = 0; i < batch; i++)
@@ -412,14 +368,14 @@ static double a_rep(const options *o, int impl, const uint64_t *sizes,
       break;
     }
   }
-  t1 = now_ns();
+  t1 = bench_now_ns();
   if (impl == IMPL_HIPPO) {
     hippo_usage u;
     memset(&u, 0, sizeof u);
     u.struct_size = sizeof u;
     CHECK(api->usage(b.dev, b.stream, &u), "A: usage");
     if (u.allocations != 0)
-      fatal("A: %" PRIu64 " reservations live after the loop", u.allocations);
+      bench_fatal("A: %" PRIu64 " reservations live after the loop", u.allocations);
     dev_close(&b);
   }
   free(h);
@@ -431,8 +387,8 @@ static void section_a(const options *o) {
   static const uint64_t fixed[] = {4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB};
   const char *impl_name[IMPLS];
   char names[IMPLS][48];
-  uint64_t *sizes = xmalloc(o->iters * sizeof *sizes);
-  double *t = xmalloc(o->reps * sizeof *t);
+  uint64_t *sizes = bench_xmalloc(o->iters * sizeof *sizes);
+  double *t = bench_xmalloc(o->reps * sizeof *t);
   void *stream = NULL;
   bool have_async = rt.malloc_async && rt.free_async;
 
@@ -478,7 +434,7 @@ static void section_a(const options *o) {
       }
       for (unsigned r = 0; r < o->reps; r++)
         t[r] = a_rep(o, impl, sizes, stream);
-      med[impl] = median(t, o->reps);
+      med[impl] = bench_median(t, o->reps);
       snprintf(what, sizeof what, "%s, %s", label, impl_name[impl]);
       add_row("A", what, med[impl], "ns/op");
     }
@@ -505,40 +461,40 @@ static double q_pairs(const options *o, bench_dev *b) {
   hippo_handle h;
   CHECK(api->reserve(b->stream, 4 * KiB, HIPPO_MODE_AUTO, &h), "Q: reserve");
   CHECK(api->release(b->stream, h), "Q: release");
-  t0 = now_ns();
+  t0 = bench_now_ns();
   for (uint64_t i = 0; i < o->calls; i++) {
     CHECK(api->reserve(b->stream, 4 * KiB, HIPPO_MODE_AUTO, &h),
           "Q: reserve");
     CHECK(api->release(b->stream, h), "Q: release");
   }
-  t1 = now_ns();
+  t1 = bench_now_ns();
   return (t1 - t0) / (double)o->calls;
 }
 
 static void section_q(const options *o) {
-  double *t = xmalloc(o->reps * sizeof *t), calls, ask, told;
+  double *t = bench_xmalloc(o->reps * sizeof *t), calls, ask, told;
   char what[96];
   bench_dev b;
 
   dev_open(&b, o);
   for (unsigned r = 0; r < o->reps; r++) {
     int cs = 0;
-    double t0 = now_ns();
+    double t0 = bench_now_ns();
     for (uint64_t i = 0; i < o->calls; i++)
       RT(rt.is_capturing(b.native, &cs), "Q");
-    t[r] = (now_ns() - t0) / (double)o->calls;
+    t[r] = (bench_now_ns() - t0) / (double)o->calls;
     if (cs != 0)
-      fatal("Q: the stream captures");
+      bench_fatal("Q: the stream captures");
   }
-  calls = median(t, o->reps);
+  calls = bench_median(t, o->reps);
   for (unsigned r = 0; r < o->reps; r++)
     t[r] = q_pairs(o, &b);
-  ask = median(t, o->reps);
+  ask = bench_median(t, o->reps);
   CHECK(api->capture_announce(b.stream, HIPPO_CAPTURE_ENDED),
         "Q: capture_announce(ENDED)");
   for (unsigned r = 0; r < o->reps; r++)
     t[r] = q_pairs(o, &b);
-  told = median(t, o->reps);
+  told = bench_median(t, o->reps);
   CHECK(api->capture_announce(b.stream, HIPPO_CAPTURE_QUERY),
         "Q: capture_announce(QUERY)");
   dev_close(&b);
@@ -570,7 +526,7 @@ static void section_q(const options *o) {
 
 static void r_samples(bench_dev *b, const hippo_handle *h, uint64_t slice,
                       bool verify) {
-  unsigned char *buf = xmalloc(R_SAMPLE), *want = xmalloc(R_SAMPLE);
+  unsigned char *buf = bench_xmalloc(R_SAMPLE), *want = bench_xmalloc(R_SAMPLE);
   for (int k = 0; k < R_SLICES; k++) {
     void *p;
     uint64_t size;
@@ -586,7 +542,7 @@ static void r_samples(bench_dev *b, const hippo_handle *h, uint64_t slice,
       }
       CHECK(api->emu_read(b->dev, ptr_of(at), buf, R_SAMPLE), "R: emu_read");
       if (memcmp(buf, want, R_SAMPLE) != 0)
-        fatal("R: slice %d lost its bytes in the move (%s end)", k,
+        bench_fatal("R: slice %d lost its bytes in the move (%s end)", k,
               end ? "last" : "first");
     }
   }
@@ -597,14 +553,14 @@ static void r_samples(bench_dev *b, const hippo_handle *h, uint64_t slice,
 static void section_r(const options *o) {
   uint64_t bytes = o->relocate_mib * MiB;
   uint64_t slice = bytes / R_SLICES / 4096 * 4096;
-  double *rel = xmalloc(o->reps * sizeof *rel);
-  double *cpy = xmalloc(o->reps * sizeof *cpy);
+  double *rel = bench_xmalloc(o->reps * sizeof *rel);
+  double *cpy = bench_xmalloc(o->reps * sizeof *cpy);
   uint64_t pages_added = 0, pages_freed = 0;
   double rmed, cmed;
   char what[96];
 
   if (slice < 2 * R_SAMPLE)
-    fatal("R: --relocate-mib %" PRIu64 " is too small", o->relocate_mib);
+    bench_fatal("R: --relocate-mib %" PRIu64 " is too small", o->relocate_mib);
   bytes = slice * R_SLICES;
   for (unsigned r = 0; r < o->reps; r++) {
     bench_dev b;
@@ -623,14 +579,14 @@ static void section_r(const options *o) {
     CHECK(api->reserve(b.stream, bytes + MiB, HIPPO_MODE_AUTO, &grow),
           "R: reserve (growth)");
     CHECK(api->release(b.stream, grow), "R: release (growth)");
-    t0 = now_ns();
+    t0 = bench_now_ns();
     CHECK(api->relocate_device(b.dev), "R: relocate_device");
-    t1 = now_ns();
+    t1 = bench_now_ns();
     memset(&rr, 0, sizeof rr);
     rr.struct_size = sizeof rr;
     CHECK(api->relocation_report(b.dev, NULL, &rr), "R: relocation_report");
     if (rr.bytes_moved != bytes || rr.outcome != HIPPO_RELOCATION_MOVED)
-      fatal("R: moved %" PRIu64 " bytes (outcome %u), expected %" PRIu64,
+      bench_fatal("R: moved %" PRIu64 " bytes (outcome %u), expected %" PRIu64,
             rr.bytes_moved, rr.outcome, bytes);
     rel[r] = (double)bytes / ((t1 - t0) * 1e-9);
     pages_added = rr.pages_added;
@@ -647,21 +603,21 @@ static void section_r(const options *o) {
     RT(rt.memcpy_async(dst, src, (size_t)bytes, GL_MEMCPY_D2D, stream),
        "R (warm-up)");
     RT(rt.stream_sync(stream), "R");
-    t0 = now_ns();
+    t0 = bench_now_ns();
     for (int k = 0; k < R_SLICES; k++)
       RT(rt.memcpy_async((char *)dst + (size_t)k * slice,
                          (const char *)src + (size_t)k * slice, (size_t)slice,
                          GL_MEMCPY_D2D, stream),
          "R");
     RT(rt.stream_sync(stream), "R");
-    t1 = now_ns();
+    t1 = bench_now_ns();
     cpy[r] = (double)bytes / ((t1 - t0) * 1e-9);
     RT(rt.stream_destroy(stream), "R");
     RT(rt.free_(src), "R");
     RT(rt.free_(dst), "R");
   }
-  rmed = median(rel, o->reps);
-  cmed = median(cpy, o->reps);
+  rmed = bench_median(rel, o->reps);
+  cmed = bench_median(cpy, o->reps);
   snprintf(what, sizeof what, "relocate_device, %" PRIu64 " MiB in %d slices",
            bytes / MiB, R_SLICES);
   add_row("R", what, rmed / 1e9, "GB/s");
@@ -716,14 +672,14 @@ int main(int argc, char **argv) {
   struct utsname un;
   char cpu[256], why[2048];
   bool fake;
-  double t0 = now_ns();
+  double t0 = bench_now_ns();
 
   setvbuf(stdout, NULL, _IOLBF, 0);
   parse_options(argc, argv, &o);
   if (tool_load("hippo-gpu-bench", o.plugin, &lib, &api) != HIPPO_SUCCESS)
     exit(1);
   if (api->struct_size < offsetof(hippo_api, capture_announce) + sizeof(void *))
-    fatal("plugin '%s' has a table of %u bytes; the bench needs one with "
+    bench_fatal("plugin '%s' has a table of %u bytes; the bench needs one with "
           "capture_announce",
           o.plugin, api->struct_size);
   st = dev_try_open(o.device, &dev);
@@ -737,7 +693,7 @@ int main(int argc, char **argv) {
   CHECK(api->device_info(dev, &info), "device_info");
   CHECK(api->device_close(dev), "device_close");
   if (!gl_load(&rt, info.runtime, why, sizeof why))
-    fatal("the runtime hippo uses (%s) does not load here: %s", info.runtime,
+    bench_fatal("the runtime hippo uses (%s) does not load here: %s", info.runtime,
           why);
   fake = !strncmp(info.name, "Fake ", 5);
   if (uname(&un) != 0)
@@ -797,7 +753,7 @@ int main(int argc, char **argv) {
     printf("]}\n");
   } else {
     printf("\n%s: %.1f s in all%s\n", "hippo-gpu-bench",
-           (now_ns() - t0) * 1e-9,
+           (bench_now_ns() - t0) * 1e-9,
            fake ? " (a stand-in runtime: not a GPU's figures)" : "");
   }
   gl_close(&rt);

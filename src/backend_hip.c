@@ -127,6 +127,14 @@ static hippo_status leave(gpu_backend *g, const dev_scope *sc,
   return st;
 }
 
+/* A backend call of `kind` on the device: counted (and failed, when a
+ * fault is armed for it), then the device made current; leave() ends it. */
+static hippo_status begin(gpu_backend *g, hippo_call_kind kind,
+                          const char *why, dev_scope *sc) {
+  hippo_status st = call(g, kind);
+  return st != HIPPO_SUCCESS ? st : enter(g, why, sc);
+}
+
 /* A runtime call's error code as a status (last_error set on failure). */
 #define RT(g, expr, name, hint)                                                \
   ((err = (expr)) == HIPPO__GPU_SUCCESS                                        \
@@ -315,9 +323,7 @@ static hippo_status gpu_stream_sync(hippo__backend *be, void *stream) {
   hippo_status st;
   int err;
 
-  if ((st = call(g, HIPPO_CALL_SYNC)) != HIPPO_SUCCESS)
-    return st;
-  if ((st = enter(g, "stream_sync", &sc)) != HIPPO_SUCCESS)
+  if ((st = begin(g, HIPPO_CALL_SYNC, "stream_sync", &sc)) != HIPPO_SUCCESS)
     return st;
   return leave(g, &sc,
                RT(g, g->rt->stream_sync(stream), "StreamSynchronize", NULL));
@@ -329,9 +335,7 @@ static hippo_status gpu_event_create(hippo__backend *be, void **event) {
   hippo_status st;
   int err;
 
-  if ((st = call(g, HIPPO_CALL_EVENT)) != HIPPO_SUCCESS)
-    return st;
-  if ((st = enter(g, "event_create", &sc)) != HIPPO_SUCCESS)
+  if ((st = begin(g, HIPPO_CALL_EVENT, "event_create", &sc)) != HIPPO_SUCCESS)
     return st;
   return leave(g, &sc,
                RT(g,
@@ -346,9 +350,7 @@ static hippo_status gpu_event_record(hippo__backend *be, void *event,
   hippo_status st;
   int err;
 
-  if ((st = call(g, HIPPO_CALL_EVENT)) != HIPPO_SUCCESS)
-    return st;
-  if ((st = enter(g, "event_record", &sc)) != HIPPO_SUCCESS)
+  if ((st = begin(g, HIPPO_CALL_EVENT, "event_record", &sc)) != HIPPO_SUCCESS)
     return st;
   return leave(g, &sc,
                RT(g, g->rt->event_record(event, stream), "EventRecord", NULL));
@@ -393,9 +395,7 @@ static hippo_status gpu_capture_status(hippo__backend *be, void *stream,
   hippo_status st;
   int cs = HIPPO__GPU_CAPTURE_NONE, err;
 
-  if ((st = call(g, HIPPO_CALL_CAPTURE_QUERY)) != HIPPO_SUCCESS)
-    return st;
-  if ((st = enter(g, "capture_status", &sc)) != HIPPO_SUCCESS)
+  if ((st = begin(g, HIPPO_CALL_CAPTURE_QUERY, "capture_status", &sc)) != HIPPO_SUCCESS)
     return st;
   err = g->rt->stream_is_capturing(stream, &cs);
   if (err == HIPPO__GPU_CAPTURE_IMPLICIT) {
