@@ -7,10 +7,15 @@
 #  lib_replay_init NAME lib_init for hippo-replay, and the plugin must
 #                       replay a 2-event trace (exit 99 otherwise)
 #  replay ARGS...       runs hippo-replay into $status, $out, $err
+#  info ARGS...         runs hippo-info ($HIPPO_INFO) likewise
 #  pass TEXT, fail TEXT count a check (fail shows $out and $err)
 #  expect_status NAME STATUS   $status is STATUS
 #  expect_line NAME LINE       $out has LINE, exactly ($line_where ends
 #                              the failure message)
+#  expect_err NAME TEXT        $err has TEXT (a fixed string) somewhere
+#  expect_out NAME TEXT        $out has TEXT (a fixed string) somewhere
+#  expect_pools NAME           what the test's pools() reads from $out is
+#                              stdin (rows "index kind page max cap period")
 #  lib_finish           prints the counts; true when nothing failed
 #
 # A test's run wrapper stores the tool's stdout in $out, its stderr in $err
@@ -53,6 +58,38 @@ expect_status() {
 expect_line() {
   if grep -qxF -- "$2" "$out"; then pass "$1: $2"
   else fail "$1: no line '$2'$line_where"; fi
+}
+
+# expect_err NAME TEXT: stderr has TEXT (a fixed string) somewhere.
+expect_err() {
+  if grep -qF -- "$2" "$err"; then pass "$1: stderr names $2"
+  else fail "$1: stderr does not name $2"; fi
+}
+
+# expect_out NAME TEXT: stdout has TEXT (a fixed string) somewhere.
+expect_out() {
+  if grep -qF -- "$2" "$out"; then pass "$1: stdout has $2"
+  else fail "$1: stdout lacks $2"; fi
+}
+
+# expect_pools NAME: stdin holds the expected rows of hippo-info's pool
+# table, as the test's own pools() function reads them from $out (test-info
+# reads on to the table's notes, test-layout-cli stops at its end).
+expect_pools() {
+  cat >"$tmp/want"
+  pools >"$tmp/got"
+  if cmp -s "$tmp/want" "$tmp/got"; then pass "$1: the pool table"
+  else
+    fail "$1: the pool table differs"
+    diff "$tmp/want" "$tmp/got" | sed 's/^/  /'
+  fi
+}
+
+# info ARGS...: runs hippo-info ($HIPPO_INFO); $status, $out and $err hold
+# the result.
+info() {
+  "$HIPPO_INFO" "$@" >"$out" 2>"$err"
+  status=$?
 }
 
 # replay ARGS...: runs hippo-replay ($HIPPO_REPLAY); $status, $out and

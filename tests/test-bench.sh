@@ -30,12 +30,6 @@ expect_rows() {
   else fail "$1: $n lines like /$2/, expected $3"; fi
 }
 
-# expect_err NAME TEXT: stderr has TEXT.
-expect_err() {
-  if grep -qF -- "$2" "$err"; then pass "$1: stderr says '$2'"
-  else fail "$1: stderr does not say '$2'"; fi
-}
-
 num='[0-9]+\.[0-9]+'
 
 # A alone, small: the four cases with their figures, the target line.

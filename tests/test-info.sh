@@ -33,29 +33,11 @@ lib_init test-info "$HIPPO_INFO"
 unset HIPPO_GPU_RUNTIME HIPPO_HIP_LIBRARY HIPPO_CUDA_LIBRARY \
   FAKE_GPU_DEVICES FAKE_GPU_MEMORY FAKE_GPU_ALIGNMENT FAKE_GPU_FAIL
 
-# info ARGS...: runs the tool; $status, $out and $err hold the result.
-info() {
-  "$HIPPO_INFO" "$@" >"$out" 2>"$err"
-  status=$?
-}
-
 # skip TEXT: a check that cannot run here (counted apart, never a failure).
 skipped=0
 skip() {
   skipped=$((skipped + 1))
   echo "SKIP: $1"
-}
-
-# expect_err NAME TEXT: stderr has TEXT (a fixed string) somewhere.
-expect_err() {
-  if grep -qF -- "$2" "$err"; then pass "$1: stderr names $2"
-  else fail "$1: stderr does not name $2"; fi
-}
-
-# expect_out NAME TEXT: stdout has TEXT (a fixed string) somewhere.
-expect_out() {
-  if grep -qF -- "$2" "$out"; then pass "$1: stdout has $2"
-  else fail "$1: stdout lacks $2"; fi
 }
 
 # have_fake VAR: true when $VAR names a built stand-in runtime.
@@ -64,20 +46,10 @@ have_fake() {
   [ -n "$lib" ] && [ -f "$lib" ]
 }
 
-# pools: the table rows as "index kind page max cap period", one per line.
+# pools: the table rows as "index kind page max cap period", one per line
+# (and the notes under the table).
 pools() {
   sed -n '/^index /,$p' "$out" | sed 1d | awk '{ $1 = $1; print }'
-}
-
-# expect_pools NAME: stdin holds the expected rows.
-expect_pools() {
-  cat >"$tmp/want"
-  pools >"$tmp/got"
-  if cmp -s "$tmp/want" "$tmp/got"; then pass "$1: the pool table"
-  else
-    fail "$1: the pool table differs"
-    diff "$tmp/want" "$tmp/got" | sed 's/^/  /'
-  fi
 }
 
 # ---- DRY, 16 GiB, ADAPTIVE: the default -------------------------------------

@@ -32,16 +32,6 @@ if [ ! -x "$HIPPO_REPLAY" ]; then
 fi
 
 # info / replay ARGS...: run the tool; $status, $out and $err hold the result.
-info() {
-  "$HIPPO_INFO" "$@" >"$out" 2>"$err"
-  status=$?
-}
-
-# expect_err NAME TEXT: stderr has TEXT (a fixed string).
-expect_err() {
-  if grep -qF -- "$2" "$err"; then pass "$1: stderr names $2"
-  else fail "$1: stderr does not name $2"; fi
-}
 
 # expect_no_out NAME: nothing on stdout.
 expect_no_out() {
@@ -52,17 +42,6 @@ expect_no_out() {
 # pools: hippo-info's table rows as "index kind page max cap period".
 pools() {
   sed -n '/^index /,/^$/p' "$out" | sed '1d;/^$/d' | awk '{ $1 = $1; print }'
-}
-
-# expect_pools NAME: stdin holds the expected rows.
-expect_pools() {
-  cat >"$tmp/want"
-  pools >"$tmp/got"
-  if cmp -s "$tmp/want" "$tmp/got"; then pass "$1: the pool table"
-  else
-    fail "$1: the pool table differs"
-    diff "$tmp/want" "$tmp/got" | sed 's/^/  /'
-  fi
 }
 
 # table_spec: hippo-info's table (in $out) written as a --layout spec.
