@@ -157,11 +157,12 @@ static inline void set_state(slice *s, uint32_t state) {
 }
 
 /* A page held from the backend.
- * Invariant: live == number of LIVE, HELD and GUARDED slices in it; live == 0
- * exactly when the page is one free slice, and then it is on the empty
- * FIFO (on == ON_FIFO) or, closed, on the drain list (ON_DRAIN); a closed
- * page's free slices are out of the free index; szslot names its page-size
- * slot, whose size it has. */
+ * Invariant: a page is *empty* when it holds no LIVE, HELD or GUARDED
+ * slice, which (the slices coalesce) is exactly when it is one free slice
+ * (page_empty: the reservation path keeps no count); an empty page is on
+ * the empty FIFO (on == ON_FIFO) or, closed, on the drain list (ON_DRAIN),
+ * any other on no list; a closed page's free slices are out of the free
+ * index; szslot names its page-size slot, whose size it has. */
 enum { ON_NONE = 0, ON_FIFO = 1, ON_DRAIN = 2 };
 typedef struct page {
   uint64_t addr;        /* device address from page_alloc */
@@ -170,7 +171,6 @@ typedef struct page {
                            0): since is the clock when it emptied; an
                            unused page slot: `newer` chains the unused */
   uint32_t first;       /* slice at the page's start */
-  uint32_t live;        /* live (and held) slices */
   uint8_t held;         /* 1 while the page is held from the backend */
   uint8_t closed;       /* serves no new reservation (outdated, or being
                            emptied by a relocation) */
@@ -220,6 +220,17 @@ typedef struct sliced {
   uint32_t sl_bitmap[FL_COUNT];
   uint32_t heads[FL_COUNT][SL_COUNT];
 } sliced;
+
+/* Whether slice i, free, is a whole page (its page is empty). */
+static inline bool whole_page(const sliced *p, uint32_t i) {
+  return (p->slices[i].prev_phys & p->slices[i].next_phys) == NIL;
+}
+
+/* Whether page pg is empty: one free slice. */
+static inline bool page_empty(const sliced *p, uint32_t pg) {
+  uint32_t f = p->pages[pg].first;
+  return STATE(&p->slices[f]) == SLICE_FREE && whole_page(p, f);
+}
 
 /* The class of u units, fl * SL_COUNT + sl, without a branch (log-uniform
  * sizes make a branch on u < SL_COUNT unpredictable): with sh = floor(log2
@@ -516,7 +527,7 @@ static void page_close(sliced *p, uint32_t pg) {
   g->closed = 1;
   p->closed_pages++;
   p->closed_bytes += g->size;
-  if (g->live)
+  if (!page_empty(p, pg))
     p->closed_busy++;
   else
     empty_push(p, pg);
@@ -532,12 +543,12 @@ static void page_open(sliced *p, uint32_t pg) {
   g->closed = 0;
   p->closed_pages--;
   p->closed_bytes -= g->size;
-  if (g->live)
+  if (!page_empty(p, pg))
     p->closed_busy--;
   for (uint32_t i = g->first; i != NIL; i = p->slices[i].next_phys)
     if (STATE(&p->slices[i]) == SLICE_FREE)
       free_insert(p, i);
-  if (!g->live)
+  if (page_empty(p, pg))
     empty_push(p, pg);
 }
 
@@ -596,7 +607,6 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint64_t size,
   p->pages[pg] = (page){.addr = addr,
                         .size = size,
                         .first = si,
-                        .live = 0,
                         .held = 1,
                         .szslot = slot};
   if (p->sizes[slot].pages++ == 0 && slot != p->cur)
@@ -665,6 +675,8 @@ take_free(sliced *p, found f, uint64_t u, uint32_t padding) {
   uint32_t i = f.i;
   slice *s;
   free_unlink(p, i, CLS_FL(f.cls), CLS_SL(f.cls));
+  if (HIPPO__UNLIKELY(whole_page(p, i))) /* its page is empty no more */
+    empty_remove(p, p->slices[i].page);
   if (HIPPO__UNLIKELY(GEN(&p->slices[i]) == 0))
     i = rehome(p, i);
   s = &p->slices[i];
@@ -687,8 +699,6 @@ take_free(sliced *p, found f, uint64_t u, uint32_t padding) {
   set_state(s, SLICE_LIVE);
   s->prev_free = padding;
   s->next_free = 0; /* no graph holds it yet */
-  if (p->pages[s->page].live++ == 0)
-    empty_remove(p, s->page);
   return i;
 }
 
@@ -773,7 +783,7 @@ HOT void merge(sliced *p, uint32_t a, uint32_t b) {
  * with its free neighbours, and its page waits once empty. */
 HOT void free_slice(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
-  uint32_t pg = s->page, n;
+  uint32_t n;
   s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
   n = s->prev_phys;
   if (n != NIL && STATE(&p->slices[n]) == SLICE_FREE) {
@@ -787,7 +797,8 @@ HOT void free_slice(sliced *p, uint32_t i) {
     merge(p, i, n);
   }
   free_put(p, i);
-  if (--p->pages[pg].live == 0) {
+  if (HIPPO__UNLIKELY(whole_page(p, i))) { /* its page is empty now */
+    uint32_t pg = p->slices[i].page;
     if (p->pages[pg].closed)
       p->closed_busy--;
     empty_push(p, pg);
@@ -975,12 +986,12 @@ static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
 /* Whether page pg belongs on the empty FIFO, or on the drain list. */
 static bool on_fifo(const void *ctx, uint32_t pg) {
   const page *g = &((const sliced *)ctx)->pages[pg];
-  return g->held && g->live == 0 && g->on == ON_FIFO;
+  return g->held && page_empty(ctx, pg) && g->on == ON_FIFO;
 }
 
 static bool on_drain(const void *ctx, uint32_t pg) {
   const page *g = &((const sliced *)ctx)->pages[pg];
-  return g->held && g->live == 0 && g->on == ON_DRAIN && g->closed;
+  return g->held && page_empty(ctx, pg) && g->on == ON_DRAIN && g->closed;
 }
 
 static hippo_status sliced_check(const hippo__pool *pool) {
@@ -1016,11 +1027,11 @@ static hippo_status sliced_check(const hippo__pool *pool) {
     if (g->closed) {
       closed++;
       closed_bytes += g->size;
-      closed_busy += g->live > 0;
+      closed_busy += !page_empty(p, pg);
     }
-    CHECK((g->live == 0) == (g->on != ON_NONE),
-          "page %u: %u live slices, on list %u", pg, g->live, g->on);
-    empty += g->live == 0;
+    CHECK(page_empty(p, pg) == (g->on != ON_NONE),
+          "page %u: empty %d, on list %u", pg, page_empty(p, pg), g->on);
+    empty += page_empty(p, pg);
     at = 0; /* in alignment units */
     for (uint32_t i = g->first; i != NIL; i = p->slices[i].next_phys) {
       const slice *s = &p->slices[i];
@@ -1071,8 +1082,9 @@ static hippo_status sliced_check(const hippo__pool *pool) {
           "page %u: slices end at byte %llu of %llu (bytes missing)", pg,
           (unsigned long long)(at << pool->align_shift),
           (unsigned long long)g->size);
-    CHECK(live == g->live, "page %u: %llu slices in use, counter says %u", pg,
-          (unsigned long long)live, g->live);
+    CHECK((live == 0) == page_empty(p, pg),
+          "page %u: %llu slices in use, but empty %d", pg,
+          (unsigned long long)live, page_empty(p, pg));
   }
   for (unsigned fl = 0; fl < FL_COUNT; fl++) {
     CHECK(!!(p->fl_bitmap & (UINT64_C(1) << fl)) == !!p->sl_bitmap[fl],
@@ -1383,7 +1395,7 @@ static hippo_status arena_reloc_plan(hippo__pool *pool,
     uint64_t bytes;
     bool open_sparse = sparse && !g->closed && g->szslot == p->cur;
     int movable;
-    if (!g->held || g->live == 0 || !(g->closed || open_sparse))
+    if (!g->held || page_empty(p, pg) || !(g->closed || open_sparse))
       continue;
     movable = page_movable(p, pg, &bytes);
     if (movable == GUARDED)
