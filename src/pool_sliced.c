@@ -150,6 +150,9 @@ typedef struct slice {
 } slice;
 _Static_assert(sizeof(slice) == 32, "a slice record is half a cache line");
 
+/* A fresh or reused record is UNUSED: becoming FREE is an OR. */
+_Static_assert(SLICE_UNUSED == 0, "an unused record's state bits are 0");
+
 #define STATE(s) ((s)->sg >> 24)
 #define GEN(s) ((s)->sg & 0xffffffu)
 static inline void set_state(slice *s, uint32_t state) {
@@ -260,11 +263,11 @@ static inline uint32_t *prev_link(sliced *p, uint32_t i) {
   return i != NIL ? &p->slices[i].prev_free : &p->scratch;
 }
 
+/* Free slice i (state FREE already) enters the list of its class. */
 HOT void free_insert(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
   unsigned fl, sl;
   mapping(s->size, &fl, &sl);
-  set_state(s, SLICE_FREE);
   s->prev_free = NIL;
   s->next_free = p->heads[fl][sl];
   *prev_link(p, s->next_free) = i;
@@ -299,7 +302,7 @@ static inline bool serves(const sliced *p, uint32_t i) {
   return !p->arena || !p->pages[p->slices[i].page].closed;
 }
 
-/* Slice i becomes free: into the free index when its page serves, else
+/* Slice i, now FREE, goes into the free index when its page serves, else
  * (closed page) in no list. */
 static inline void free_put(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
@@ -307,7 +310,6 @@ static inline void free_put(sliced *p, uint32_t i) {
     free_insert(p, i);
     return;
   }
-  set_state(s, SLICE_FREE);
   s->prev_free = s->next_free = NIL;
 }
 
@@ -466,7 +468,7 @@ static uint32_t rehome(sliced *p, uint32_t i) {
   slice *s = &p->slices[i], *t = &p->slices[j];
   uint32_t sg = t->sg;
   *t = *s;
-  t->sg = sg;
+  t->sg = sg | SLICE_FREE << 24; /* from UNUSED (0): the slice is free */
   if (s->prev_phys != NIL)
     p->slices[s->prev_phys].next_phys = j;
   else
@@ -600,6 +602,7 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint64_t size,
     pg = p->page_count++;
   }
   si = node_new(p);
+  p->slices[si].sg |= SLICE_FREE << 24; /* from UNUSED (0) */
   p->slices[si].off = 0;
   p->slices[si].size = (uint32_t)(size >> p->head.align_shift);
   p->slices[si].prev_phys = p->slices[si].next_phys = NIL;
@@ -690,13 +693,14 @@ take_free(sliced *p, found f, uint64_t u, uint32_t padding) {
     rest->prev_phys = i;
     rest->next_phys = s->next_phys;
     rest->page = s->page;
+    rest->sg |= SLICE_FREE << 24; /* from UNUSED (0) */
     *(s->next_phys != NIL ? &p->slices[s->next_phys].prev_phys
                           : &p->scratch) = r;
     s->next_phys = r;
     s->size = (uint32_t)u;
     free_insert(p, r);
   }
-  set_state(s, SLICE_LIVE);
+  s->sg ^= (SLICE_FREE ^ SLICE_LIVE) << 24; /* FREE to LIVE */
   s->prev_free = padding;
   s->next_free = 0; /* no graph holds it yet */
   return i;
