@@ -190,7 +190,7 @@ typedef struct sizeslot {
 } sizeslot;
 
 /* Invariant: fl_bitmap bit f set <=> sl_bitmap[f] != 0; sl_bitmap[f] bit s
- * set <=> heads[f][s] != NIL; the head figures (pool.h) hold;
+ * set <=> heads[CLS(f, s)] != NIL; the head figures (pool.h) hold;
  * page_size == sizes[cur].size; sizes_alive counts the alive slots;
  * closed_pages, closed_bytes and closed_busy count the closed pages, their
  * bytes and those with a live slice; stranded bytes are HELD slices';
@@ -221,7 +221,8 @@ typedef struct sliced {
   hippo__fifo empty;   /* empty pages, waiting for dealloc_period */
   uint64_t fl_bitmap;
   uint32_t sl_bitmap[FL_COUNT];
-  uint32_t heads[FL_COUNT][SL_COUNT];
+  uint32_t heads[FL_COUNT * SL_COUNT]; /* by class: one index, no
+                                          2-D address to compute */
 } sliced;
 
 /* Whether slice i, free, is a whole page (its page is empty). */
@@ -251,11 +252,6 @@ static inline uint32_t class_of(uint64_t u) {
   return class_shift(u, &sh);
 }
 
-static inline void mapping(uint64_t u, unsigned *fl, unsigned *sl) {
-  uint32_t c = class_of(u);
-  *fl = CLS_FL(c);
-  *sl = CLS_SL(c);
-}
 
 /* Where a list link to `i` is written: the record's field, or (i == NIL)
  * the pool's scratch word, so a link update needs no branch. */
@@ -266,22 +262,21 @@ static inline uint32_t *prev_link(sliced *p, uint32_t i) {
 /* Free slice i (state FREE already) enters the list of its class. */
 HOT void free_insert(sliced *p, uint32_t i) {
   slice *s = &p->slices[i];
-  unsigned fl, sl;
-  mapping(s->size, &fl, &sl);
+  uint32_t c = class_of(s->size);
   s->prev_free = NIL;
-  s->next_free = p->heads[fl][sl];
+  s->next_free = p->heads[c];
   *prev_link(p, s->next_free) = i;
-  p->heads[fl][sl] = i;
-  p->sl_bitmap[fl] |= 1u << sl;
-  p->fl_bitmap |= UINT64_C(1) << fl;
+  p->heads[c] = i;
+  p->sl_bitmap[CLS_FL(c)] |= 1u << CLS_SL(c);
+  p->fl_bitmap |= UINT64_C(1) << CLS_FL(c);
 }
 
-/* Free slice i, of class (fl, sl), leaves its list. */
-static inline void free_unlink(sliced *p, uint32_t i, unsigned fl,
-                               unsigned sl) {
+/* Free slice i, of class c, leaves its list. */
+static inline void free_unlink(sliced *p, uint32_t i, uint32_t c) {
   slice *s = &p->slices[i];
   uint32_t next = s->next_free, prev = s->prev_free, slmap;
-  *(prev != NIL ? &p->slices[prev].next_free : &p->heads[fl][sl]) = next;
+  unsigned fl = CLS_FL(c), sl = CLS_SL(c);
+  *(prev != NIL ? &p->slices[prev].next_free : &p->heads[c]) = next;
   *prev_link(p, next) = prev;
   /* the list is empty now when i was its only slice (the values in hand,
    * not a reload of what was just stored) */
@@ -291,9 +286,7 @@ static inline void free_unlink(sliced *p, uint32_t i, unsigned fl,
 }
 
 HOT void free_remove(sliced *p, uint32_t i) {
-  unsigned fl, sl;
-  mapping(p->slices[i].size, &fl, &sl);
-  free_unlink(p, i, fl, sl);
+  free_unlink(p, i, class_of(p->slices[i].size));
 }
 
 /* Whether slice i's page serves (only an ARENA closes pages: a SLICED
@@ -341,7 +334,7 @@ static inline found find_class(const sliced *p, uint32_t c) {
     slmap = p->sl_bitmap[fl];
   }
   c = CLS(fl, __builtin_ctz(slmap));
-  return (found){p->heads[CLS_FL(c)][CLS_SL(c)], c};
+  return (found){p->heads[c], c};
 }
 
 /* A free slice of at least u units: good fit first, then a bounded look at
@@ -358,7 +351,7 @@ static inline found find_free(const sliced *p, uint64_t u) {
   uint32_t i;
   if (f.i != NIL || up == own) /* up == own: every slice of it fits */
     return f;
-  i = p->heads[CLS_FL(own)][CLS_SL(own)];
+  i = p->heads[own];
   for (int n = 0; i != NIL && n < EXACT_SCAN; n++, i = p->slices[i].next_free)
     if (p->slices[i].size >= u)
       return (found){i, own};
@@ -385,11 +378,9 @@ static inline uint32_t smallest_of(const sliced *p, uint32_t i, uint64_t u) {
  * few of the request's own class, else of the next non-empty class (every
  * slice of which fits). */
 HOT found find_best(const sliced *p, uint64_t u) {
-  unsigned fl, sl;
   found f;
-  mapping(u, &fl, &sl);
-  f.i = smallest_of(p, p->heads[fl][sl], u);
-  f.cls = CLS(fl, sl);
+  f.cls = class_of(u);
+  f.i = smallest_of(p, p->heads[f.cls], u);
   if (f.i != NIL || f.cls + 1 == CLS(FL_COUNT, 0))
     return f;
   f = find_class(p, f.cls + 1);
@@ -677,7 +668,7 @@ HOT uint32_t
 take_free(sliced *p, found f, uint64_t u, uint32_t padding) {
   uint32_t i = f.i;
   slice *s;
-  free_unlink(p, i, CLS_FL(f.cls), CLS_SL(f.cls));
+  free_unlink(p, i, f.cls);
   if (HIPPO__UNLIKELY(whole_page(p, i))) /* its page is empty no more */
     empty_remove(p, p->slices[i].page);
   if (HIPPO__UNLIKELY(GEN(&p->slices[i]) == 0))
@@ -974,7 +965,8 @@ static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
   if (p->fl_bitmap) {
     unsigned fl = hippo__log2_floor(p->fl_bitmap);
     unsigned sl = hippo__log2_floor(p->sl_bitmap[fl]);
-    for (uint32_t i = p->heads[fl][sl]; i != NIL; i = p->slices[i].next_free)
+    for (uint32_t i = p->heads[CLS(fl, sl)]; i != NIL;
+         i = p->slices[i].next_free)
       if (((uint64_t)p->slices[i].size << pool->align_shift) >
           out->largest_free)
         out->largest_free = (uint64_t)p->slices[i].size << pool->align_shift;
@@ -1095,11 +1087,11 @@ static hippo_status sliced_check(const hippo__pool *pool) {
           "first-level bitmap bit %u disagrees", fl);
     for (unsigned sl = 0; sl < SL_COUNT; sl++) {
       uint32_t prev = NIL;
-      CHECK(!!(p->sl_bitmap[fl] & (1u << sl)) == (p->heads[fl][sl] != NIL),
+      CHECK(!!(p->sl_bitmap[fl] & (1u << sl)) ==
+                (p->heads[CLS(fl, sl)] != NIL),
             "second-level bitmap bit %u/%u disagrees", fl, sl);
-      for (uint32_t i = p->heads[fl][sl]; i != NIL;
+      for (uint32_t i = p->heads[CLS(fl, sl)]; i != NIL;
            i = p->slices[i].next_free) {
-        unsigned f, s;
         CHECK(i < p->slice_count && STATE(&p->slices[i]) == SLICE_FREE &&
                   p->slices[i].page < p->page_count,
               "slice %u in free list %u/%u is not free", i, fl, sl);
@@ -1107,8 +1099,7 @@ static hippo_status sliced_check(const hippo__pool *pool) {
               "slice %u in free list %u/%u is on a closed page", i, fl, sl);
         CHECK(p->slices[i].prev_free == prev, "free list %u/%u broken at %u",
               fl, sl, i);
-        mapping(p->slices[i].size, &f, &s);
-        CHECK(f == fl && s == sl, "slice %u of %u units is in class %u/%u", i,
+        CHECK(class_of(p->slices[i].size) == CLS(fl, sl), "slice %u of %u units is in class %u/%u", i,
               p->slices[i].size, fl, sl);
         CHECK(++listed <= indexed, "free lists hold more than %llu slices",
               (unsigned long long)indexed);
