@@ -83,6 +83,7 @@
  *    failed wait are kept as stranded slices (out of use, not free) until
  *    a later wait succeeds.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -255,11 +256,29 @@ static inline uint32_t class_of(uint64_t u) {
   return class_shift(u, &sh);
 }
 
+/* The 32-bit field at byte `off` of record i, or (i == NIL) `other`,
+ * chosen without a branch (the compiler turned the plain conditional into
+ * one): whether a class list already holds a slice, or a slice ends its
+ * page, is data a branch predictor cannot learn on a pool of few slices
+ * per class, and a mispredicted branch costs more than computing both
+ * addresses (make bench A presets 12 % faster, B at 100 live 9 %).  The
+ * address of record NIL is computed as an integer, never used. */
+static inline uint32_t *link_or(const sliced *p, uint32_t i, size_t off,
+                                uint32_t *other) {
+  uintptr_t at = (uintptr_t)p->slices + (uintptr_t)i * sizeof(slice) + off;
+  uintptr_t nil = -(uintptr_t)(i == NIL);
+  return (uint32_t *)((at & ~nil) | ((uintptr_t)other & nil));
+}
 
-/* Where a list link to `i` is written: the record's field, or (i == NIL)
- * the pool's scratch word, so a link update needs no branch. */
+/* Where the list link back to a new head is written: the old head's
+ * prev_free, or (i == NIL: the list was empty) the pool's scratch word. */
 static inline uint32_t *prev_link(sliced *p, uint32_t i) {
-  return i != NIL ? &p->slices[i].prev_free : &p->scratch;
+  return link_or(p, i, offsetof(slice, prev_free), &p->scratch);
+}
+
+/* Where a neighbour link to `i` is written (its prev_phys, or scratch). */
+static inline uint32_t *phys_link(sliced *p, uint32_t i) {
+  return link_or(p, i, offsetof(slice, prev_phys), &p->scratch);
 }
 
 /* Free slice i (state FREE already) enters the list of its class. */
@@ -274,13 +293,17 @@ HOT void free_insert(sliced *p, uint32_t i) {
   p->fl_bitmap |= UINT64_C(1) << CLS_FL(c);
 }
 
-/* Free slice i, of class c, leaves its list. */
+/* Free slice i, of class c, leaves its list.  Here the conditionals stay
+ * branches, measured: taking a class's head (prev NIL) is the common case
+ * and predicted, and on long lists (100,000 live) a select made each
+ * store wait for the record's links to load (B at 100,000 live 52 -> 57
+ * ns a pair). */
 static inline void free_unlink(sliced *p, uint32_t i, uint32_t c) {
   slice *s = &p->slices[i];
   uint32_t next = s->next_free, prev = s->prev_free, slmap;
   unsigned fl = CLS_FL(c), sl = CLS_SL(c);
   *(prev != NIL ? &p->slices[prev].next_free : &p->heads[c]) = next;
-  *prev_link(p, next) = prev;
+  *(next != NIL ? &p->slices[next].prev_free : &p->scratch) = prev;
   /* the list is empty now when i was its only slice (the values in hand,
    * not a reload of what was just stored) */
   slmap = p->sl_bitmap[fl] & ~((uint32_t)((prev & next) == NIL) << sl);
@@ -690,8 +713,7 @@ take_free(sliced *p, found f, uint64_t u, uint32_t padding) {
     rest->next_phys = s->next_phys;
     rest->page = s->page;
     rest->sg |= SLICE_FREE << 24; /* from UNUSED (0) */
-    *(s->next_phys != NIL ? &p->slices[s->next_phys].prev_phys
-                          : &p->scratch) = r;
+    *phys_link(p, s->next_phys) = r;
     s->next_phys = r;
     s->size = (uint32_t)u;
     free_insert(p, r);
@@ -774,8 +796,7 @@ HOT void merge(sliced *p, uint32_t a, uint32_t b) {
   slice *sa = &p->slices[a], *sb = &p->slices[b];
   sa->size += sb->size;
   sa->next_phys = sb->next_phys;
-  *(sb->next_phys != NIL ? &p->slices[sb->next_phys].prev_phys
-                         : &p->scratch) = a;
+  *phys_link(p, sb->next_phys) = a;
   node_drop(p, b);
 }
 
