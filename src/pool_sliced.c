@@ -270,8 +270,8 @@ static inline uint32_t *link_or(const sliced *p, uint32_t i, size_t off,
   return (uint32_t *)((at & ~nil) | ((uintptr_t)other & nil));
 }
 
-/* Where the list link back to a new head is written: the old head's
- * prev_free, or (i == NIL: the list was empty) the pool's scratch word. */
+/* Where a list link back to a slice is written: i's prev_free, or (i ==
+ * NIL: no slice follows) the pool's scratch word. */
 static inline uint32_t *prev_link(sliced *p, uint32_t i) {
   return link_or(p, i, offsetof(slice, prev_free), &p->scratch);
 }
@@ -293,17 +293,24 @@ HOT void free_insert(sliced *p, uint32_t i) {
   p->fl_bitmap |= UINT64_C(1) << CLS_FL(c);
 }
 
-/* Free slice i, of class c, leaves its list.  Here the conditionals stay
- * branches, measured: taking a class's head (prev NIL) is the common case
- * and predicted, and on long lists (100,000 live) a select made each
- * store wait for the record's links to load (B at 100,000 live 52 -> 57
- * ns a pair). */
-static inline void free_unlink(sliced *p, uint32_t i, uint32_t c) {
+/* Free slice i, of class c, leaves its list.  A reservation (`taking`)
+ * takes a class's head, so prev is NIL, a branch the predictor learns;
+ * there the conditionals stay branches, measured: on long lists (100,000
+ * live) a select made each store wait for the record's links to load (B
+ * at 100,000 live 52 -> 57 ns a pair).  A release's neighbour sits
+ * anywhere in its list, and there both links are chosen without a branch
+ * (B at 100 live 45.0 -> 43.3, at 100,000 unchanged). */
+HOT void free_unlink(sliced *p, uint32_t i, uint32_t c, bool taking) {
   slice *s = &p->slices[i];
   uint32_t next = s->next_free, prev = s->prev_free, slmap;
   unsigned fl = CLS_FL(c), sl = CLS_SL(c);
-  *(prev != NIL ? &p->slices[prev].next_free : &p->heads[c]) = next;
-  *(next != NIL ? &p->slices[next].prev_free : &p->scratch) = prev;
+  if (taking) {
+    *(prev != NIL ? &p->slices[prev].next_free : &p->heads[c]) = next;
+    *(next != NIL ? &p->slices[next].prev_free : &p->scratch) = prev;
+  } else {
+    *link_or(p, prev, offsetof(slice, next_free), &p->heads[c]) = next;
+    *prev_link(p, next) = prev;
+  }
   /* the list is empty now when i was its only slice (the values in hand,
    * not a reload of what was just stored) */
   slmap = p->sl_bitmap[fl] & ~((uint32_t)((prev & next) == NIL) << sl);
@@ -311,8 +318,9 @@ static inline void free_unlink(sliced *p, uint32_t i, uint32_t c) {
   p->fl_bitmap &= ~((uint64_t)(slmap == 0) << fl);
 }
 
+/* Free slice i leaves its list (not a reservation's take). */
 HOT void free_remove(sliced *p, uint32_t i) {
-  free_unlink(p, i, class_of(p->slices[i].size));
+  free_unlink(p, i, class_of(p->slices[i].size), false);
 }
 
 /* Whether slice i's page serves (only an ARENA closes pages: a SLICED
@@ -696,7 +704,7 @@ HOT uint32_t
 take_free(sliced *p, found f, uint64_t u, uint32_t padding) {
   uint32_t i = f.i;
   slice *s;
-  free_unlink(p, i, f.cls);
+  free_unlink(p, i, f.cls, true);
   if (HIPPO__UNLIKELY(whole_page(p, i))) /* its page is empty no more */
     empty_remove(p, p->slices[i].page);
   if (HIPPO__UNLIKELY(GEN(&p->slices[i]) == 0))
