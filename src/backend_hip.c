@@ -66,8 +66,13 @@ typedef struct gpu_backend {
   } faults[HIPPO_CALL_KINDS];
   gpu_page *pages;
   size_t npages, cap_pages;
+  size_t pages_coming; /* page_allocs in the runtime's Malloc (outside the
+                          lock), each promised one of the records beyond
+                          npages: npages + pages_coming <= cap_pages */
   void **streams;
   size_t nstreams, cap_streams;
+  size_t streams_coming; /* emu_stream_creates in the runtime, each
+                            promised a record, as pages_coming */
   uint64_t bytes_held, peak_bytes_held, bytes_copied;
 } gpu_backend;
 
@@ -185,8 +190,9 @@ static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
                             (unsigned long long)held,
                             (unsigned long long)g->budget);
   }
-  /* room for the record first: a page is never taken without one */
-  if (g->npages == g->cap_pages) {
+  /* room for the record first, beyond those promised to the calls of
+   * other threads in flight: a page is never taken without one */
+  if (g->npages + g->pages_coming == g->cap_pages) {
     size_t cap = g->cap_pages ? g->cap_pages * 2 : 64;
     gpu_page *grown = realloc(g->pages, cap * sizeof *grown);
     if (!grown) {
@@ -200,6 +206,7 @@ static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
     g->cap_pages = cap;
   }
   g->bytes_held += size; /* reserved while the runtime allocates */
+  g->pages_coming++;
   pthread_mutex_unlock(&g->lock);
   st = enter(g, "page_alloc", &sc);
   if (st == HIPPO_SUCCESS) {
@@ -212,6 +219,7 @@ static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
     st = leave(g, &sc, st);
   }
   pthread_mutex_lock(&g->lock);
+  g->pages_coming--;
   if (st != HIPPO_SUCCESS) {
     g->bytes_held -= size;
     pthread_mutex_unlock(&g->lock);
@@ -521,7 +529,7 @@ static hippo_status gpu_emu_stream_create(hippo__backend *be, void **out) {
   int err;
 
   pthread_mutex_lock(&g->lock);
-  if (g->nstreams == g->cap_streams) {
+  if (g->nstreams + g->streams_coming == g->cap_streams) {
     size_t cap = g->cap_streams ? g->cap_streams * 2 : 8;
     void **grown = realloc(g->streams, cap * sizeof *grown);
     if (!grown) {
@@ -532,17 +540,21 @@ static hippo_status gpu_emu_stream_create(hippo__backend *be, void **out) {
     g->streams = grown;
     g->cap_streams = cap;
   }
+  g->streams_coming++;
   pthread_mutex_unlock(&g->lock);
-  if ((st = enter(g, "emu_stream_create", &sc)) != HIPPO_SUCCESS)
-    return st;
-  st = leave(g, &sc,
-             RT(g, g->rt->stream_create(&s, HIPPO__GPU_STREAM_NON_BLOCKING),
-                "StreamCreateWithFlags", NULL));
+  st = enter(g, "emu_stream_create", &sc);
+  if (st == HIPPO_SUCCESS)
+    st = leave(
+        g, &sc,
+        RT(g, g->rt->stream_create(&s, HIPPO__GPU_STREAM_NON_BLOCKING),
+           "StreamCreateWithFlags", NULL));
+  pthread_mutex_lock(&g->lock);
+  g->streams_coming--;
+  if (st == HIPPO_SUCCESS)
+    g->streams[g->nstreams++] = s;
+  pthread_mutex_unlock(&g->lock);
   if (st != HIPPO_SUCCESS)
     return st;
-  pthread_mutex_lock(&g->lock);
-  g->streams[g->nstreams++] = s;
-  pthread_mutex_unlock(&g->lock);
   *out = s;
   return HIPPO_SUCCESS;
 }

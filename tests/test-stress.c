@@ -774,12 +774,147 @@ START_TEST(test_install_vs_tick) {
 }
 END_TEST
 
+/* Streams and pages made by several threads at once.  The HIP backend
+ * keeps registries of its streams and pages (what emu_read, emu_write and
+ * copies check against) and calls the runtime outside its lock; each call
+ * in flight must hold a promise of a record, or threads that all saw a
+ * free record write past a registry's end when it fills.  Here 7 threads
+ * create and attach a stream each, then take a page each, in rounds that
+ * start together (a barrier), and the stand-in runtime is slow
+ * (FAKE_GPU_SLOW_US), so each round's 7 calls are all in flight at once:
+ * the streams start at 7 records of 8, round 9 of the pages at 63 of 64.
+ * On HOST and DRY the variable does nothing and the test runs as a plain
+ * concurrency check.  Every thread's pages must be in the registry: each
+ * slice is written, read back, released, and the device's check walk
+ * passes. */
+#define PAGE_THREADS 7
+#define PAGE_EACH 24
+#define PAGE_BYTES (64 * KiB)
+
+typedef struct pager {
+  const hippo_api *api;
+  hippo_device *dev;
+  hippo_stream *s;
+  pthread_barrier_t *round; /* each reservation starts with the others' */
+  unsigned seed;
+  char failure[256];
+} pager;
+
+static void *take_pages(void *arg) {
+  pager *g = arg;
+  const hippo_api *api = g->api;
+  hippo_handle h[PAGE_EACH];
+  unsigned char *buf = malloc(PAGE_BYTES), *back = malloc(PAGE_BYTES);
+  const char *what = "malloc";
+  hippo_status st = buf && back ? HIPPO_SUCCESS : HIPPO_OUT_OF_MEMORY;
+  void *native = NULL;
+  int n = 0;
+  (void)pthread_barrier_wait(g->round);
+  if (st == HIPPO_SUCCESS) {
+    what = "emu_stream_create";
+    st = api->emu_stream_create(g->dev, &native);
+  }
+  if (st == HIPPO_SUCCESS) {
+    what = "stream_attach";
+    st = api->stream_attach(g->dev, native, &g->s);
+  }
+  /* every round, even after a failure: the others wait at the barrier */
+  for (int r = 0; r < PAGE_EACH; r++) {
+    (void)pthread_barrier_wait(g->round);
+    if (st != HIPPO_SUCCESS)
+      continue;
+    what = "reserve";
+    if ((st = api->reserve(g->s, PAGE_BYTES, HIPPO_MODE_AUTO, &h[n])) ==
+        HIPPO_SUCCESS)
+      n++;
+  }
+  for (int i = 0; st == HIPPO_SUCCESS && i < n; i++) {
+    void *p;
+    uint64_t got;
+    fill(buf, PAGE_BYTES, g->seed * 1000u + (unsigned)i);
+    what = "resolve";
+    if ((st = api->resolve(g->s, h[i], &p, &got)) != HIPPO_SUCCESS)
+      break;
+    what = "emu_write";
+    if ((st = api->emu_write(g->dev, p, buf, PAGE_BYTES)) != HIPPO_SUCCESS)
+      break;
+    what = "emu_read";
+    if ((st = api->emu_read(g->dev, p, back, PAGE_BYTES)) != HIPPO_SUCCESS)
+      break;
+    if (memcmp(buf, back, PAGE_BYTES) != 0) {
+      snprintf(g->failure, sizeof g->failure, "slice %d read back changed",
+               i);
+      break;
+    }
+  }
+  if (st != HIPPO_SUCCESS)
+    snprintf(g->failure, sizeof g->failure, "%s: %s: %s", what,
+             api->status_name(st), api->last_error());
+  for (int i = 0; i < n; i++)
+    if ((st = api->release(g->s, h[i])) != HIPPO_SUCCESS && !g->failure[0])
+      snprintf(g->failure, sizeof g->failure, "release: %s: %s",
+               api->status_name(st), api->last_error());
+  if (g->s && (st = api->stream_detach(g->s)) != HIPPO_SUCCESS &&
+      !g->failure[0])
+    snprintf(g->failure, sizeof g->failure, "stream_detach: %s: %s",
+             api->status_name(st), api->last_error());
+  if (native && (st = api->emu_stream_destroy(g->dev, native)) !=
+                    HIPPO_SUCCESS &&
+      !g->failure[0])
+    snprintf(g->failure, sizeof g->failure, "emu_stream_destroy: %s: %s",
+             api->status_name(st), api->last_error());
+  free(buf);
+  free(back);
+  return NULL;
+}
+
+START_TEST(test_concurrent_pages) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  pager g[PAGE_THREADS];
+  void *early[7];
+  pthread_t th[PAGE_THREADS];
+  pthread_barrier_t round;
+  /* one page per reservation, and a slow stand-in runtime */
+  tu_layout_sliced(&l, PAGE_BYTES, PAGE_BYTES);
+  ck_assert_int_eq(setenv("FAKE_GPU_SLOW_US", "300", 1), 0);
+  dev = tu_open(api, HIPPO_BACKEND_HOST, 64 * MiB, &l.layout);
+  for (int i = 0; i < 7; i++) /* the threads' 7 streams go past 8 */
+    CK_OK(api, api->emu_stream_create(dev, &early[i]));
+  ck_assert_int_eq(pthread_barrier_init(&round, NULL, PAGE_THREADS), 0);
+  for (int i = 0; i < PAGE_THREADS; i++) {
+    memset(&g[i], 0, sizeof g[i]);
+    g[i].api = api;
+    g[i].dev = dev;
+    g[i].round = &round;
+    g[i].seed = 1u + (unsigned)i;
+  }
+  for (int i = 0; i < PAGE_THREADS; i++)
+    ck_assert_int_eq(pthread_create(&th[i], NULL, take_pages, &g[i]), 0);
+  for (int i = 0; i < PAGE_THREADS; i++)
+    ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+  ck_assert_int_eq(pthread_barrier_destroy(&round), 0);
+  ck_assert_int_eq(unsetenv("FAKE_GPU_SLOW_US"), 0);
+  for (int i = 0; i < PAGE_THREADS; i++)
+    ck_assert_msg(g[i].failure[0] == 0, "thread %d: %s", i, g[i].failure);
+  /* every page was taken and is held (dealloc_period 0) */
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC],
+                    (uint64_t)PAGE_THREADS * PAGE_EACH);
+  CK_CHECK(api, dev);
+  for (int i = 0; i < 7; i++)
+    CK_OK(api, api->emu_stream_destroy(dev, early[i]));
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 static Suite *stress_suite(void) {
   Suite *s = suite_create("stress");
   TCase *tc = tcase_create("threads");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, test_threads);
   tcase_add_test(tc, test_install_vs_tick);
+  tcase_add_test(tc, test_concurrent_pages);
   suite_add_tcase(s, tc);
   return s;
 }

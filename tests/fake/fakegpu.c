@@ -20,6 +20,10 @@
  *   FAKE_GPU_ALIGNMENT  texture alignment (default 256)
  *   FAKE_GPU_FAIL       "nodevice" (GetDeviceCount answers 100), "driver"
  *                       (35), "prohibited" (compute mode prohibited)
+ *   FAKE_GPU_SLOW_US    Malloc and StreamCreateWithFlags first sleep
+ *                       this long (default 0), outside the lock: a slow
+ *                       driver, so that calls of several threads overlap
+ *                       (tests/test-stress.c)
  *
  * One mutex guards everything: it is a test double, not a fast one.
  */
@@ -29,6 +33,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #if defined(FAKE_HIP)
 #define FN(x) hip##x
@@ -129,6 +134,15 @@ static int devices(void) {
 static const char *fail_mode(void) {
   const char *v = getenv("FAKE_GPU_FAIL");
   return v ? v : "";
+}
+
+/* A slow driver call (FAKE_GPU_SLOW_US), outside the lock. */
+static void slow(void) {
+  uint64_t us = env_u64("FAKE_GPU_SLOW_US", 0);
+  if (us) {
+    struct timespec t = {(time_t)(us / 1000000), (long)(us % 1000000) * 1000};
+    nanosleep(&t, NULL);
+  }
 }
 
 static fstream *stream_of(void *s) {
@@ -284,6 +298,7 @@ EXPORT int FN(Malloc)(void **p, size_t size) {
   falloc *a;
   if (!p)
     return E_VALUE;
+  slow();
   pthread_mutex_lock(&mu);
   if (size > mem - used[current]) {
     pthread_mutex_unlock(&mu);
@@ -391,8 +406,10 @@ EXPORT int FN(DeviceSynchronize)(void) {
 /* ---- streams ---------------------------------------------------------------- */
 
 EXPORT int FN(StreamCreateWithFlags)(void **out, unsigned flags) {
-  fstream *s = calloc(1, sizeof *s);
+  fstream *s;
   (void)flags;
+  slow();
+  s = calloc(1, sizeof *s);
   if (!s)
     return E_OOM;
   s->magic = STREAM_MAGIC;
