@@ -134,10 +134,18 @@ static uint64_t next_rand(uint64_t *x) {
   return *x >> 33;
 }
 
-static bool fail_at(worker *w, const char *what, hippo_status st) {
-  snprintf(w->failure, sizeof w->failure, "%s: %s: %s", what,
-           w->api->status_name(st), w->api->last_error());
+/* A thread's failure, "WHAT: STATUS: last_error", into buf[0 .. n) unless
+ * an earlier one is there (the first says what broke).  False. */
+static bool note_failure(char *buf, size_t n, const hippo_api *api,
+                         const char *what, hippo_status st) {
+  if (!buf[0])
+    snprintf(buf, n, "%s: %s: %s", what, api->status_name(st),
+             api->last_error());
   return false;
+}
+
+static bool fail_at(worker *w, const char *what, hippo_status st) {
+  return note_failure(w->failure, sizeof w->failure, w->api, what, st);
 }
 
 /* `moving`: a failure is a broken test, not hippo's (abort: these run on
@@ -725,11 +733,9 @@ static void *tick_pages(void *arg) {
       st = api->release(t->s, h);
   }
   if (st != HIPPO_SUCCESS)
-    snprintf(t->failure, sizeof t->failure, "reserve or release: %s: %s",
-             api->status_name(st), api->last_error());
+    note_failure(t->failure, sizeof t->failure, api, "reserve or release", st);
   else if ((st = api->release(t->s, keep)) != HIPPO_SUCCESS)
-    snprintf(t->failure, sizeof t->failure, "release: %s: %s",
-             api->status_name(st), api->last_error());
+    note_failure(t->failure, sizeof t->failure, api, "release", st);
   atomic_store(&t->done, 1);
   return NULL;
 }
@@ -848,21 +854,16 @@ static void *take_pages(void *arg) {
     }
   }
   if (st != HIPPO_SUCCESS)
-    snprintf(g->failure, sizeof g->failure, "%s: %s: %s", what,
-             api->status_name(st), api->last_error());
+    note_failure(g->failure, sizeof g->failure, api, what, st);
   for (int i = 0; i < n; i++)
-    if ((st = api->release(g->s, h[i])) != HIPPO_SUCCESS && !g->failure[0])
-      snprintf(g->failure, sizeof g->failure, "release: %s: %s",
-               api->status_name(st), api->last_error());
-  if (g->s && (st = api->stream_detach(g->s)) != HIPPO_SUCCESS &&
-      !g->failure[0])
-    snprintf(g->failure, sizeof g->failure, "stream_detach: %s: %s",
-             api->status_name(st), api->last_error());
+    if ((st = api->release(g->s, h[i])) != HIPPO_SUCCESS)
+      note_failure(g->failure, sizeof g->failure, api, "release", st);
+  if (g->s && (st = api->stream_detach(g->s)) != HIPPO_SUCCESS)
+    note_failure(g->failure, sizeof g->failure, api, "stream_detach", st);
   if (native && (st = api->emu_stream_destroy(g->dev, native)) !=
-                    HIPPO_SUCCESS &&
-      !g->failure[0])
-    snprintf(g->failure, sizeof g->failure, "emu_stream_destroy: %s: %s",
-             api->status_name(st), api->last_error());
+                    HIPPO_SUCCESS)
+    note_failure(g->failure, sizeof g->failure, api, "emu_stream_destroy",
+                 st);
   free(buf);
   free(back);
   return NULL;
