@@ -4,7 +4,10 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
+
+#include "toolutil.h"
 
 void bench_fatal(const char *fmt, ...) {
   va_list ap;
@@ -62,4 +65,23 @@ uint64_t bench_splitmix64(uint64_t *x) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
+}
+
+void bench_cpu_model(char *buf, size_t n) {
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  char line[512];
+  snprintf(buf, n, "unknown");
+  if (!f)
+    return;
+  while (fgets(line, sizeof line, f)) {
+    char *colon = strchr(line, ':');
+    if (!colon)
+      continue;
+    if (!strncmp(line, "model name", 10) || !strncmp(line, "Model", 5) ||
+        !strncmp(line, "cpu model", 9) || !strncmp(line, "Hardware", 8)) {
+      snprintf(buf, n, "%s", tool_trim(colon + 1));
+      break;
+    }
+  }
+  fclose(f);
 }

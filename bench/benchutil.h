@@ -1,6 +1,6 @@
 /* benchutil.h -- helpers both benchmarks use (hippo-bench, hippo-gpu-bench):
- * fatal errors, host memory that cannot fail quietly, the clock, medians
- * and the seeding generator.  Each program defines bench_prog, the name
+ * fatal errors, host memory that cannot fail quietly, the clock, medians,
+ * the seeding generator and the machine's processor name.  Each program defines bench_prog, the name
  * its messages start with. */
 #ifndef HIPPO_BENCHUTIL_H
 #define HIPPO_BENCHUTIL_H
@@ -24,5 +24,8 @@ double bench_median(double *v, size_t n);
 double bench_minimum(const double *v, size_t n);
 /* splitmix64: the next value of the sequence *x steps through. */
 uint64_t bench_splitmix64(uint64_t *x);
+/* The processor's name from /proc/cpuinfo (x86 "model name", the keys
+ * other architectures use), or "unknown". */
+void bench_cpu_model(char *buf, size_t n);
 
 #endif /* HIPPO_BENCHUTIL_H */

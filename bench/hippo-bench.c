@@ -1404,32 +1404,13 @@ static void workload_f(const options *o) {
 /* ------------------------------------------------------------------------ */
 /* The machine and the summary. */
 
-static void cpu_model(char *buf, size_t n) {
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  char line[512];
-  snprintf(buf, n, "unknown");
-  if (!f)
-    return;
-  while (fgets(line, sizeof line, f)) {
-    char *colon = strchr(line, ':');
-    if (!colon)
-      continue;
-    if (!strncmp(line, "model name", 10) || !strncmp(line, "Model", 5) ||
-        !strncmp(line, "cpu model", 9) || !strncmp(line, "Hardware", 8)) {
-      snprintf(buf, n, "%s", tool_trim(colon + 1));
-      break;
-    }
-  }
-  fclose(f);
-}
-
 static void print_summary(const options *o) {
   struct utsname un;
   char cpu[256];
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   if (uname(&un) != 0)
     snprintf(un.machine, sizeof un.machine, "unknown");
-  cpu_model(cpu, sizeof cpu);
+  bench_cpu_model(cpu, sizeof cpu);
   printf("\n## Summary\n\n");
   printf("Machine: %s, %s, %ld cores. DRY device (bookkeeping only), "
          "%u reps%s.\n\n",

@@ -646,23 +646,6 @@ static void section_r(const options *o) {
 /* ------------------------------------------------------------------------ */
 /* The machine, the header, the summary. */
 
-static void cpu_model(char *buf, size_t n) {
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  char line[512];
-  snprintf(buf, n, "unknown");
-  if (!f)
-    return;
-  while (fgets(line, sizeof line, f)) {
-    char *colon = strchr(line, ':');
-    if (colon && (!strncmp(line, "model name", 10) ||
-                  !strncmp(line, "Model", 5))) {
-      snprintf(buf, n, "%s", tool_trim(colon + 1));
-      break;
-    }
-  }
-  fclose(f);
-}
-
 int main(int argc, char **argv) {
   options o;
   void *lib;
@@ -698,7 +681,7 @@ int main(int argc, char **argv) {
   fake = !strncmp(info.name, "Fake ", 5);
   if (uname(&un) != 0)
     snprintf(un.machine, sizeof un.machine, "unknown");
-  cpu_model(cpu, sizeof cpu);
+  bench_cpu_model(cpu, sizeof cpu);
   if (!json) {
     printf("# hippo-gpu-bench\n\n");
     printf("device:   HIP device %d: %s (%s), %" PRIu64 " MiB, alignment %"
