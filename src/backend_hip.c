@@ -66,9 +66,11 @@ typedef struct gpu_backend {
   } faults[HIPPO_CALL_KINDS];
   gpu_page *pages;
   size_t npages, cap_pages;
-  size_t pages_coming; /* page_allocs in the runtime's Malloc (outside the
-                          lock), each promised one of the records beyond
-                          npages: npages + pages_coming <= cap_pages */
+  size_t pages_coming; /* calls in the runtime outside the lock, each
+                          promised one of the records beyond npages: a
+                          page_alloc's new page, a page_free's page should
+                          the free be refused; npages + pages_coming <=
+                          cap_pages */
   void **streams;
   size_t nstreams, cap_streams;
   size_t streams_coming; /* emu_stream_creates in the runtime, each
@@ -257,21 +259,32 @@ static hippo_status gpu_page_free(hippo__backend *be, uint64_t addr,
                             g->rt->name, (unsigned long long)addr,
                             (unsigned long long)size);
   }
-  pthread_mutex_unlock(&g->lock);
-  if ((st = enter(g, "page_free", &sc)) != HIPPO_SUCCESS)
-    return st;
-  st = leave(g, &sc,
-             RT(g, g->rt->free_((void *)(uintptr_t)addr), "Free", NULL));
-  if (st != HIPPO_SUCCESS)
-    return st;
-  pthread_mutex_lock(&g->lock);
-  i = page_at(g, addr);
+  /* The record leaves before the runtime frees the page: once freed, its
+   * address may come back from another thread's page_alloc, whose record
+   * must not meet this one.  Its place stays promised (pages_coming), so
+   * a refused free puts it back without growing the registry. */
   memmove(&g->pages[i], &g->pages[i + 1],
           (g->npages - i - 1) * sizeof *g->pages);
   g->npages--;
-  g->bytes_held -= size;
+  g->pages_coming++;
   pthread_mutex_unlock(&g->lock);
-  return HIPPO_SUCCESS;
+  st = enter(g, "page_free", &sc);
+  if (st == HIPPO_SUCCESS)
+    st = leave(g, &sc,
+               RT(g, g->rt->free_((void *)(uintptr_t)addr), "Free", NULL));
+  pthread_mutex_lock(&g->lock);
+  g->pages_coming--;
+  if (st == HIPPO_SUCCESS) {
+    g->bytes_held -= size;
+  } else { /* still held: back in the registry */
+    i = page_at(g, addr);
+    memmove(&g->pages[i + 1], &g->pages[i],
+            (g->npages - i) * sizeof *g->pages);
+    g->pages[i] = (gpu_page){addr, size};
+    g->npages++;
+  }
+  pthread_mutex_unlock(&g->lock);
+  return st;
 }
 
 /* ---- streams, copies, events ------------------------------------------------ */

@@ -770,6 +770,36 @@ START_TEST(test_page_free_unknown) {
 }
 END_TEST
 
+/* A page whose free the runtime refuses stays held and in the registry
+ * (page_free takes its record out before the runtime frees, so that an
+ * address handed out again meanwhile meets no stale record, and puts it
+ * back): its bytes read back, and a later free succeeds. */
+START_TEST(test_page_free_refused) {
+  hippo__backend *be;
+  unsigned char in[256], out[256];
+  uint64_t p;
+  runtimes(fake_hip(), NULL);
+  be = gpu_new(0, 0, 0);
+  p = page_new(be, 8192);
+  for (size_t i = 0; i < sizeof in; i++)
+    in[i] = (unsigned char)(i * 5 + 3);
+  OKE(be->ops->emu_write(be, p + 4096, in, sizeof in));
+  env("FAKE_GPU_FAIL", "free");
+  REFUSES(be->ops->page_free(be, p, 8192), HIPPO_BACKEND_ERROR);
+  SAYS("HIP hipFree failed: fakeError (400)");
+  unsetenv("FAKE_GPU_FAIL");
+  ck_assert_uint_eq(counters_of(be).pages_held, 1);
+  ck_assert_uint_eq(counters_of(be).bytes_held, 8192);
+  memset(out, 0, sizeof out);
+  OKE(be->ops->emu_read(be, p + 4096, out, sizeof out)); /* still live */
+  ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
+  OKE(be->ops->page_free(be, p, 8192));
+  ck_assert_uint_eq(counters_of(be).pages_held, 0);
+  REFUSES(be->ops->emu_read(be, p, out, 1), HIPPO_INVALID_ARGUMENT);
+  be->ops->destroy(be);
+}
+END_TEST
+
 /* emu_read, emu_write and copy take only ranges inside one live page
  * (HIPPO_INVALID_ARGUMENT naming the call and the argument); inside, the
  * bytes move, a copy once its stream is synchronized. */
@@ -1145,6 +1175,7 @@ int main(void) {
   tcase_add_checked_fixture(tc, clean, clean);
   tcase_add_test(tc, test_stream_of_another_device);
   tcase_add_test(tc, test_page_free_unknown);
+  tcase_add_test(tc, test_page_free_refused);
   tcase_add_test(tc, test_ranges_and_bytes);
   tcase_add_test(tc, test_events_and_captures);
   tcase_add_test(tc, test_faults_and_counters);

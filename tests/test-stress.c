@@ -909,6 +909,130 @@ START_TEST(test_concurrent_pages) {
 }
 END_TEST
 
+/* A page's address handed out again while its free is still being
+ * answered.  Once the runtime has freed a page, another thread's Malloc
+ * may get the same address; the HIP backend must by then have taken the
+ * old page out of its registry, or it holds two records at that address
+ * and the free removes the new page's, leaving the old one's size.
+ * Thread 0 releases a slice (a page of 128 KiB) and cleans up its
+ * stream, so the page goes back (the stand-in's Free sleeps after it
+ * freed, FAKE_GPU_SLOW_US), while the others reserve a page each (64 KiB,
+ * the layout's other pool; the stand-in's Malloc hands the freed address
+ * back, FAKE_GPU_REUSE).  After each round every new page is written and
+ * read back, and at the end every page goes back (a record of the wrong
+ * size refuses its free).  On HOST and DRY the variables do nothing: a
+ * plain concurrency check. */
+#define REUSE_THREADS 4
+#define REUSE_ROUNDS 6
+
+typedef struct reuser {
+  const hippo_api *api;
+  hippo_device *dev;
+  hippo_stream *s;
+  pthread_barrier_t *round;
+  hippo_handle held[REUSE_ROUNDS]; /* thread 0: a page to give back each
+                                      round */
+  int id;
+  char failure[256];
+} reuser;
+
+static void *reuse_pages(void *arg) {
+  reuser *r = arg;
+  const hippo_api *api = r->api;
+  hippo_handle h[REUSE_ROUNDS];
+  unsigned char *buf = malloc(PAGE_BYTES), *back = malloc(PAGE_BYTES);
+  hippo_status st = buf && back ? HIPPO_SUCCESS : HIPPO_OUT_OF_MEMORY;
+  const char *what = "malloc";
+  int n = 0;
+  for (int k = 0; k < REUSE_ROUNDS; k++) {
+    (void)pthread_barrier_wait(r->round);
+    if (st == HIPPO_SUCCESS && r->id == 0) {
+      what = "release";
+      if ((st = api->release(r->s, r->held[k])) == HIPPO_SUCCESS) {
+        what = "cleanup";
+        st = api->cleanup(r->dev, r->s); /* its page goes back */
+      }
+    } else if (st == HIPPO_SUCCESS) {
+      what = "reserve";
+      if ((st = api->reserve(r->s, PAGE_BYTES, HIPPO_MODE_AUTO, &h[n])) ==
+          HIPPO_SUCCESS)
+        n++;
+    }
+    /* the free answered: the new pages must be in the registry */
+    (void)pthread_barrier_wait(r->round);
+    if (st == HIPPO_SUCCESS && r->id != 0 && n > 0) {
+      void *p;
+      uint64_t got;
+      fill(buf, PAGE_BYTES, (unsigned)(r->id * 100 + k));
+      what = "resolve";
+      if ((st = api->resolve(r->s, h[n - 1], &p, &got)) == HIPPO_SUCCESS) {
+        what = "emu_write";
+        st = api->emu_write(r->dev, p, buf, PAGE_BYTES);
+      }
+      if (st == HIPPO_SUCCESS) {
+        what = "emu_read";
+        st = api->emu_read(r->dev, p, back, PAGE_BYTES);
+      }
+      if (st == HIPPO_SUCCESS && memcmp(buf, back, PAGE_BYTES) != 0)
+        snprintf(r->failure, sizeof r->failure,
+                 "round %d: the page read back changed", k);
+    }
+  }
+  if (st != HIPPO_SUCCESS)
+    note_failure(r->failure, sizeof r->failure, api, what, st);
+  for (int i = 0; i < n; i++)
+    if ((st = api->release(r->s, h[i])) != HIPPO_SUCCESS)
+      note_failure(r->failure, sizeof r->failure, api, "release", st);
+  free(buf);
+  free(back);
+  return NULL;
+}
+
+START_TEST(test_page_address_reuse) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  reuser r[REUSE_THREADS];
+  void *native[REUSE_THREADS];
+  pthread_t th[REUSE_THREADS];
+  pthread_barrier_t round;
+  /* a page a reservation: 64 KiB ones, and thread 0's of 128 KiB */
+  tu_layout_sliced(&l, PAGE_BYTES, PAGE_BYTES);
+  tu_layout_add_sliced(&l, 2 * PAGE_BYTES, 2 * PAGE_BYTES, 0);
+  ck_assert_int_eq(setenv("FAKE_GPU_SLOW_US", "300", 1), 0);
+  ck_assert_int_eq(setenv("FAKE_GPU_REUSE", "1", 1), 0);
+  dev = tu_open(api, HIPPO_BACKEND_HOST, 64 * MiB, &l.layout);
+  ck_assert_int_eq(pthread_barrier_init(&round, NULL, REUSE_THREADS), 0);
+  for (int i = 0; i < REUSE_THREADS; i++) {
+    memset(&r[i], 0, sizeof r[i]);
+    r[i].api = api;
+    r[i].dev = dev;
+    r[i].round = &round;
+    r[i].id = i;
+    r[i].s = tu_attach(api, dev, &native[i]);
+  }
+  for (int k = 0; k < REUSE_ROUNDS; k++)
+    CK_OK(api, api->reserve(r[0].s, 2 * PAGE_BYTES, HIPPO_MODE_AUTO,
+                            &r[0].held[k]));
+  for (int i = 0; i < REUSE_THREADS; i++)
+    ck_assert_int_eq(pthread_create(&th[i], NULL, reuse_pages, &r[i]), 0);
+  for (int i = 0; i < REUSE_THREADS; i++)
+    ck_assert_int_eq(pthread_join(th[i], NULL), 0);
+  ck_assert_int_eq(pthread_barrier_destroy(&round), 0);
+  ck_assert_int_eq(unsetenv("FAKE_GPU_SLOW_US"), 0);
+  ck_assert_int_eq(unsetenv("FAKE_GPU_REUSE"), 0);
+  for (int i = 0; i < REUSE_THREADS; i++)
+    ck_assert_msg(r[i].failure[0] == 0, "thread %d: %s", i, r[i].failure);
+  /* thread 0 gave back one page a round */
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE],
+                    REUSE_ROUNDS);
+  CK_CHECK(api, dev);
+  for (int i = 0; i < REUSE_THREADS; i++)
+    tu_detach(api, dev, r[i].s, native[i]);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 static Suite *stress_suite(void) {
   Suite *s = suite_create("stress");
   TCase *tc = tcase_create("threads");
@@ -916,6 +1040,7 @@ static Suite *stress_suite(void) {
   tcase_add_test(tc, test_threads);
   tcase_add_test(tc, test_install_vs_tick);
   tcase_add_test(tc, test_concurrent_pages);
+  tcase_add_test(tc, test_page_address_reuse);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -19,11 +19,17 @@
  *   FAKE_GPU_MEMORY     bytes per device (default 1 GiB)
  *   FAKE_GPU_ALIGNMENT  texture alignment (default 256)
  *   FAKE_GPU_FAIL       "nodevice" (GetDeviceCount answers 100), "driver"
- *                       (35), "prohibited" (compute mode prohibited)
+ *                       (35), "prohibited" (compute mode prohibited),
+ *                       "free" (Free answers 400 and frees nothing)
  *   FAKE_GPU_SLOW_US    Malloc and StreamCreateWithFlags first sleep
- *                       this long (default 0), outside the lock: a slow
+ *                       this long (default 0), and Free sleeps twice as
+ *                       long after it freed, all outside the lock: a slow
  *                       driver, so that calls of several threads overlap
  *                       (tests/test-stress.c)
+ *   FAKE_GPU_REUSE      1: a freed allocation is kept and the next Malloc
+ *                       that fits in it (any thread's, any smaller size)
+ *                       gets its address back, as a driver reuses address
+ *                       space (default 0: freed to the host)
  *
  * One mutex guards everything: it is a test double, not a fast one.
  */
@@ -118,6 +124,7 @@ static fstream default_stream = {STREAM_MAGIC, 0,     NULL, 0,    0, 0,
 static fstream *streams;
 static fevent *events;
 static falloc *allocs;
+static falloc *reusable; /* freed, kept for FAKE_GPU_REUSE */
 static size_t used[64];
 static unsigned long long next_capture = 1;
 static _Thread_local int current;
@@ -292,9 +299,37 @@ EXPORT const char *FN(GetErrorString)(int err) {
 
 /* ---- memory -------------------------------------------------------------------- */
 
+/* A freed allocation kept for FAKE_GPU_REUSE that holds `size` bytes,
+ * off the list and now of that size, or NULL (the lock held). */
+static falloc *reuse(size_t size) {
+  for (falloc **link = &reusable; *link; link = &(*link)->next)
+    if ((*link)->size >= size) {
+      falloc *a = *link;
+      *link = a->next;
+      a->size = size;
+      return a;
+    }
+  return NULL;
+}
+
+/* A new allocation of `size` bytes (the lock held), or NULL. */
+static falloc *fresh(size_t size) {
+  size_t align = (size_t)env_u64("FAKE_GPU_ALIGNMENT", 256);
+  falloc *a = malloc(sizeof *a);
+  if (align < 4096)
+    align = 4096;
+  if (a)
+    a->p = aligned_alloc(align, (size + align - 1) / align * align);
+  if (!a || !a->p) {
+    free(a);
+    return NULL;
+  }
+  a->size = size;
+  return a;
+}
+
 EXPORT int FN(Malloc)(void **p, size_t size) {
   uint64_t mem = env_u64("FAKE_GPU_MEMORY", UINT64_C(1) << 30);
-  size_t align = (size_t)env_u64("FAKE_GPU_ALIGNMENT", 256);
   falloc *a;
   if (!p)
     return E_VALUE;
@@ -304,17 +339,11 @@ EXPORT int FN(Malloc)(void **p, size_t size) {
     pthread_mutex_unlock(&mu);
     return E_OOM;
   }
-  a = malloc(sizeof *a);
-  if (align < 4096)
-    align = 4096;
-  if (a)
-    a->p = aligned_alloc(align, (size + align - 1) / align * align);
-  if (!a || !a->p) {
-    free(a);
+  a = reuse(size); /* a freed address comes back first */
+  if (!a && !(a = fresh(size))) {
     pthread_mutex_unlock(&mu);
     return E_OOM;
   }
-  a->size = size;
   a->device = current;
   a->next = allocs;
   allocs = a;
@@ -331,6 +360,11 @@ static int free_now(void *p) {
       falloc *a = *link;
       *link = a->next;
       used[a->device] -= a->size;
+      if (env_u64("FAKE_GPU_REUSE", 0)) {
+        a->next = reusable;
+        reusable = a;
+        return OK;
+      }
       free(a->p);
       free(a);
       return OK;
@@ -342,10 +376,14 @@ EXPORT int FN(Free)(void *p) {
   int err;
   if (!p)
     return OK;
+  if (!strcmp(fail_mode(), "free"))
+    return E_HANDLE;
   pthread_mutex_lock(&mu);
   run_all(); /* a free waits for the device, as the real one does */
   err = free_now(p);
   pthread_mutex_unlock(&mu);
+  slow(); /* freed: the address may be handed out meanwhile */
+  slow();
   return err;
 }
 
