@@ -163,6 +163,15 @@ static size_t page_at(const gpu_backend *g, uint64_t addr) {
   return lo;
 }
 
+/* Page [addr, addr+size) enters the registry, in address order (a
+ * promised place: npages < cap_pages).  Locked. */
+static void page_record(gpu_backend *g, uint64_t addr, uint64_t size) {
+  size_t i = page_at(g, addr);
+  memmove(&g->pages[i + 1], &g->pages[i], (g->npages - i) * sizeof *g->pages);
+  g->pages[i] = (gpu_page){addr, size};
+  g->npages++;
+}
+
 static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
                                    uint64_t *addr) {
   gpu_backend *g = gpu_of(be);
@@ -170,7 +179,6 @@ static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
   hippo_status st;
   void *p = NULL;
   int err;
-  size_t i;
 
   if ((st = call(g, HIPPO_CALL_ALLOC)) != HIPPO_SUCCESS)
     return st;
@@ -228,10 +236,7 @@ static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
     return hippo__error_wrap(st, "%s page_alloc of %llu bytes", g->rt->name,
                              (unsigned long long)size);
   }
-  i = page_at(g, (uint64_t)(uintptr_t)p);
-  memmove(&g->pages[i + 1], &g->pages[i], (g->npages - i) * sizeof *g->pages);
-  g->pages[i] = (gpu_page){(uint64_t)(uintptr_t)p, size};
-  g->npages++;
+  page_record(g, (uint64_t)(uintptr_t)p, size);
   if (g->bytes_held > g->peak_bytes_held)
     g->peak_bytes_held = g->bytes_held;
   pthread_mutex_unlock(&g->lock);
@@ -277,11 +282,7 @@ static hippo_status gpu_page_free(hippo__backend *be, uint64_t addr,
   if (st == HIPPO_SUCCESS) {
     g->bytes_held -= size;
   } else { /* still held: back in the registry */
-    i = page_at(g, addr);
-    memmove(&g->pages[i + 1], &g->pages[i],
-            (g->npages - i) * sizeof *g->pages);
-    g->pages[i] = (gpu_page){addr, size};
-    g->npages++;
+    page_record(g, addr, size);
   }
   pthread_mutex_unlock(&g->lock);
   return st;
