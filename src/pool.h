@@ -85,7 +85,9 @@ typedef struct hippo__pool hippo__pool;
 typedef struct hippo__slice_ref {
   uint64_t addr;  /* device address of the slice */
   uint32_t slice; /* the pool's id for it, given back to release */
-  uint32_t gen;   /* pools with release_named: the slice's generation */
+  uint32_t gen;   /* pools with release_named: the slice's generation,
+                     never 0; other pools leave it as the caller set it
+                     (0: the manager's sign that a table handle is due) */
 } hippo__slice_ref;
 
 /* The generation history of a pool that names its reservations: its

@@ -323,14 +323,15 @@ HOT void free_remove(sliced *p, uint32_t i) {
   free_unlink(p, i, class_of(p->slices[i].size), false);
 }
 
-/* Whether slice i's page serves (only an ARENA closes pages: a SLICED
- * pool answers without reading the page record). */
-static inline bool serves(const sliced *p, uint32_t i) {
-  return !p->arena || !p->pages[p->slices[i].page].closed;
+/* Whether slice i's page serves: only an ARENA closes pages, so where
+ * the kind is known (`arena` constant) a SLICED pool answers without
+ * reading the page record. */
+static inline bool serves_kind(const sliced *p, uint32_t i, bool arena) {
+  return !arena || !p->pages[p->slices[i].page].closed;
 }
 
 /* Slice i, now FREE, goes into the free index when its page serves
- * (`open`: serves(p, i), asked once by a caller that frees several slices
+ * (`open`: serves_kind, asked once by a caller that frees several slices
  * of one page), else (closed page) in no list. */
 static inline void free_put(sliced *p, uint32_t i, bool open) {
   slice *s = &p->slices[i];
@@ -810,10 +811,11 @@ HOT void merge(sliced *p, uint32_t a, uint32_t b) {
 
 /* Live or held slice i becomes free: its generation moves on, it merges
  * with its free neighbours, and its page waits once empty.  The page is
- * read once (an ARENA's closed flag) for the slice and its neighbours. */
-HOT void free_slice(sliced *p, uint32_t i) {
+ * read once (an ARENA's closed flag) for the slice and its neighbours;
+ * `arena` is p->arena, a constant where the caller knows the kind. */
+HOT void free_slice_kind(sliced *p, uint32_t i, bool arena) {
   slice *s = &p->slices[i];
-  bool open = serves(p, i);
+  bool open = serves_kind(p, i, arena);
   uint32_t n;
   s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
   n = s->prev_phys;
@@ -836,9 +838,14 @@ HOT void free_slice(sliced *p, uint32_t i) {
   }
 }
 
+static void free_slice(sliced *p, uint32_t i) {
+  free_slice_kind(p, i, p->arena);
+}
+
 /* Release live slice i; returns the size it was reserved with.  A slice a
- * graph holds is kept out of use (GUARDED) instead of becoming free. */
-HOT uint64_t release_slice(sliced *p, uint32_t i) {
+ * graph holds is kept out of use (GUARDED) instead of becoming free.
+ * `arena` as for free_slice_kind. */
+HOT uint64_t release_kind(sliced *p, uint32_t i, bool arena) {
   slice *s = &p->slices[i];
   uint64_t bytes = (uint64_t)s->size << p->head.align_shift;
   uint64_t size = bytes - s->prev_free;
@@ -848,8 +855,12 @@ HOT uint64_t release_slice(sliced *p, uint32_t i) {
     p->head.bytes_guarded += bytes;
     return size;
   }
-  free_slice(p, i);
+  free_slice_kind(p, i, arena);
   return size;
+}
+
+static uint64_t release_slice(sliced *p, uint32_t i) {
+  return release_kind(p, i, p->arena);
 }
 
 static void sliced_hold(hippo__pool *pool, uint32_t i) {
@@ -876,13 +887,25 @@ static inline bool is_live(const sliced *p, uint32_t i, uint32_t gen) {
   return i < p->slice_count && p->slices[i].sg == (SLICE_LIVE << 24 | gen);
 }
 
-static bool sliced_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
-                                 uint64_t *size) {
+/* release_named, written once for both kinds (`arena` constant in each
+ * caller, as for reserve_kind: the SLICED release reads no page). */
+HOT bool release_named_kind(hippo__pool *pool, uint32_t i, uint32_t gen,
+                            uint64_t *size, bool arena) {
   sliced *p = (sliced *)pool;
   if (HIPPO__UNLIKELY(!is_live(p, i, gen)))
     return false;
-  *size = release_slice(p, i);
+  *size = release_kind(p, i, arena);
   return true;
+}
+
+static bool sliced_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                 uint64_t *size) {
+  return release_named_kind(pool, i, gen, size, false);
+}
+
+static bool arena_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                uint64_t *size) {
+  return release_named_kind(pool, i, gen, size, true);
 }
 
 static bool sliced_resolve_named(const hippo__pool *pool, uint32_t i,
@@ -1554,16 +1577,17 @@ void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
   .cleanup = sliced_cleanup, .gives_back = sliced_gives_back,                  \
   .tick = sliced_tick, .report = sliced_report,                                \
   .check = sliced_check, .destroy = sliced_destroy,                            \
-  .release_named = sliced_release_named,                                       \
   .resolve_named = sliced_resolve_named, .release_all = sliced_release_all,    \
   .names_take = sliced_names_take, .names_give = sliced_names_give
 
-static const hippo__pool_ops sliced_ops = {SLICED_OPS,
-                                           .reserve = sliced_reserve};
+static const hippo__pool_ops sliced_ops = {
+    SLICED_OPS, .reserve = sliced_reserve,
+    .release_named = sliced_release_named};
 
 static const hippo__pool_ops arena_ops = {
     SLICED_OPS,
     .reserve = arena_reserve,
+    .release_named = arena_release_named,
     .reloc_shape = arena_reloc_shape,
     .reloc_plan = arena_reloc_plan,
     .reloc_commit = arena_reloc_commit,
