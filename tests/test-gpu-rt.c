@@ -1175,18 +1175,11 @@ int main(void) {
   tcase_add_checked_fixture(tc, clean, clean);
   tcase_add_test(tc, test_stream_of_another_device);
   tcase_add_test(tc, test_page_free_unknown);
+  tcase_add_test(tc, test_page_free_refused);
   tcase_add_test(tc, test_ranges_and_bytes);
   tcase_add_test(tc, test_events_and_captures);
   tcase_add_test(tc, test_faults_and_counters);
   tcase_add_test(tc, test_destroy_gives_back);
-  /* last of the case: in its first place, after test_page_free_unknown,
-   * a build with --enable-sanitizers=address,undefined failed the next
-   * test, every run: LeakSanitizer's tracer crashed on a bogus dynamic TLS
-   * range (the dlopened stand-in's) in that test's forked process.
-   * Without the sanitizers the tests pass in any order; with them, here
-   * or unforked (CK_FORK=no).  It looks like a sanitizer fault that
-   * follows the parent's heap layout, not one of this test's. */
-  tcase_add_test(tc, test_page_free_refused);
   suite_add_tcase(s, tc);
 
   tc = tcase_create("devices");
