@@ -396,7 +396,9 @@ typedef struct hippo_api {
   /* Frees every page of the stream; live reservations are dropped.  What
    * other streams use (record_use) is waited for first; pages holding
    * slices a graph not yet retired may use stay, with the device, until
-   * graph_retire or device_close. */
+   * graph_retire or device_close.  Such a page whose free failed once the
+   * graph was retired is tried again at the next stream_detach,
+   * graph_retire or cleanup(device, NULL). */
   hippo_status (*stream_detach)(hippo_stream *stream);
 
   /* Layouts. */

@@ -7,7 +7,9 @@
  * opcode byte and its arguments.  An input that ends mid-operation ends
  * there (missing bytes read as 0).  After the last operation the driver
  * ends every capture, retires every graph, detaches every stream, checks
- * that every page went back to the backend and closes the device.
+ * that every page went back to the backend (after a cleanup of every
+ * stream where a page a graph had retained failed to go earlier, with no
+ * stream left to detach) and closes the device.
  *
  * After every operation:
  *  - the call's status is one the model allows (model.h), widened only by
