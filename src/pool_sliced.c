@@ -594,6 +594,19 @@ static hippo_status no_page(sliced *p, uint64_t bytes, uint64_t size) {
       args, 5);
 }
 
+/* The lazy message of a page an ARENA's max_pool_size leaves no room for
+ * (no_page's numbers would read "of 0 pages": an ARENA caps bytes). */
+static hippo_status no_room_under_cap(sliced *p, uint64_t bytes,
+                                      uint64_t size) {
+  uint64_t args[] = {p->cap_bytes, bytes, p->head.bytes_reserved, size};
+  return hippo__error_lazy(
+      HIPPO_POOL_CAPACITY_EXCEEDED,
+      "ARENA pool (max_pool_size %llu B): %llu B do not fit: its pages "
+      "hold %llu B and a page of %llu B more would pass max_pool_size; "
+      "release, relocate, raise max_pool_size, or let a later pool take it",
+      args, 4);
+}
+
 /* Take a page of `size` bytes for page-size slot `slot` from the backend;
  * it becomes one free slice (on the empty FIFO).  Nodes were reserved by
  * the caller.  A cap or a refused page changes nothing. */
@@ -602,8 +615,9 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint64_t size,
   uint64_t addr;
   uint32_t pg, si;
   hippo_status st;
-  if (bytes > size || (uint64_t)p->head.pages >= p->max_pages ||
-      p->head.bytes_reserved + size > p->cap_bytes)
+  if (p->head.bytes_reserved + size > p->cap_bytes)
+    return no_room_under_cap(p, bytes, size);
+  if (bytes > size || (uint64_t)p->head.pages >= p->max_pages)
     return no_page(p, bytes, size);
   if (p->page_unused == NIL && p->page_count == p->page_cap) {
     uint32_t cap = p->page_cap ? p->page_cap * 2 : 16;

@@ -193,6 +193,57 @@ START_TEST(test_refused_growth) {
 }
 END_TEST
 
+/* A destination page the ARENA's own max_pool_size refuses is no room, as
+ * one the device refuses: relocate_device answers HIPPO_SUCCESS, the
+ * outdated page stays whole (pages_no_room) with its bytes.  It answered
+ * HIPPO_POOL_CAPACITY_EXCEEDED, found by the fuzz driver (seeds 181, 216),
+ * with a message counting "3 of 0 pages": an ARENA caps bytes, and a
+ * reservation its cap refuses now says so. */
+START_TEST(test_capped_destination_is_no_room) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  void *n;
+  hippo_stream *s;
+  hippo_handle a, b, c, h;
+  hippo_relocation_report rep;
+  uint64_t addr;
+  arena_layout(&l, 2 * MiB, 16 * MiB, 0);
+  l.pools[0].max_pool_size = 14 * MiB;
+  dev = tu_open(api, HIPPO_BACKEND_HOST, 64 * MiB, &l.layout);
+  s = tu_attach(api, dev, &n);
+  a = tu_reserve(api, s, MiB);      /* the 2 MiB page */
+  b = tu_reserve(api, s, 10 * MiB); /* grows: an 11 MiB page, 2 outdated */
+  c = tu_reserve(api, s, MiB);      /* fills the 11 MiB page */
+  ck_assert_uint_eq(arena(api, s).outdated_pages, 1);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 13 * MiB);
+  addr = tu_addr(api, s, a);
+  tu_fill(api, dev, (void *)(uintptr_t)addr, MiB, 7);
+  /* a must move to a new 11 MiB page: 13 + 11 MiB pass the 14 MiB cap */
+  TU_SIZED(rep);
+  CK_OK(api, api->relocate_with(dev, NULL, HIPPO_RELOCATE_CAPTURE, &rep));
+  ck_assert_uint_eq(rep.failure_count, 0);
+  ck_assert_uint_eq(rep.slices_moved, 0);
+  ck_assert_uint_eq(rep.pages_no_room, 1);
+  ck_assert_uint_eq(rep.pages_added, 0);
+  ck_assert_uint_eq(tu_addr(api, s, a), addr);
+  TU_VERIFY(api, dev, (void *)(uintptr_t)addr, MiB, 7);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 13 * MiB);
+  CK_CHECK(api, dev);
+  /* a reservation the cap refuses names the ARENA and its bytes */
+  CK_STATUS(api, api->reserve(s, 4 * MiB, HIPPO_MODE_AUTO, &h),
+            HIPPO_POOL_CAPACITY_EXCEEDED);
+  CK_ERROR_HAS(api, "ARENA pool (max_pool_size 14680064 B)");
+  CK_ERROR_HAS(api, "its pages hold 13631488 B");
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, a));
+  CK_OK(api, api->release(s, b));
+  CK_OK(api, api->release(s, c));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* An outdated page that empties goes back at the next reservation's tick
  * (a release makes no driver call), whatever dealloc_period says; its slot
  * is free again.  Without a period (no ticks) cleanup gives it back. */
@@ -1090,6 +1141,7 @@ static Suite *relocation_suite(void) {
   TCase *tc = tcase_create("arena");
   tcase_add_test(tc, test_page_size_grows);
   tcase_add_test(tc, test_refused_growth);
+  tcase_add_test(tc, test_capped_destination_is_no_room);
   tcase_add_loop_test(tc, test_outdated_page_drains, 0, 2);
   tcase_add_test(tc, test_page_sizes_exhausted);
   suite_add_tcase(s, tc);

@@ -851,8 +851,8 @@ static int op_detach(fz *f, rd *r) {
     hippo_usage u = usage_of(f, ms->s, &st);
     if (st)
       return fail(f, "usage after a failed detach: %s", f->api->last_error());
-    if (u.allocations == 0)
-      hfz_stream_drop(&f->m, i);
+    if (u.allocations == 0) /* still attached: its uses stay (seed 161) */
+      hfz_stream_release_all(&f->m, i);
     else if (u.allocations != hfz_stream_count(&f->m, i))
       return fail(f, "a failed detach left %" PRIu64 " of %" PRIu64
                   " reservations",

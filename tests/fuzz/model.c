@@ -93,13 +93,17 @@ void hfz_release(hfz_model *m, hfz_handle *x) {
   memset(x, 0, sizeof *x);
 }
 
-void hfz_stream_drop(hfz_model *m, int stream) {
+void hfz_stream_release_all(hfz_model *m, int stream) {
   for (int i = 0; i < HFZ_MAX_HANDLES; i++)
     if (m->handles[i].h && m->handles[i].stream == stream) {
       keep_guarded(m, &m->handles[i]);
       m->stale[m->nstale++ % HFZ_MAX_STALE] = m->handles[i].h;
       memset(&m->handles[i], 0, sizeof m->handles[i]);
     }
+}
+
+void hfz_stream_drop(hfz_model *m, int stream) {
+  hfz_stream_release_all(m, stream);
   /* it used others' reservations no more */
   for (int i = 0; i < HFZ_MAX_HANDLES; i++)
     m->handles[i].users &= ~(UINT32_C(1) << stream);

@@ -117,8 +117,13 @@ int hfz_stream_free_slot(const hfz_model *m);
 bool hfz_any_capturing(const hfz_model *m);
 uint64_t hfz_stream_bytes(const hfz_model *m, int stream);
 uint64_t hfz_stream_count(const hfz_model *m, int stream);
-/* Detach: every reservation of the stream is dropped. */
+/* Detach: every reservation of the stream is dropped, and so are its uses
+ * of the others' (its queue ran when its native stream went). */
 void hfz_stream_drop(hfz_model *m, int stream);
+/* A detach that failed after releasing them: the stream's reservations
+ * are dropped, but it stays attached, so what it uses of the others'
+ * stays in use: its queued work may still read or write those bytes. */
+void hfz_stream_release_all(hfz_model *m, int stream);
 
 /* Reservations. */
 hfz_handle *hfz_handle_find(hfz_model *m, hippo_handle h);
