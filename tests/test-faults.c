@@ -856,12 +856,42 @@ END_TEST
 
 /* ---- regressions the campaign found ------------------------------------------- */
 
-/* A stream detached while a graph held a slice of it leaves its page with
- * the device (retained).  When the graph is retired and that page's free
- * fails, graph_retire still answers HIPPO_SUCCESS (the holds are gone);
- * the page stays counted with the device and goes at the next cleanup of
- * every stream.  It used to stay until another graph_retire or
- * device_close: cleanup did not look at retained streams. */
+/* Stream s (native n) releases h inside a capture and detaches, so its
+ * page stays with the device (retained); the graph is retired and that
+ * page's free fails: graph_retire still answers HIPPO_SUCCESS (the holds
+ * are gone) and the page stays counted.  `held`: the pages the device
+ * holds before and after. */
+static void retain_then_fail(const hippo_api *api, hippo_device *dev,
+                             hippo_stream *s, void *n, hippo_handle h,
+                             uint64_t held) {
+  uint64_t id;
+  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  CK_OK(api, api->release(s, h)); /* guarded for the graph */
+  CK_OK(api, api->emu_capture_end(dev, n));
+  tu_detach(api, dev, s, n); /* the page stays, retained */
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, held);
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
+                                   HIPPO_BACKEND_ERROR));
+  CK_OK(api, api->graph_retire(dev, id)); /* its free fails */
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 1);
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, held);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).pages, held); /* counted */
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_guarded, 0);
+  CK_CHECK(api, dev);
+}
+
+/* The device holds no page, in the backend's count and in its own. */
+static void nothing_held(const hippo_api *api, hippo_device *dev) {
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
+  ck_assert_uint_eq(tu_counters(api, dev).bytes_held, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).pages, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 0);
+  CK_CHECK(api, dev);
+}
+
+/* A retained page whose free failed goes at the next cleanup of every
+ * stream.  It used to stay until another graph_retire or device_close:
+ * cleanup did not look at retained streams. */
 START_TEST(test_retained_free_retried_by_cleanup) {
   const hippo_api *api = tu_api();
   tu_layout l;
@@ -870,28 +900,10 @@ START_TEST(test_retained_free_retried_by_cleanup) {
               tu_layout_sliced(&l, MiB, 256 * KiB));
   void *n;
   hippo_stream *s = tu_attach(api, dev, &n);
-  hippo_handle h = tu_reserve(api, s, 64 * KiB);
-  uint64_t id;
-  CK_OK(api, api->emu_capture_begin(dev, n, &id));
-  CK_OK(api, api->release(s, h)); /* guarded for the graph */
-  CK_OK(api, api->emu_capture_end(dev, n));
-  tu_detach(api, dev, s, n); /* the page stays, retained */
-  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
-                                   HIPPO_BACKEND_ERROR));
-  CK_OK(api, api->graph_retire(dev, id)); /* its free fails */
-  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 1);
-  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
-  ck_assert_uint_eq(tu_usage(api, dev, NULL).pages, 1); /* counted */
+  retain_then_fail(api, dev, s, n, tu_reserve(api, s, 64 * KiB), 1);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, MiB);
-  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_guarded, 0);
-  CK_CHECK(api, dev);
   CK_OK(api, api->cleanup(dev, NULL)); /* tried again: it goes */
-  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
-  ck_assert_uint_eq(tu_counters(api, dev).bytes_held, 0);
-  ck_assert_uint_eq(tu_usage(api, dev, NULL).pages, 0);
-  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 0);
-  CK_CHECK(api, dev);
+  nothing_held(api, dev);
   CK_OK(api, api->device_close(dev));
 }
 END_TEST
@@ -909,27 +921,11 @@ START_TEST(test_retained_free_retried_by_detach) {
   void *na, *nb;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_handle h = tu_reserve(api, a, 64 * KiB);
-  uint64_t id;
   (void)tu_reserve(api, b, 64 * KiB); /* b holds a page of its own */
-  CK_OK(api, api->emu_capture_begin(dev, na, &id));
-  CK_OK(api, api->release(a, h)); /* guarded for the graph */
-  CK_OK(api, api->emu_capture_end(dev, na));
-  tu_detach(api, dev, a, na); /* a's page stays, retained */
-  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 2);
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
-                                   HIPPO_BACKEND_ERROR));
-  CK_OK(api, api->graph_retire(dev, id)); /* its free fails */
-  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 1);
-  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 2);
-  ck_assert_uint_eq(tu_usage(api, dev, NULL).pages, 2);
-  CK_CHECK(api, dev);
+  retain_then_fail(api, dev, a, na, h, 2);
   tu_detach(api, dev, b, nb); /* b's page, then a's again: both go */
   ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 3);
-  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
-  ck_assert_uint_eq(tu_counters(api, dev).bytes_held, 0);
-  ck_assert_uint_eq(tu_usage(api, dev, NULL).pages, 0);
-  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 0);
-  CK_CHECK(api, dev);
+  nothing_held(api, dev);
   CK_OK(api, api->device_close(dev));
 }
 END_TEST
