@@ -422,8 +422,11 @@ typedef struct hippo_api {
    * reused only once the work `user` had queued by then has finished
    * (polled at the owner's later reservations, waited for by cleanup and
    * detach).  While `user` captures a graph, the reservation is guarded
-   * for that graph instead (graph_retire).  The reservation does not move
-   * until then.  Once per (reservation, user); user == stream: nothing to
+   * for that graph instead (graph_retire).  Released while `user`
+   * captures, the event is recorded once that capture ended (a record
+   * during it would be baked into the graph and mark nothing): the bytes
+   * wait until then, and cleanup answers HIPPO_GRAPH_RECORDING meanwhile.
+   * The reservation does not move until then.  Once per (reservation, user); user == stream: nothing to
    * do. */
   hippo_status (*record_use)(hippo_stream *stream, hippo_handle handle,
                              hippo_stream *user);

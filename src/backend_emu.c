@@ -422,8 +422,12 @@ static hippo_status emu_event_record(hippo__backend *be, void *event,
   if ((st = stream_call(emu, HIPPO_CALL_EVENT, "event_record", stream, &s)) ||
       (st = event_check(emu, event, "event_record", &e)))
     goto out;
-  e->stream = s;
-  e->target = s->queued;
+  /* As HIP: on a capturing stream the record becomes a node of the graph
+   * and leaves the event as it was (it marks none of the queued work). */
+  if (!s->capturing) {
+    e->stream = s;
+    e->target = s->queued;
+  }
 out:
   pthread_mutex_unlock(&emu->mutex);
   return st;

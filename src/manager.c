@@ -685,13 +685,45 @@ static void wait_done(hippo_stream *s, uint32_t i) {
   s->waits[i] = s->waits[--s->wait_count];
 }
 
+/* Records use u's event on its user, which marks the work the user queued
+ * so far; unless the user captures (*late then, nothing recorded): a
+ * record during a capture would be baked into the graph and mark none of
+ * the work queued before it (fake-hip fuzz seed 45). */
+static hippo_status use_record(hippo__backend *be, const hippo__use *u,
+                               bool *late) {
+  uint64_t cid = 0;
+  hippo_status st = capture_of(u->user, &cid);
+  *late = st == HIPPO_SUCCESS && cid != 0;
+  if (st == HIPPO_SUCCESS && !cid)
+    st = be->ops->event_record(be, u->event, u->user->native);
+  return st;
+}
+
+/* A late wait (hippo__use) whose user no longer captures gets its event
+ * recorded now; while the user still captures, nothing happens. */
+static hippo_status wait_mark(hippo__backend *be, hippo__use *w) {
+  bool late;
+  hippo_status st = use_record(be, w, &late);
+  if (st == HIPPO_SUCCESS && !late) {
+    w->late = false;
+    w->user = NULL;
+  }
+  return st;
+}
+
 /* At a reservation: the waiting slices whose events completed become
- * reusable.  Never waits; a failed query is counted and asked again. */
+ * reusable.  Never waits; a failed query or record is counted and tried
+ * again. */
 static void poll_waits(hippo_stream *s) {
   hippo__backend *be = s->device->be;
   for (uint32_t i = s->wait_count; i-- > 0;) {
+    hippo__use *w = &s->waits[i];
     bool done = false;
-    if (be->ops->event_query(be, s->waits[i].event, &done) != HIPPO_SUCCESS)
+    if (w->late && wait_mark(be, w) != HIPPO_SUCCESS)
+      s->event_failures++;
+    else if (w->late) /* its user still captures */
+      continue;
+    else if (be->ops->event_query(be, w->event, &done) != HIPPO_SUCCESS)
       s->event_failures++;
     else if (done)
       wait_done(s, i);
@@ -702,7 +734,18 @@ hippo_status hippo__manager_wait_uses_locked(hippo_stream *s) {
   hippo__backend *be = s->device->be;
   hippo_status first = HIPPO_SUCCESS;
   for (uint32_t i = s->wait_count; i-- > 0;) {
-    hippo_status st = be->ops->event_wait(be, s->waits[i].event);
+    hippo__use *w = &s->waits[i];
+    hippo_status st = w->late ? wait_mark(be, w) : HIPPO_SUCCESS;
+    if (st == HIPPO_SUCCESS && w->late && first == HIPPO_SUCCESS)
+      first = hippo__error_set(HIPPO_GRAPH_RECORDING,
+                               "a stream that used a released reservation "
+                               "(record_use) is capturing a graph; its "
+                               "bytes wait until the capture ends: retry "
+                               "then");
+    if (st == HIPPO_SUCCESS && w->late)
+      continue;
+    if (st == HIPPO_SUCCESS)
+      st = be->ops->event_wait(be, w->event);
     if (st == HIPPO_SUCCESS)
       wait_done(s, i);
     else if (first == HIPPO_SUCCESS)
@@ -724,9 +767,10 @@ static hippo_status uses_released(hippo_stream *s, uint32_t pool,
     if (u->pool != pool || u->slice != slice)
       continue;
     n++;
+    u->late = false;
     st = use_room(&s->waits, s->wait_count + n - 1, &s->wait_cap);
     if (st == HIPPO_SUCCESS && u->user)
-      st = be->ops->event_record(be, u->event, u->user->native);
+      st = use_record(be, u, &u->late);
     if (st != HIPPO_SUCCESS)
       return hippo__error_wrap(st,
                                "release: marking the work of a stream that "
@@ -737,7 +781,8 @@ static hippo_status uses_released(hippo_stream *s, uint32_t pool,
     hippo__use *u = &s->uses[i];
     if (u->pool != pool || u->slice != slice)
       continue;
-    u->user = NULL;
+    if (!u->late) /* recorded */
+      u->user = NULL;
     s->waits[s->wait_count++] = *u;
     s->uses[i] = s->uses[--s->use_count];
   }
@@ -753,13 +798,25 @@ static hippo_status release_uses(hippo_stream *s, hippo_handle h) {
   return uses_released(s, pool, slice);
 }
 
+/* use_record where the user must not capture (a detach, refused while a
+ * stream of the device captures): a capture is HIPPO_GRAPH_RECORDING. */
+static hippo_status use_record_now(hippo__backend *be, const hippo__use *u) {
+  bool late;
+  hippo_status st = use_record(be, u, &late);
+  if (st == HIPPO_SUCCESS && late)
+    st = hippo__error_set(HIPPO_GRAPH_RECORDING,
+                          "a stream that uses the reservations "
+                          "(record_use) is capturing a graph; retry once "
+                          "the capture ended");
+  return st;
+}
+
 hippo_status hippo__manager_drop_uses_locked(hippo_stream *s) {
   hippo__backend *be = s->device->be;
   hippo_status st = HIPPO_SUCCESS;
   for (uint32_t i = 0; i < s->use_count && st == HIPPO_SUCCESS; i++)
     if (s->uses[i].user)
-      st = be->ops->event_record(be, s->uses[i].event,
-                                 s->uses[i].user->native);
+      st = use_record_now(be, &s->uses[i]);
   for (uint32_t i = 0; i < s->use_count && st == HIPPO_SUCCESS; i++)
     st = be->ops->event_wait(be, s->uses[i].event);
   if (st != HIPPO_SUCCESS)
@@ -776,22 +833,31 @@ hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
                                                hippo_stream *user,
                                                bool mark) {
   hippo__backend *be = s->device->be;
-  if (mark) { /* recorded: waited for at the release */
+  if (mark) { /* recorded: waited for at the release, or polled */
     for (uint32_t i = 0; i < s->use_count; i++)
       if (s->uses[i].user == user)
         s->uses[i].user = NULL;
+    for (uint32_t i = 0; i < s->wait_count; i++)
+      if (s->waits[i].late && s->waits[i].user == user) {
+        s->waits[i].late = false;
+        s->waits[i].user = NULL;
+      }
     return HIPPO_SUCCESS;
   }
-  for (uint32_t i = 0; i < s->use_count; i++)
-    if (s->uses[i].user == user) {
-      hippo_status st =
-          be->ops->event_record(be, s->uses[i].event, user->native);
-      if (st != HIPPO_SUCCESS)
-        return hippo__error_wrap(st,
-                                 "stream_detach: marking the work of the "
-                                 "stream on reservations it uses; nothing "
-                                 "was released, retry");
-    }
+  /* its uses, and the late waits (released while it captured) */
+  for (uint32_t k = 0; k < s->use_count + s->wait_count; k++) {
+    hippo__use *u = k < s->use_count ? &s->uses[k]
+                                     : &s->waits[k - s->use_count];
+    hippo_status st;
+    if (u->user != user || (k >= s->use_count && !u->late))
+      continue;
+    st = use_record_now(be, u);
+    if (st != HIPPO_SUCCESS)
+      return hippo__error_wrap(st,
+                               "stream_detach: marking the work of the "
+                               "stream on reservations it uses; nothing "
+                               "was released, retry");
+  }
   return HIPPO_SUCCESS;
 }
 
@@ -1316,6 +1382,17 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
   for (uint32_t i = 0; i < s->leaving.count; i++) {
     reserved += s->leaving.pages[i].size;
     pages++;
+  }
+  for (uint32_t i = 0; i < s->wait_count; i++) {
+    const hippo__use *w = &s->waits[i];
+    if (w->late ? !w->user || w->user->magic != HIPPO__STREAM_MAGIC
+                : w->user != NULL)
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "manager check: wait %u (slice %u of pool %u) "
+                              "is %s but names %s user",
+                              i, w->slice, w->pool,
+                              w->late ? "late" : "recorded",
+                              w->user ? "a" : "no");
   }
   if (holds != s->holds + s->use_count + s->wait_count)
     return hippo__error_set(HIPPO_INTERNAL,

@@ -25,11 +25,17 @@ _Static_assert(HIPPO__MAX_POOLS + 1 < HIPPO__HANDLE_TABLE,
 /* A use of one of the stream's slices by another stream (record_use): the
  * slice (pool index, slice id) holds a hold for it; `event` was made ready
  * at record_use and is recorded on `user` at the release (user NULL: it
- * was recorded when `user` detached). */
+ * was recorded when `user` detached).
+ * In the waits, `late` says the user was capturing at the release: a
+ * record then would be baked into its graph and mark none of the work it
+ * queued before, so nothing is recorded yet; the event is recorded on
+ * `user` (never NULL then) once it no longer captures, and the wait is
+ * done only after that.  Outside the waits, `late` means nothing. */
 typedef struct hippo__use {
   uint32_t pool, slice;
   hippo_stream *user;
   void *event;
+  bool late;
 } hippo__use;
 
 /* One stream's memory manager.

@@ -552,6 +552,72 @@ START_TEST(test_use_detach) {
 }
 END_TEST
 
+/* Stream b used a's slice x with a copy still queued, then began a
+ * capture; a releases x while b captures.  An event recorded on b then
+ * would be baked into b's graph and mark nothing (HIP), so x waits, late:
+ * no reservation gets x's bytes while b captures, nor after the capture
+ * ended until b's copy ran; b read x's bytes intact.  A second late wait
+ * is marked when b detaches (found by fake-hip fuzz seed 45). */
+START_TEST(test_use_released_while_capturing) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  void *na, *nb;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_handle x, y, keep, r1, r2, r3;
+  uint64_t ax, id;
+  x = tu_reserve(api, a, 64 * KiB);
+  ax = tu_addr(api, a, x);
+  keep = tu_reserve(api, a, 64 * KiB); /* keeps the page from emptying */
+  tu_fill(api, dev, (void *)(uintptr_t)ax, 64 * KiB, 45);
+  y = tu_reserve(api, b, 64 * KiB);
+  CK_OK(api, api->record_use(a, x, b));
+  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+                           (const void *)(uintptr_t)ax, 64 * KiB));
+  CK_OK(api, api->emu_capture_begin(dev, nb, &id));
+  CK_OK(api, api->release(a, x));
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  CK_CHECK(api, dev);
+  r1 = tu_reserve(api, a, 64 * KiB); /* b captures: not x */
+  ck_assert_uint_ne(tu_addr(api, a, r1), ax);
+  tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, a, r1), 64 * KiB, 46);
+  CK_STATUS(api, api->cleanup(dev, a), HIPPO_GRAPH_RECORDING);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  CK_OK(api, api->emu_capture_end(dev, nb));
+  r2 = tu_reserve(api, a, 64 * KiB); /* marked now; the copy is queued */
+  ck_assert_uint_ne(tu_addr(api, a, r2), ax);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->emu_stream_sync(dev, nb)); /* b's copy runs */
+  r3 = tu_reserve(api, a, 64 * KiB); /* x again */
+  ck_assert_uint_eq(tu_addr(api, a, r3), ax);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
+  tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, b, y), 64 * KiB,
+               45, __FILE__, __LINE__);
+  CK_CHECK(api, dev);
+  /* late again, and b detaches before a reserves: its work is marked */
+  CK_OK(api, api->record_use(a, r3, b));
+  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+                           (const void *)(uintptr_t)ax, 64 * KiB));
+  CK_OK(api, api->emu_capture_begin(dev, nb, &id));
+  CK_OK(api, api->release(a, r3));
+  CK_OK(api, api->emu_capture_end(dev, nb));
+  CK_OK(api, api->release(b, y));
+  tu_detach(api, dev, b, nb);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  CK_CHECK(api, dev); /* the wait no longer names b */
+  CK_OK(api, api->cleanup(dev, a));
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
+  tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, a, r1), 64 * KiB,
+               46, __FILE__, __LINE__);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, r1));
+  CK_OK(api, api->release(a, r2));
+  CK_OK(api, api->release(a, keep));
+  tu_detach(api, dev, a, na);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* A user that captures a graph: the slice is guarded for that graph. */
 START_TEST(test_use_by_capture) {
   const hippo_api *api = tu_api();
@@ -644,6 +710,7 @@ static Suite *guard_suite(void) {
   tcase_add_loop_test(tc, test_use_faults, 0, N_BACKENDS);
   tcase_add_test(tc, test_use_detach);
   tcase_add_loop_test(tc, test_use_failed_detach, 0, N_BACKENDS);
+  tcase_add_test(tc, test_use_released_while_capturing);
   tcase_add_loop_test(tc, test_use_by_capture, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
   return s;
