@@ -142,6 +142,33 @@ static hippo_status begin(gpu_backend *g, hippo_call_kind kind,
   return st != HIPPO_SUCCESS ? st : enter(g, why, sc);
 }
 
+/* Around a call the runtimes count as potentially unsafe while a stream
+ * captures (hipMalloc, hipEventQuery), the thread's capture mode is
+ * relaxed: otherwise such a call fails (hipErrorStreamCaptureUnsupported)
+ * and invalidates a capture in mode global on any stream -- one hippo does
+ * not know of, or one whose stream is not the reserving one -- and one
+ * this thread began.  Neither call conflicts with a capture: hippo never
+ * takes a page for a capturing stream (HIPPO_GRAPH_NEEDS_PAGE) and never
+ * records an event on one.  PyTorch's allocator relaxes its cudaMalloc the
+ * same way.  The thread's mode is put back after; a runtime without the
+ * call is used as it is. */
+typedef struct relaxed_scope {
+  int prev;     /* the thread's mode before */
+  bool restore; /* whether it was exchanged */
+} relaxed_scope;
+
+static void relax(const gpu_backend *g, relaxed_scope *rs) {
+  rs->prev = HIPPO__GPU_CAPTURE_RELAXED;
+  rs->restore = g->rt->exchange_capture_mode &&
+                g->rt->exchange_capture_mode(&rs->prev) == HIPPO__GPU_SUCCESS;
+}
+
+static void unrelax(const gpu_backend *g, const relaxed_scope *rs) {
+  int mode = rs->prev;
+  if (rs->restore)
+    (void)g->rt->exchange_capture_mode(&mode);
+}
+
 /* A runtime call's error code as a status (last_error set on failure). */
 #define RT(g, expr, name, hint)                                                \
   ((err = (expr)) == HIPPO__GPU_SUCCESS                                        \
@@ -220,8 +247,11 @@ static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
   pthread_mutex_unlock(&g->lock);
   st = enter(g, "page_alloc", &sc);
   if (st == HIPPO_SUCCESS) {
-    st = RT(g, g->rt->malloc_(&p, (size_t)size), "Malloc",
-            "release or clean up device memory");
+    relaxed_scope rs;
+    relax(g, &rs);
+    err = g->rt->malloc_(&p, (size_t)size);
+    unrelax(g, &rs);
+    st = RT(g, err, "Malloc", "release or clean up device memory");
     if (st == HIPPO_SUCCESS && !p)
       st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "%s Malloc of %llu bytes returned NULL",
@@ -394,9 +424,13 @@ static hippo_status gpu_event_query(hippo__backend *be, void *event,
   hippo_status st;
   int err;
 
+  relaxed_scope rs;
+
   if ((st = call(g, HIPPO_CALL_EVENT)) != HIPPO_SUCCESS)
     return st;
+  relax(g, &rs);
   err = g->rt->event_query(event);
+  unrelax(g, &rs);
   *done = err == HIPPO__GPU_SUCCESS;
   if (err == HIPPO__GPU_SUCCESS || err == HIPPO__GPU_NOT_READY)
     return HIPPO_SUCCESS;

@@ -64,6 +64,8 @@ static const sym syms[] = {
     {"hipStreamGetDevice", "cudaStreamGetDevice", AT(stream_device), false},
     {"hipDeviceGetName", NULL, AT(device_name), false},
     {NULL, "cudaGetDeviceProperties", AT(device_properties), false},
+    {"hipThreadExchangeStreamCaptureMode",
+     "cudaThreadExchangeStreamCaptureMode", AT(exchange_capture_mode), false},
 };
 #undef AT
 

@@ -120,6 +120,7 @@ typedef struct hippo__gpu_rt {
   int (*stream_device)(void *stream, int *dev);
   int (*device_name)(char *name, int len, int dev); /* HIP */
   int (*device_properties)(void *props, int dev);   /* CUDA: name first */
+  int (*exchange_capture_mode)(int *mode); /* the thread's capture mode */
 } hippo__gpu_rt;
 
 /* The runtime of `flavor`, loaded once.  HIPPO_NO_DEVICE when no library

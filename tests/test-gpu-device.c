@@ -276,6 +276,54 @@ START_TEST(test_announced_capture) {
 }
 END_TEST
 
+/* A capture in mode global (hipStreamBeginCapture's usual mode) runs on
+ * stream b while stream a reserves through hippo: one reservation takes a
+ * page (hipMalloc), and each polls a slice another stream used
+ * (hipEventQuery).  The runtimes prohibit such calls while a global
+ * capture runs, and one made anyway invalidates that capture; hippo makes
+ * them in relaxed mode, so the reservations succeed, the slice's event is
+ * read, and b's capture ends with its graph. */
+START_TEST(test_global_capture_elsewhere) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_gpu(api, 0);
+  void *na, *nb, *nc, *graph = NULL;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb),
+               *c = tu_attach(api, dev, &nc);
+  hippo_handle x, keep, big, y;
+  uint64_t allocs;
+  hippo_usage u;
+  gl_rt rt;
+
+  load_runtime(api, dev, &rt);
+  x = tu_reserve(api, a, 4 * KiB);
+  keep = tu_reserve(api, a, 4 * KiB);
+  CK_OK(api, api->record_use(a, x, c));
+  CK_OK(api, api->release(a, x)); /* waits for c's work (none) */
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  allocs = tu_counters(api, dev).calls[HIPPO_CALL_ALLOC];
+  RT_OK(rt, rt.begin_capture(nb, GL_CAPTURE_GLOBAL));
+  big = tu_reserve(api, a, 64 * MiB);
+  ck_assert_uint_gt(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC], allocs);
+  y = tu_reserve(api, a, 4 * KiB);
+  u = tu_usage(api, dev, a);
+  ck_assert_uint_eq(u.slices_waiting, 0);
+  ck_assert_uint_eq(u.event_failures, 0);
+  RT_OK(rt, rt.end_capture(nb, &graph));
+  ck_assert_ptr_nonnull(graph);
+  RT_OK(rt, rt.graph_destroy(graph));
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, big));
+  CK_OK(api, api->release(a, y));
+  CK_OK(api, api->release(a, keep));
+  (void)b;
+  tu_detach(api, dev, c, nc);
+  tu_detach(api, dev, b, nb);
+  tu_detach(api, dev, a, na);
+  CK_OK(api, api->device_close(dev));
+  gl_close(&rt);
+}
+END_TEST
+
 /* ---- relocation ---------------------------------------------------------- */
 
 #define R_STREAMS 2
@@ -520,6 +568,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_real_capture);
   tcase_add_test(tc, test_announced_capture);
+  tcase_add_test(tc, test_global_capture_elsewhere);
   suite_add_tcase(s, tc);
   tc = tcase_create("memory");
   tcase_set_timeout(tc, 300);

@@ -888,7 +888,7 @@ START_TEST(test_events_and_captures) {
   REFUSES(be->ops->emu_stream_destroy(be, s), HIPPO_BUSY);
   SAYS("is capturing; end the capture first");
   REFUSES(be->ops->stream_sync(be, s), HIPPO_BACKEND_ERROR);
-  SAYS("HIP hipStreamSynchronize failed: fakeError (900)");
+  SAYS("HIP hipStreamSynchronize failed: fakeErrorStreamCaptureUnsupported (900)");
   OKE(be->ops->emu_capture_end(be, s));
   REFUSES(be->ops->emu_capture_end(be, s), HIPPO_INVALID_ARGUMENT);
   SAYS("is not capturing");

@@ -14,6 +14,15 @@
  * run) and refuses to be synchronized (StreamCaptureUnsupported), as a
  * real one does.
  *
+ * Capture modes, as CUDA documents them (cudaThreadExchangeStreamCaptureMode):
+ * while a capture begun in mode global (0) or thread-local (1) runs, a
+ * potentially unsafe call -- Malloc, Free, EventQuery, EventSynchronize,
+ * DeviceSynchronize here -- made by the thread that began it, or (global
+ * captures) by any thread whose own mode is global, answers
+ * StreamCaptureUnsupported (900) and invalidates that capture: its
+ * EndCapture answers StreamCaptureInvalidated (901) and no graph.  A
+ * thread whose mode is relaxed (2) may make them.
+ *
  * Environment (read at each call that needs it):
  *   FAKE_GPU_DEVICES    devices (default 1; 0 answers NoDevice)
  *   FAKE_GPU_MEMORY     bytes per device (default 1 GiB)
@@ -65,7 +74,8 @@
 
 enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NODEV = 100,
        E_BADDEV = 101, E_HANDLE = 400, E_NOT_READY = 600,
-       E_CAPTURE_UNSUPPORTED = 900 };
+       E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901 };
+enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 };
 
 enum { OP_COPY, OP_FREE };
 
@@ -96,6 +106,9 @@ typedef struct fstream {
   bool capturing;
   unsigned long long capture_id;
   fgraph *graph; /* while capturing: what the capture recorded */
+  int capture_mode;         /* while capturing: the mode it began in */
+  pthread_t capture_thread; /* and the thread that began it */
+  bool invalidated;         /* an unsafe call broke the capture */
   struct fstream *next;
 } fstream;
 
@@ -119,8 +132,7 @@ typedef struct falloc {
 #define EXEC_MAGIC 0x47455845u
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static fstream default_stream = {STREAM_MAGIC, 0,     NULL, 0,    0, 0,
-                                 0,            false, 0,    NULL, NULL};
+static fstream default_stream = {.magic = STREAM_MAGIC};
 static fstream *streams;
 static fevent *events;
 static falloc *allocs;
@@ -128,6 +140,7 @@ static falloc *reusable; /* freed, kept for FAKE_GPU_REUSE */
 static size_t used[64];
 static unsigned long long next_capture = 1;
 static _Thread_local int current;
+static _Thread_local int thread_mode; /* MODE_GLOBAL until exchanged */
 
 static uint64_t env_u64(const char *name, uint64_t dflt) {
   const char *v = getenv(name);
@@ -201,6 +214,38 @@ static void run(fstream *s, uint64_t upto) {
     s->base += s->done;
     s->done = s->queued = 0;
   }
+}
+
+/* A potentially unsafe call is about to run (the lock held): OK, or
+ * E_CAPTURE_UNSUPPORTED when a capture prohibits it, each such capture
+ * invalidated (see the head of this file). */
+static int unsafe_call(void) {
+  int err = OK;
+  if (thread_mode == MODE_RELAXED)
+    return OK;
+  for (fstream *s = streams; s; s = s->next) {
+    bool own;
+    if (!s->capturing)
+      continue;
+    own = pthread_equal(s->capture_thread, pthread_self());
+    if ((own && s->capture_mode != MODE_RELAXED) ||
+        (!own && thread_mode == MODE_GLOBAL &&
+         s->capture_mode == MODE_GLOBAL)) {
+      s->invalidated = true;
+      err = E_CAPTURE_UNSUPPORTED;
+    }
+  }
+  return err;
+}
+
+EXPORT int FN(ThreadExchangeStreamCaptureMode)(int *mode) {
+  int old;
+  if (!mode || *mode < MODE_GLOBAL || *mode > MODE_RELAXED)
+    return E_VALUE;
+  old = thread_mode;
+  thread_mode = *mode;
+  *mode = old;
+  return OK;
 }
 
 static void run_all(void) {
@@ -288,6 +333,10 @@ EXPORT const char *FN(GetErrorName)(int err) {
     return "fakeErrorNoDevice";
   case E_DRIVER:
     return "fakeErrorInsufficientDriver";
+  case E_CAPTURE_UNSUPPORTED:
+    return "fakeErrorStreamCaptureUnsupported";
+  case E_CAPTURE_INVALIDATED:
+    return "fakeErrorStreamCaptureInvalidated";
   default:
     return "fakeError";
   }
@@ -335,6 +384,10 @@ EXPORT int FN(Malloc)(void **p, size_t size) {
     return E_VALUE;
   slow();
   pthread_mutex_lock(&mu);
+  if (unsafe_call() != OK) {
+    pthread_mutex_unlock(&mu);
+    return E_CAPTURE_UNSUPPORTED;
+  }
   if (size > mem - used[current]) {
     pthread_mutex_unlock(&mu);
     return E_OOM;
@@ -379,6 +432,10 @@ EXPORT int FN(Free)(void *p) {
   if (!strcmp(fail_mode(), "free"))
     return E_HANDLE;
   pthread_mutex_lock(&mu);
+  if (unsafe_call() != OK) {
+    pthread_mutex_unlock(&mu);
+    return E_CAPTURE_UNSUPPORTED;
+  }
   run_all(); /* a free waits for the device, as the real one does */
   err = free_now(p);
   pthread_mutex_unlock(&mu);
@@ -435,10 +492,13 @@ EXPORT int FN(FreeAsync)(void *p, void *stream) {
 }
 
 EXPORT int FN(DeviceSynchronize)(void) {
+  int err;
   pthread_mutex_lock(&mu);
-  run_all();
+  err = unsafe_call();
+  if (err == OK)
+    run_all();
   pthread_mutex_unlock(&mu);
-  return OK;
+  return err;
 }
 
 /* ---- streams ---------------------------------------------------------------- */
@@ -541,11 +601,12 @@ EXPORT int FN(StreamGetCaptureInfo)(void *stream, int *status,
 EXPORT int FN(StreamBeginCapture)(void *stream, int mode) {
   fstream *s;
   int err = OK;
-  (void)mode;
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
   if (!s)
     err = E_HANDLE;
+  else if (mode < MODE_GLOBAL || mode > MODE_RELAXED)
+    err = E_VALUE;
   else if (!stream || s->capturing)
     err = E_CAPTURE_UNSUPPORTED;
   else if (!(s->graph = calloc(1, sizeof *s->graph)))
@@ -554,6 +615,9 @@ EXPORT int FN(StreamBeginCapture)(void *stream, int mode) {
     s->graph->magic = GRAPH_MAGIC;
     s->capturing = true;
     s->capture_id = next_capture++;
+    s->capture_mode = mode;
+    s->capture_thread = pthread_self();
+    s->invalidated = false;
   }
   pthread_mutex_unlock(&mu);
   return err;
@@ -568,7 +632,14 @@ EXPORT int FN(StreamEndCapture)(void *stream, void **graph) {
     err = E_HANDLE;
   else if (!s->capturing)
     err = E_VALUE;
-  else {
+  else if (s->invalidated) { /* an unsafe call broke it: no graph */
+    s->capturing = false;
+    free(s->graph->list.ops);
+    free(s->graph);
+    s->graph = NULL;
+    *graph = NULL;
+    err = E_CAPTURE_INVALIDATED;
+  } else {
     s->capturing = false;
     *graph = s->graph;
     s->graph = NULL;
@@ -696,6 +767,8 @@ EXPORT int FN(EventQuery)(void *event) {
   pthread_mutex_lock(&mu);
   if (!e || e->magic != EVENT_MAGIC)
     err = E_HANDLE;
+  else if ((err = unsafe_call()) != OK)
+    ;
   else
     err = !e->stream || e->stream->base + e->stream->done >= e->target
               ? OK
@@ -710,6 +783,10 @@ EXPORT int FN(EventSynchronize)(void *event) {
   if (!e || e->magic != EVENT_MAGIC) {
     pthread_mutex_unlock(&mu);
     return E_HANDLE;
+  }
+  if (unsafe_call() != OK) {
+    pthread_mutex_unlock(&mu);
+    return E_CAPTURE_UNSUPPORTED;
   }
   if (e->stream)
     run(e->stream, e->target);
