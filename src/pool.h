@@ -223,6 +223,11 @@ typedef struct hippo__free_gate {
    * makes after the lock (hippo__leaving). */
   bool defer;
   hippo__leaving *leaving;
+  /* A lower bound on the due of every pool of the stream that ticks
+   * (hippo__pool_due_set lowers it with a pool's due; the manager sets it
+   * to their minimum when it looks at them): a reservation reads this one
+   * word, not each pool, to know no tick is due. */
+  uint64_t due_min;
 } hippo__free_gate;
 
 /* The common head of every pool.
@@ -337,9 +342,12 @@ static inline uint64_t hippo__pool_due_of(const hippo__pool *pool, bool any,
     return UINT64_MAX;
   return since > UINT64_MAX - period ? UINT64_MAX : since + period;
 }
-static inline void hippo__pool_set_due(hippo__pool *pool, bool any,
-                                       uint64_t since) {
-  pool->due = hippo__pool_due_of(pool, any, since);
+/* pool->due becomes `due`, and the stream's bound follows a lowering
+ * (hippo__free_gate.due_min).  Every write of due goes through here. */
+static inline void hippo__pool_due_set(hippo__pool *pool, uint64_t due) {
+  pool->due = due;
+  if (pool->gate && due < pool->gate->due_min)
+    pool->gate->due_min = due;
 }
 /* Whether pages may be given back now (see hippo__free_gate). */
 static inline bool hippo__gate_allows(hippo__free_gate *g) {

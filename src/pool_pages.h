@@ -124,14 +124,14 @@ static inline void hippo__page_slots_fifo_push(hippo__page_slots *s,
   bool first = s->fifo.front == HIPPO__FIFO_NIL;
   hippo__fifo_push(&s->fifo, s->slot, i, pool->now);
   if (first)
-    pool->due = hippo__fifo_due(&s->fifo, s->slot, pool);
+    hippo__pool_due_set(pool, hippo__fifo_due(&s->fifo, s->slot, pool));
 }
 
 static inline void hippo__page_slots_fifo_unlink(hippo__page_slots *s,
                                                  hippo__pool *pool,
                                                  uint32_t i) {
   if (hippo__fifo_unlink(&s->fifo, s->slot, i))
-    pool->due = hippo__fifo_due(&s->fifo, s->slot, pool);
+    hippo__pool_due_set(pool, hippo__fifo_due(&s->fifo, s->slot, pool));
 }
 
 /* FREE slot i, already off the pool's own index, is about to be served

@@ -523,7 +523,7 @@ static void empty_push_to(sliced *p, uint32_t pg, bool drain) {
   p->pages[pg].on = drain ? ON_DRAIN : ON_FIFO;
   hippo__fifo_push(f, p->pages, pg, p->head.now);
   if (first)
-    p->head.due = due_of(p);
+    hippo__pool_due_set(&p->head, due_of(p));
 }
 
 /* Page pg, just emptied (or taken), waits: on the drain list when closed,
@@ -538,7 +538,7 @@ static void empty_remove(sliced *p, uint32_t pg) {
   hippo__fifo *f = g->on == ON_DRAIN ? &p->drain : &p->empty;
   g->on = ON_NONE;
   if (hippo__fifo_unlink(f, p->pages, pg))
-    p->head.due = due_of(p);
+    hippo__pool_due_set(&p->head, due_of(p));
 }
 
 /* Page pg serves no new reservation: its free slices leave the index; empty,
