@@ -534,7 +534,10 @@ typedef struct hippo_api {
    * goes back to asking the driver.  A BEGINS while the driver says the
    * stream does not capture is HIPPO_INVALID_ARGUMENT, an ENDED while it
    * still captures HIPPO_GRAPH_RECORDING.  HOST and DRY devices read their
-   * emulated streams' state at no cost and only check announcements. */
+   * emulated streams' state at no cost and only check announcements.
+   * hippo frees no page while a stream of the device captures, as far as
+   * it knows: capture only on attached streams (a driver free would break
+   * the capture). */
   hippo_status (*capture_announce)(hippo_stream *stream,
                                    hippo_capture_announcement what);
 } hippo_api;

@@ -142,16 +142,20 @@ static hippo_status begin(gpu_backend *g, hippo_call_kind kind,
   return st != HIPPO_SUCCESS ? st : enter(g, why, sc);
 }
 
-/* Around a call the runtimes count as potentially unsafe while a stream
- * captures (hipMalloc, hipEventQuery), the thread's capture mode is
- * relaxed: otherwise such a call fails (hipErrorStreamCaptureUnsupported)
- * and invalidates a capture in mode global on any stream -- one hippo does
- * not know of, or one whose stream is not the reserving one -- and one
- * this thread began.  Neither call conflicts with a capture: hippo never
- * takes a page for a capturing stream (HIPPO_GRAPH_NEEDS_PAGE) and never
- * records an event on one.  PyTorch's allocator relaxes its cudaMalloc the
- * same way.  The thread's mode is put back after; a runtime without the
- * call is used as it is. */
+/* Around the calls the runtimes count as potentially unsafe while a
+ * stream captures that hippo makes while one may (hipMalloc for another
+ * stream's page, hipEventQuery polling record_use's events), the thread's
+ * capture mode is relaxed: otherwise such a call fails
+ * (hipErrorStreamCaptureUnsupported) and invalidates any capture in mode
+ * global, and one this thread began.  Neither call conflicts with a
+ * capture: hippo never takes a page for a capturing stream
+ * (HIPPO_GRAPH_NEEDS_PAGE) and never records an event on one.  PyTorch's
+ * allocator relaxes its cudaMalloc the same way.  The thread's mode is put
+ * back after; a runtime without the call is used as it is.  Frees and
+ * waits are not relaxed: they synchronize, which a capture forbids in
+ * every mode, so hippo makes none while a stream it knows captures (the
+ * free gate; cleanup and detach are refused) -- a capture on a stream
+ * hippo was never given is not seen (README: attach it). */
 typedef struct relaxed_scope {
   int prev;     /* the thread's mode before */
   bool restore; /* whether it was exchanged */

@@ -960,11 +960,13 @@ static bool __attribute__((noinline)) tick_due_any(hippo_stream *s) {
 
 /* O(1): the pools are looked at only once the clock reaches the bound on
  * their dues (a preset's five ticking pools were about 50 instructions a
- * reservation), and not at all in a layout without periods (the anchors'
- * single SLICED pool: one load). */
+ * reservation) and the ticks' pause is over (tick_backoff), and not at
+ * all in a layout without periods (the anchors' single SLICED pool: one
+ * load). */
 static inline bool tick_due(hippo_stream *s) {
   return s->ticking_count != 0 &&
-         HIPPO__UNLIKELY(s->clock >= s->gate.due_min) && tick_due_any(s);
+         HIPPO__UNLIKELY(s->clock >= s->gate.due_min) &&
+         s->clock >= s->tick_quiet_until && tick_due_any(s);
 }
 
 /* After a successful reservation (the clock moved on), stream lock held:

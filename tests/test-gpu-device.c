@@ -276,13 +276,14 @@ START_TEST(test_announced_capture) {
 }
 END_TEST
 
-/* A capture in mode global (hipStreamBeginCapture's usual mode) runs on
- * stream b while stream a reserves through hippo: one reservation takes a
- * page (hipMalloc), and each polls a slice another stream used
- * (hipEventQuery).  The runtimes prohibit such calls while a global
- * capture runs, and one made anyway invalidates that capture; hippo makes
- * them in relaxed mode, so the reservations succeed, the slice's event is
- * read, and b's capture ends with its graph. */
+/* A capture in mode global (hipStreamBeginCapture's usual mode), begun
+ * by this thread on stream b, runs while stream a reserves through hippo:
+ * the first reservation polls a slice another stream used (hipEventQuery)
+ * and takes a page (hipMalloc).  The runtimes prohibit such calls while a
+ * global capture runs, and one made anyway invalidates that capture;
+ * hippo makes them in relaxed mode, so the reservations succeed, the
+ * slice's event is read, and b's capture ends with its graph.  (Failing
+ * either call alone fails the test: checked by taking its relax out.) */
 START_TEST(test_global_capture_elsewhere) {
   const hippo_api *api = tu_api();
   hippo_device *dev = open_gpu(api, 0);

@@ -557,13 +557,14 @@ END_TEST
  * would be baked into b's graph and mark nothing (HIP), so x waits, late:
  * no reservation gets x's bytes while b captures, nor after the capture
  * ended until b's copy ran; b read x's bytes intact.  A second late wait
- * is marked when b detaches (found by fake-hip fuzz seed 45). */
+ * is marked when b detaches with its copy still queued, and holds the
+ * bytes until the copy ran (found by fake-hip fuzz seed 45). */
 START_TEST(test_use_released_while_capturing) {
   const hippo_api *api = tu_api();
   hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
   void *na, *nb;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
-  hippo_handle x, y, keep, r1, r2, r3;
+  hippo_handle x, y, keep, r1, r2, r3, r4;
   uint64_t ax, id;
   x = tu_reserve(api, a, 64 * KiB);
   ax = tu_addr(api, a, x);
@@ -594,24 +595,36 @@ START_TEST(test_use_released_while_capturing) {
   tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, b, y), 64 * KiB,
                45, __FILE__, __LINE__);
   CK_CHECK(api, dev);
-  /* late again, and b detaches before a reserves: its work is marked */
+  /* late again, and b detaches before a reserves, its copy (into a's
+   * keep) still queued: b holds no page, so its detach frees none (a free
+   * would run the queue); the detach marks b's work, and a's next
+   * reservation still gets other bytes */
+  CK_OK(api, api->release(b, y));
+  CK_OK(api, api->cleanup(dev, b));
+  ck_assert_uint_eq(tu_usage(api, dev, b).bytes_reserved, 0);
   CK_OK(api, api->record_use(a, r3, b));
-  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, a, keep),
                            (const void *)(uintptr_t)ax, 64 * KiB));
   CK_OK(api, api->emu_capture_begin(dev, nb, &id));
   CK_OK(api, api->release(a, r3));
   CK_OK(api, api->emu_capture_end(dev, nb));
-  CK_OK(api, api->release(b, y));
-  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->stream_detach(b));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
   CK_CHECK(api, dev); /* the wait no longer names b */
+  r4 = tu_reserve(api, a, 64 * KiB); /* b's copy is queued: not x */
+  ck_assert_uint_ne(tu_addr(api, a, r4), ax);
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  CK_OK(api, api->emu_stream_destroy(dev, nb)); /* runs the copy */
   CK_OK(api, api->cleanup(dev, a));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
+  tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, a, keep), 64 * KiB,
+               45, __FILE__, __LINE__); /* what the copy read */
   tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, a, r1), 64 * KiB,
                46, __FILE__, __LINE__);
   CK_CHECK(api, dev);
   CK_OK(api, api->release(a, r1));
   CK_OK(api, api->release(a, r2));
+  CK_OK(api, api->release(a, r4));
   CK_OK(api, api->release(a, keep));
   tu_detach(api, dev, a, na);
   CK_OK(api, api->device_close(dev));
