@@ -423,7 +423,7 @@ static void parse_options(int argc, char **argv, options *o) {
 #define MAX_ROWS 160
 typedef struct row {
   char workload[8];
-  char what[64];
+  char what[112];
   char figure[64];
   char target[64];
 } row;
@@ -1379,7 +1379,7 @@ static void workload_f(const options *o) {
         uint64_t moved = 0;
         double ratio = f_replay(&t, layouts[l].preset, p, &moved);
         bool deflt = layouts[l].preset == HIPPO_PRESET_ADAPTIVE && p == 1;
-        char fig[64], what[64], tgt[48], v[32];
+        char fig[64], what[112], tgt[48], v[32];
         printf("%-40s %-16s %-20s %8.4f %9.0f MB%s\n", base,
                layouts[l].name, policies[p], ratio, (double)moved / 1e6,
                deflt ? "  (default)" : "");
@@ -1391,7 +1391,7 @@ static void workload_f(const options *o) {
         } else {
           tgt[0] = '\0';
         }
-        snprintf(what, sizeof what, "%.28s %s %s", base, layouts[l].name,
+        snprintf(what, sizeof what, "%.72s %s %s", base, layouts[l].name,
                  policies[p]);
         snprintf(fig, sizeof fig, "reserved/live %.4f", ratio);
         add_row("F", what, fig, tgt);
