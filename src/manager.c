@@ -821,6 +821,10 @@ hippo_status hippo__manager_drop_uses_locked(hippo_stream *s) {
       st = use_record_now(be, &s->uses[i]);
   for (uint32_t i = 0; i < s->use_count && st == HIPPO_SUCCESS; i++)
     st = be->ops->event_wait(be, s->uses[i].event);
+  /* the waits before the uses go: a failure keeps every use, so the
+   * users' later work still holds the bytes at their release */
+  if (st == HIPPO_SUCCESS)
+    st = hippo__manager_wait_uses_locked(s);
   if (st != HIPPO_SUCCESS)
     return st;
   while (s->use_count) { /* every user is done with them */
@@ -828,7 +832,7 @@ hippo_status hippo__manager_drop_uses_locked(hippo_stream *s) {
     s->pools[u.pool]->ops->unhold(s->pools[u.pool], u.slice);
     hippo__device_event_put(s->device, u.event);
   }
-  return hippo__manager_wait_uses_locked(s);
+  return HIPPO_SUCCESS;
 }
 
 hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,

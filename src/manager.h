@@ -131,8 +131,8 @@ hippo_status hippo__capture_announce(hippo_stream *s,
  * detach need the bytes); the first failure, after trying all. */
 hippo_status hippo__manager_wait_uses_locked(hippo_stream *s);
 /* s is detaching: every use of its live slices by another stream is
- * marked and waited for, then every waiting slice; the holds go.  The
- * first failure, nothing dropped then. */
+ * marked and waited for, then every waiting slice; then the uses' holds
+ * go.  The first failure: every use kept (finished waits are done). */
 hippo_status hippo__manager_drop_uses_locked(hippo_stream *s);
 /* `user` is detaching: every use of s's slices by it gets its event
  * recorded now (mark false; a failure changes nothing, and recording again

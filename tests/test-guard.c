@@ -512,6 +512,59 @@ START_TEST(test_use_failed_detach) {
 }
 END_TEST
 
+/* A detach of the owner that fails while waiting for what its released
+ * slices wait on keeps the uses of its live reservations: a user's later
+ * work still holds their bytes at their release (the uses were dropped
+ * before that wait, and the bytes given out under the user's queued copy,
+ * in review). */
+START_TEST(test_use_failed_owner_detach) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  void *na, *nb, *src, *dst;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_handle x, y, keep, bd, r;
+  uint64_t ax;
+  x = tu_reserve(api, a, 64 * KiB);
+  ax = tu_addr(api, a, x);
+  y = tu_reserve(api, a, 64 * KiB);
+  keep = tu_reserve(api, a, 64 * KiB); /* keeps the page from emptying */
+  bd = tu_reserve(api, b, 64 * KiB);
+  tu_fill(api, dev, (void *)(uintptr_t)ax, 64 * KiB, 61);
+  CK_OK(api, api->record_use(a, x, b));
+  CK_OK(api, api->record_use(a, y, b));
+  CK_OK(api, api->release(a, y)); /* waits on b's (empty) work */
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
+  /* the detach records and waits for x's use (event calls 1 and 2), then
+   * waits for y's wait: the third fails */
+  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_EVENT, 3,
+                                   HIPPO_BACKEND_ERROR));
+  CK_STATUS(api, api->stream_detach(a), HIPPO_BACKEND_ERROR);
+  CK_ERROR_HAS(api, "nothing was released");
+  ck_assert_uint_eq(tu_usage(api, dev, a).allocations, 2);
+  CK_CHECK(api, dev);
+  /* b goes on reading x; x's release waits for that */
+  CK_OK(api, api->resolve(a, x, &src, NULL));
+  CK_OK(api, api->resolve(b, bd, &dst, NULL));
+  CK_OK(api, api->emu_copy(dev, nb, dst, src, 64 * KiB));
+  CK_OK(api, api->release(a, x));
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 2);
+  r = tu_reserve(api, a, 64 * KiB);
+  ck_assert_uint_ne(tu_addr(api, a, r), ax);
+  tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, a, r), 64 * KiB, 62);
+  CK_OK(api, api->emu_stream_sync(dev, nb)); /* the copy runs */
+  tu_verify_at(api, dev, dst, 64 * KiB, 61, __FILE__, __LINE__);
+  CK_OK(api, api->cleanup(dev, a));
+  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, r));
+  CK_OK(api, api->release(a, keep));
+  CK_OK(api, api->release(b, bd));
+  tu_detach(api, dev, a, na);
+  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* Detaching: the owner waits for its users' work before its pages go (b
  * read the bytes intact); a user that detaches first has its work marked,
  * and the owner's release then waits for that mark. */
@@ -723,6 +776,7 @@ static Suite *guard_suite(void) {
   tcase_add_loop_test(tc, test_use_faults, 0, N_BACKENDS);
   tcase_add_test(tc, test_use_detach);
   tcase_add_loop_test(tc, test_use_failed_detach, 0, N_BACKENDS);
+  tcase_add_test(tc, test_use_failed_owner_detach);
   tcase_add_test(tc, test_use_released_while_capturing);
   tcase_add_loop_test(tc, test_use_by_capture, 0, N_BACKENDS);
   suite_add_tcase(s, tc);
