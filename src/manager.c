@@ -952,14 +952,15 @@ static inline bool pool_due(const hippo_stream *s, const hippo__pool *p) {
 }
 
 /* Whether a ticking pool is due at the stream's clock; the bound on
- * their dues (gate.due_min) becomes their minimum. */
+ * their dues (gate.due_min) becomes their minimum.  Only tick_due calls
+ * it, once the ticks' pause is over. */
 static bool __attribute__((noinline)) tick_due_any(hippo_stream *s) {
   uint64_t min = UINT64_MAX;
   for (uint32_t i = 0; i < s->ticking_count; i++)
     if (s->ticking[i]->due < min)
       min = s->ticking[i]->due;
   s->gate.due_min = min;
-  return s->clock >= min && s->clock >= s->tick_quiet_until;
+  return s->clock >= min;
 }
 
 /* O(1): the pools are looked at only once the clock reaches the bound on
