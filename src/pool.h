@@ -293,6 +293,11 @@ hippo_status hippo__pool_persistent_create(hippo__backend *be,
  * default, the 2^26 a handle's index names); beyond, a reservation that
  * needs one fails with HIPPO_POOL_CAPACITY_EXCEEDED. */
 void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n);
+/* For tests: a SLICED or ARENA pool is crowded (its free index takes the
+ * branches that suit long free lists, pool_sliced.c) once its record array
+ * holds more than `n` records (default 65536); 0: from the start.  Returns
+ * whether it is crowded now. */
+bool hippo__pool_sliced_crowd_at(hippo__pool *pool, uint32_t n);
 /* Dispatch on opt->kind. */
 hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
                                 const hippo_pool_options *opt,

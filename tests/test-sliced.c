@@ -68,18 +68,25 @@ static void setup(void) {
   memset(&acct, 0, sizeof acct);
 }
 
-static hippo__pool *make(uint64_t page, uint64_t max_slice, uint64_t cap,
-                         uint64_t period) {
+/* A pool of `kind` (SLICED or ARENA) on fake backend f. */
+static hippo__pool *make_on(fake *f, hippo_pool_kind kind, uint64_t page,
+                            uint64_t max_slice, uint64_t cap,
+                            uint64_t period) {
   hippo_pool_options o = {.struct_size = sizeof o,
-                          .kind = HIPPO_POOL_SLICED,
+                          .kind = kind,
                           .page_size = page,
                           .max_slice_size = max_slice,
                           .max_pool_size = cap,
                           .dealloc_period = period};
   hippo__pool *p = NULL;
-  ck_assert_int_eq(hippo__pool_sliced_create(&fb.head, &acct, &o, &p),
+  ck_assert_int_eq(hippo__pool_create(&f->head, &acct, &o, &p),
                    HIPPO_SUCCESS);
   return p;
+}
+
+static hippo__pool *make(uint64_t page, uint64_t max_slice, uint64_t cap,
+                         uint64_t period) {
+  return make_on(&fb, HIPPO_POOL_SLICED, page, max_slice, cap, period);
 }
 
 #define CHECKED(p)                                                             \
@@ -608,6 +615,119 @@ START_TEST(randomized_against_model) {
 }
 END_TEST
 
+/* A crowded pool (its free index takes the branches that suit long
+ * lists, pool_sliced.c) decides exactly as an uncrowded one: the same
+ * slices, generations and addresses, the same pages; both pools' walks
+ * pass along the way.  _i: 0 SLICED, 1 ARENA. */
+START_TEST(crowded_pool_decides_the_same) {
+  enum { OPS = 60000, MAXLIVE = 2000 };
+  hippo_pool_kind kind = _i ? HIPPO_POOL_ARENA : HIPPO_POOL_SLICED;
+  fake f2 = fb; /* the same addresses from a second backend */
+  uint64_t page = _i ? 256 * KiB : MiB; /* an ARENA's floor */
+  hippo__pool *a = make_on(&fb, kind, page, MiB, 0, 300);
+  hippo__pool *b = make_on(&f2, kind, page, MiB, 0, 300);
+  live *l = calloc(MAXLIVE, sizeof *l);
+  uint32_t *gen_b = calloc(MAXLIVE, sizeof *gen_b); /* l[].gen is a's */
+  uint64_t n = 0, now = 0;
+  ck_assert(!hippo__pool_sliced_crowd_at(a, 65536));
+  ck_assert(!hippo__pool_sliced_crowd_at(b, 0)); /* no record yet */
+  rng_state = 7 + (uint64_t)_i;
+  for (int op = 0; op < OPS; op++) {
+    uint64_t r = rnd();
+    if (n < MAXLIVE && (n == 0 || r % 100 < 55)) {
+      /* mostly small, at times above the floor (an ARENA grows) */
+      uint64_t size = 1 + rnd() % (r % 50 == 0 ? MiB : 8 * KiB);
+      hippo__slice_ref ra, rb;
+      hippo_status sa, sb;
+      now++;
+      ck_assert_int_eq(a->ops->tick(a, now), HIPPO_SUCCESS);
+      ck_assert_int_eq(b->ops->tick(b, now), HIPPO_SUCCESS);
+      sa = a->ops->reserve(a, size, &ra);
+      sb = b->ops->reserve(b, size, &rb);
+      ck_assert_int_eq(sa, HIPPO_SUCCESS);
+      ck_assert_int_eq(sb, HIPPO_SUCCESS);
+      ck_assert_uint_eq(ra.addr, rb.addr);
+      ck_assert_uint_eq(ra.slice, rb.slice);
+      ck_assert_uint_ne(rb.gen, 0); /* each pool starts its own */
+      gen_b[n] = rb.gen;
+      l[n++] = (live){ra.addr, size, 0, ra.slice, ra.gen};
+    } else {
+      uint64_t i = rnd() % n, sa, sb;
+      ck_assert(a->ops->release_named(a, l[i].slice, l[i].gen, &sa));
+      ck_assert(b->ops->release_named(b, l[i].slice, gen_b[i], &sb));
+      ck_assert_uint_eq(sa, l[i].size);
+      ck_assert_uint_eq(sb, l[i].size);
+      gen_b[i] = gen_b[n - 1];
+      l[i] = l[--n];
+    }
+    if (r % 4999 == 0) {
+      ck_assert_int_eq(a->ops->cleanup(a), HIPPO_SUCCESS);
+      ck_assert_int_eq(b->ops->cleanup(b), HIPPO_SUCCESS);
+    }
+    if (op % 1000 == 0) {
+      CHECKED(a);
+      CHECKED(b);
+    }
+    ck_assert_uint_eq(a->bytes_reserved, b->bytes_reserved);
+    ck_assert_uint_eq(a->bytes_padding, b->bytes_padding);
+  }
+  ck_assert(!hippo__pool_sliced_crowd_at(a, 65536));
+  ck_assert(hippo__pool_sliced_crowd_at(b, 0));
+  while (n > 0) {
+    uint64_t sa, sb;
+    n--;
+    ck_assert(a->ops->release_named(a, l[n].slice, l[n].gen, &sa));
+    ck_assert(b->ops->release_named(b, l[n].slice, gen_b[n], &sb));
+  }
+  CHECKED(a);
+  CHECKED(b);
+  ck_assert_int_eq(a->ops->cleanup(a), HIPPO_SUCCESS);
+  ck_assert_int_eq(b->ops->cleanup(b), HIPPO_SUCCESS);
+  ck_assert_uint_eq(a->pages, 0);
+  ck_assert_uint_eq(b->pages, 0);
+  a->ops->destroy(a);
+  b->ops->destroy(b);
+  free(gen_b);
+  free(l);
+}
+END_TEST
+
+/* A pool crowds itself once its record array passes 65536 records (60,000
+ * slices and the free rest of the page fit in 65,536; 70,000 do not), and
+ * a crowded pool keeps its invariants (every other slice released: none
+ * can merge) and merges back to one free slice. */
+START_TEST(crowds_itself_past_the_threshold) {
+  enum { N = 70000 };
+  hippo__pool *p = make(64 * MiB, 4 * KiB, 0, 0);
+  hippo__slice_ref *r = calloc(N, sizeof *r);
+  for (uint32_t i = 0; i < N; i++) {
+    ck_assert_int_eq(p->ops->reserve(p, 256, &r[i]), HIPPO_SUCCESS);
+    if (i == 60000)
+      ck_assert(!hippo__pool_sliced_crowd_at(p, 65536));
+  }
+  ck_assert(hippo__pool_sliced_crowd_at(p, 65536)); /* 131,072 records */
+  for (uint32_t i = 0; i < N; i += 2)
+    p->ops->release(p, r[i].slice, 256);
+  CHECKED(p);
+  rng_state = 11;
+  for (uint32_t i = 1; i < N; i += 2) { /* a random order of the rest */
+    uint32_t j = 1 + 2 * (uint32_t)(rnd() % ((N - i + 1) / 2)) + (i - 1);
+    hippo__slice_ref t = r[i];
+    r[i] = r[j];
+    r[j] = t;
+    p->ops->release(p, r[i].slice, 256);
+    if (i % 10001 == 0)
+      CHECKED(p);
+  }
+  CHECKED(p);
+  ck_assert_uint_eq(p->allocations, 0);
+  ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 0);
+  p->ops->destroy(p);
+  free(r);
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("sliced");
   TCase *t = tcase_create("pool");
@@ -630,6 +750,8 @@ static Suite *suite(void) {
   tcase_add_test(t, retired_record_between_live_neighbours);
   tcase_add_test(t, record_limit_is_a_cap);
   tcase_add_test(t, randomized_against_model);
+  tcase_add_loop_test(t, crowded_pool_decides_the_same, 0, 2);
+  tcase_add_test(t, crowds_itself_past_the_threshold);
   suite_add_tcase(s, t);
   return s;
 }
