@@ -368,7 +368,7 @@ static inline bool serves_kind(const sliced *p, uint32_t i, bool arena) {
 /* Slice i, now FREE, goes into the free index when its page serves
  * (`open`: serves_kind, asked once by a caller that frees several slices
  * of one page), else (closed page) in no list. */
-static inline void free_put(sliced *p, uint32_t i, bool open) {
+HOT void free_put(sliced *p, uint32_t i, bool open) {
   slice *s = &p->slices[i];
   if (HIPPO__LIKELY(open)) {
     free_insert(p, i);
@@ -379,7 +379,7 @@ static inline void free_put(sliced *p, uint32_t i, bool open) {
 
 /* Free slice i leaves the free index (if its page serves: `open`, as
  * for free_put). */
-static inline void free_take(sliced *p, uint32_t i, bool open) {
+HOT void free_take(sliced *p, uint32_t i, bool open) {
   if (HIPPO__LIKELY(open))
     free_remove(p, i);
 }
