@@ -615,28 +615,72 @@ START_TEST(randomized_against_model) {
 }
 END_TEST
 
+#define NIL UINT32_MAX
+
+/* An ARENA relocation on two pools that must decide alike: the same plan;
+ * then (how % 3) committed, undone, or undone with the destinations
+ * stranded and freed again.  Returns the moves. */
+static uint32_t relocate_both(hippo__pool *a, hippo__pool *b, unsigned how) {
+  hippo__reloc_plan pa, pb;
+  uint64_t pages = 0, bytes = 0;
+  memset(&pa, 0, sizeof pa);
+  memset(&pb, 0, sizeof pb);
+  ck_assert_int_eq(a->ops->reloc_plan(a, HIPPO_RELOCATE_CAPTURE, &pa),
+                   HIPPO_SUCCESS);
+  ck_assert_int_eq(b->ops->reloc_plan(b, HIPPO_RELOCATE_CAPTURE, &pb),
+                   HIPPO_SUCCESS);
+  ck_assert_uint_eq(pa.count, pb.count);
+  ck_assert_uint_eq(pa.bytes, pb.bytes);
+  for (uint32_t k = 0; k < pa.count; k++) {
+    ck_assert_uint_eq(pa.moves[k].dst, pb.moves[k].dst);
+    ck_assert_uint_eq(pa.moves[k].target, pb.moves[k].target);
+  }
+  if (how == 0) {
+    a->ops->reloc_commit(a, &pa);
+    b->ops->reloc_commit(b, &pb);
+  } else {
+    a->ops->reloc_abort(a, &pa, how == 2);
+    b->ops->reloc_abort(b, &pb, how == 2);
+    CHECKED(a);
+    CHECKED(b);
+    a->ops->reloc_unstrand(a);
+    b->ops->reloc_unstrand(b);
+  }
+  CHECKED(a);
+  CHECKED(b);
+  ck_assert_int_eq(a->ops->reloc_drain(a, &pages, &bytes), HIPPO_SUCCESS);
+  ck_assert_int_eq(b->ops->reloc_drain(b, &pages, &bytes), HIPPO_SUCCESS);
+  free(pa.moves);
+  free(pb.moves);
+  return pa.count;
+}
+
 /* A crowded pool (its free index takes the branches that suit long
  * lists, pool_sliced.c) decides exactly as an uncrowded one: the same
- * slices, generations and addresses, the same pages; both pools' walks
- * pass along the way.  _i: 0 SLICED, 1 ARENA. */
+ * slices and addresses, the same pages, through holds on released
+ * slices and (ARENA) relocations; both pools' walks pass along the way.
+ * _i: 0 SLICED, 1 ARENA. */
 START_TEST(crowded_pool_decides_the_same) {
   enum { OPS = 60000, MAXLIVE = 2000 };
   hippo_pool_kind kind = _i ? HIPPO_POOL_ARENA : HIPPO_POOL_SLICED;
   fake f2 = fb; /* the same addresses from a second backend */
   uint64_t page = _i ? 256 * KiB : MiB; /* an ARENA's floor */
-  hippo__pool *a = make_on(&fb, kind, page, MiB, 0, 300);
-  hippo__pool *b = make_on(&f2, kind, page, MiB, 0, 300);
+  uint64_t max = _i ? 64 * MiB : MiB;
+  hippo__pool *a = make_on(&fb, kind, page, max, 0, 300);
+  hippo__pool *b = make_on(&f2, kind, page, max, 0, 300);
   live *l = calloc(MAXLIVE, sizeof *l);
   uint32_t *gen_b = calloc(MAXLIVE, sizeof *gen_b); /* l[].gen is a's */
-  uint64_t n = 0, now = 0;
+  uint32_t guarded = NIL; /* released while held */
+  uint64_t n = 0, now = 0, moved = 0;
   ck_assert(!hippo__pool_sliced_crowd_at(a, 65536));
   ck_assert(!hippo__pool_sliced_crowd_at(b, 0)); /* no record yet */
   rng_state = 7 + (uint64_t)_i;
   for (int op = 0; op < OPS; op++) {
     uint64_t r = rnd();
     if (n < MAXLIVE && (n == 0 || r % 100 < 55)) {
-      /* mostly small, at times above the floor (an ARENA grows) */
-      uint64_t size = 1 + rnd() % (r % 50 == 0 ? MiB : 8 * KiB);
+      /* mostly small, at times large: an ARENA grows all along */
+      uint64_t large = _i ? (uint64_t)(op / 2000 + 1) * 256 * KiB : MiB;
+      uint64_t size = 1 + rnd() % (r % 50 == 0 ? large : 8 * KiB);
       hippo__slice_ref ra, rb;
       hippo_status sa, sb;
       now++;
@@ -664,6 +708,22 @@ START_TEST(crowded_pool_decides_the_same) {
       ck_assert_int_eq(a->ops->cleanup(a), HIPPO_SUCCESS);
       ck_assert_int_eq(b->ops->cleanup(b), HIPPO_SUCCESS);
     }
+    if (op % 211 == 0 && n > 0) { /* a graph holds one; it is released */
+      uint64_t i = rnd() % n, sa, sb;
+      a->ops->hold(a, l[i].slice);
+      b->ops->hold(b, l[i].slice);
+      ck_assert(a->ops->release_named(a, l[i].slice, l[i].gen, &sa));
+      ck_assert(b->ops->release_named(b, l[i].slice, gen_b[i], &sb));
+      if (guarded != NIL) { /* the previous one's hold goes: it is free */
+        a->ops->unhold(a, guarded);
+        b->ops->unhold(b, guarded);
+      }
+      guarded = l[i].slice;
+      gen_b[i] = gen_b[n - 1];
+      l[i] = l[--n];
+    }
+    if (_i && op % 3001 == 3000) /* ARENA: moves, kept or undone */
+      moved += relocate_both(a, b, (unsigned)(op / 3001) % 3);
     if (op % 1000 == 0) {
       CHECKED(a);
       CHECKED(b);
@@ -673,6 +733,12 @@ START_TEST(crowded_pool_decides_the_same) {
   }
   ck_assert(!hippo__pool_sliced_crowd_at(a, 65536));
   ck_assert(hippo__pool_sliced_crowd_at(b, 0));
+  if (_i)
+    ck_assert_uint_gt(moved, 100);
+  if (guarded != NIL) {
+    a->ops->unhold(a, guarded);
+    b->ops->unhold(b, guarded);
+  }
   while (n > 0) {
     uint64_t sa, sb;
     n--;
