@@ -470,6 +470,12 @@ HOT found find_best(const sliced *p, uint64_t u) {
   return f;
 }
 
+/* crowded follows slice_cap: called wherever slice_cap or crowd_at
+ * changes. */
+static void crowd_update(sliced *p) {
+  p->crowded = p->slice_cap > p->crowd_at;
+}
+
 /* reserve_nodes' slow path: the record array doubles (up to what a
  * handle's index names). */
 static hippo_status grow_nodes(sliced *p) {
@@ -493,7 +499,7 @@ static hippo_status grow_nodes(sliced *p) {
                               cap);
     p->slices = grown;
     p->slice_cap = cap;
-    p->crowded = cap > p->crowd_at;
+    crowd_update(p);
   }
   return HIPPO_SUCCESS;
 }
@@ -1352,7 +1358,7 @@ static void sliced_names_take(hippo__pool *pool, hippo__names *out) {
   p->slices = NULL;
   p->slice_count = p->slice_cap = p->retired = p->unused_count = 0;
   p->slice_unused = NIL;
-  p->crowded = false;
+  crowd_update(p);
 }
 
 /* A fresh pool (no record yet) adopts handed-over records. */
@@ -1362,7 +1368,7 @@ static void sliced_names_give(hippo__pool *pool, const hippo__names *in) {
   p->slices = in->records;
   p->slice_count = in->count;
   p->slice_cap = in->cap;
-  p->crowded = in->cap > p->crowd_at;
+  crowd_update(p);
   p->slice_unused = in->unused;
   p->unused_count = in->count - in->retired; /* every record unused or
                                                 retired */
@@ -1640,7 +1646,7 @@ void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n) {
 bool hippo__pool_sliced_crowd_at(hippo__pool *pool, uint32_t n) {
   sliced *p = (sliced *)pool;
   p->crowd_at = n;
-  p->crowded = p->slice_cap > n;
+  crowd_update(p);
   return p->crowded;
 }
 

@@ -655,6 +655,20 @@ static uint32_t relocate_both(hippo__pool *a, hippo__pool *b, unsigned how) {
   return pa.count;
 }
 
+/* Live reservation i of l (a's generation in l, b's in gen_b) released on
+ * both pools, which both give back its size; the last one takes its
+ * place. */
+static void release_both(hippo__pool *a, hippo__pool *b, live *l,
+                         uint32_t *gen_b, uint64_t *n, uint64_t i) {
+  uint64_t sa, sb;
+  ck_assert(a->ops->release_named(a, l[i].slice, l[i].gen, &sa));
+  ck_assert(b->ops->release_named(b, l[i].slice, gen_b[i], &sb));
+  ck_assert_uint_eq(sa, l[i].size);
+  ck_assert_uint_eq(sb, l[i].size);
+  gen_b[i] = gen_b[*n - 1];
+  l[i] = l[--*n];
+}
+
 /* A crowded pool (its free index takes the branches that suit long
  * lists, pool_sliced.c) decides exactly as an uncrowded one: the same
  * slices and addresses, the same pages, through holds on released
@@ -696,31 +710,23 @@ START_TEST(crowded_pool_decides_the_same) {
       gen_b[n] = rb.gen;
       l[n++] = (live){ra.addr, size, 0, ra.slice, ra.gen};
     } else {
-      uint64_t i = rnd() % n, sa, sb;
-      ck_assert(a->ops->release_named(a, l[i].slice, l[i].gen, &sa));
-      ck_assert(b->ops->release_named(b, l[i].slice, gen_b[i], &sb));
-      ck_assert_uint_eq(sa, l[i].size);
-      ck_assert_uint_eq(sb, l[i].size);
-      gen_b[i] = gen_b[n - 1];
-      l[i] = l[--n];
+      release_both(a, b, l, gen_b, &n, rnd() % n);
     }
     if (r % 4999 == 0) {
       ck_assert_int_eq(a->ops->cleanup(a), HIPPO_SUCCESS);
       ck_assert_int_eq(b->ops->cleanup(b), HIPPO_SUCCESS);
     }
     if (op % 211 == 0 && n > 0) { /* a graph holds one; it is released */
-      uint64_t i = rnd() % n, sa, sb;
-      a->ops->hold(a, l[i].slice);
-      b->ops->hold(b, l[i].slice);
-      ck_assert(a->ops->release_named(a, l[i].slice, l[i].gen, &sa));
-      ck_assert(b->ops->release_named(b, l[i].slice, gen_b[i], &sb));
+      uint64_t i = rnd() % n;
+      uint32_t held = l[i].slice;
+      a->ops->hold(a, held);
+      b->ops->hold(b, held);
+      release_both(a, b, l, gen_b, &n, i);
       if (guarded != NIL) { /* the previous one's hold goes: it is free */
         a->ops->unhold(a, guarded);
         b->ops->unhold(b, guarded);
       }
-      guarded = l[i].slice;
-      gen_b[i] = gen_b[n - 1];
-      l[i] = l[--n];
+      guarded = held;
     }
     if (_i && op % 3001 == 3000) /* ARENA: moves, kept or undone */
       moved += relocate_both(a, b, (unsigned)(op / 3001) % 3);
@@ -739,12 +745,8 @@ START_TEST(crowded_pool_decides_the_same) {
     a->ops->unhold(a, guarded);
     b->ops->unhold(b, guarded);
   }
-  while (n > 0) {
-    uint64_t sa, sb;
-    n--;
-    ck_assert(a->ops->release_named(a, l[n].slice, l[n].gen, &sa));
-    ck_assert(b->ops->release_named(b, l[n].slice, gen_b[n], &sb));
-  }
+  while (n > 0)
+    release_both(a, b, l, gen_b, &n, n - 1);
   CHECKED(a);
   CHECKED(b);
   ck_assert_int_eq(a->ops->cleanup(a), HIPPO_SUCCESS);
