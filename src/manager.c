@@ -677,14 +677,22 @@ static hippo_status use_room(hippo__use **a, uint32_t count, uint32_t *cap) {
 }
 
 /* A waiting slice's users are done: its hold goes (it may become free),
- * its event is ready again. */
-static void wait_done(hippo_stream *s, uint32_t i) {
-  hippo__use w = s->waits[i];
-  hippo__pool *p = s->pools[w.pool];
+ * its event is ready again.  The caller takes w out of the waits. */
+static void wait_finish(hippo_stream *s, const hippo__use *w) {
+  hippo__pool *p = s->pools[w->pool];
   p->now = s->clock; /* stamps the page if it empties */
-  p->ops->unhold(p, w.slice);
-  hippo__device_event_put(s->device, w.event);
-  s->waits[i] = s->waits[--s->wait_count];
+  p->ops->unhold(p, w->slice);
+  hippo__device_event_put(s->device, w->event);
+}
+
+/* The waits finished since the last call (event NULL) leave the array,
+ * which keeps its order (the keyed waits' order is their records'). */
+static void waits_compact(hippo_stream *s) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < s->wait_count; i++)
+    if (s->waits[i].event)
+      s->waits[kept++] = s->waits[i];
+  s->wait_count = kept;
 }
 
 /* Records use u's event on its user, which marks the work the user queued
@@ -713,23 +721,50 @@ static hippo_status wait_mark(hippo__backend *be, hippo__use *w) {
   return st;
 }
 
+/* Whether `key` is one of the n keys in `keys`. */
+static bool key_in(const hippo_stream *const *keys, unsigned n,
+                   const hippo_stream *key) {
+  for (unsigned k = 0; k < n; k++)
+    if (keys[k] == key)
+      return true;
+  return false;
+}
+
 /* At a reservation: the waiting slices whose events completed become
  * reusable.  Never waits; a failed query or record is counted and tried
- * again. */
+ * again.  Oldest first, and once a user's event is not done its later
+ * waits are not asked (stream order: they are not done either; PyTorch's
+ * caching allocator polls its events the same way), so a reservation asks
+ * the driver about one pending event per user stream (POLL_USERS of them
+ * remembered; past that, each is asked) and the done ones, not about every
+ * waiting slice: 1 query instead of 64 with 64 slices waiting on one
+ * user's work (test-guard). */
+#define POLL_USERS 8
 static void poll_waits(hippo_stream *s) {
   hippo__backend *be = s->device->be;
-  for (uint32_t i = s->wait_count; i-- > 0;) {
+  const hippo_stream *pending[POLL_USERS];
+  unsigned npending = 0;
+  bool finished = false;
+  for (uint32_t i = 0; i < s->wait_count; i++) {
     hippo__use *w = &s->waits[i];
     bool done = false;
+    if (w->key && key_in(pending, npending, w->key))
+      continue; /* an earlier event of its user is not done */
     if (w->late && wait_mark(be, w) != HIPPO_SUCCESS)
       s->event_failures++;
     else if (w->late) /* its user still captures */
       continue;
     else if (be->ops->event_query(be, w->event, &done) != HIPPO_SUCCESS)
       s->event_failures++;
-    else if (done)
-      wait_done(s, i);
+    else if (done) {
+      wait_finish(s, w);
+      w->event = NULL;
+      finished = true;
+    } else if (w->key && npending < POLL_USERS)
+      pending[npending++] = w->key;
   }
+  if (finished)
+    waits_compact(s);
 }
 
 hippo_status hippo__manager_wait_uses_locked(hippo_stream *s) {
@@ -748,11 +783,13 @@ hippo_status hippo__manager_wait_uses_locked(hippo_stream *s) {
       continue;
     if (st == HIPPO_SUCCESS)
       st = be->ops->event_wait(be, w->event);
-    if (st == HIPPO_SUCCESS)
-      wait_done(s, i);
-    else if (first == HIPPO_SUCCESS)
+    if (st == HIPPO_SUCCESS) {
+      wait_finish(s, w);
+      w->event = NULL;
+    } else if (first == HIPPO_SUCCESS)
       first = st;
   }
+  waits_compact(s);
   return first;
 }
 
@@ -783,8 +820,13 @@ static hippo_status uses_released(hippo_stream *s, uint32_t pool,
     hippo__use *u = &s->uses[i];
     if (u->pool != pool || u->slice != slice)
       continue;
-    if (!u->late) /* recorded */
+    u->key = NULL;
+    u->seq = 0;
+    if (!u->late) { /* recorded: in order behind its user's earlier ones */
+      u->key = u->user;
+      u->seq = ++s->wait_seq;
       u->user = NULL;
+    }
     s->waits[s->wait_count++] = *u;
     s->uses[i] = s->uses[--s->use_count];
   }
@@ -843,11 +885,14 @@ hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
     for (uint32_t i = 0; i < s->use_count; i++)
       if (s->uses[i].user == user)
         s->uses[i].user = NULL;
-    for (uint32_t i = 0; i < s->wait_count; i++)
+    for (uint32_t i = 0; i < s->wait_count; i++) {
       if (s->waits[i].late && s->waits[i].user == user) {
         s->waits[i].late = false;
         s->waits[i].user = NULL;
       }
+      if (s->waits[i].key == user) /* its name may come back */
+        s->waits[i].key = NULL;
+    }
     return HIPPO_SUCCESS;
   }
   /* its uses, and the late waits (released while it captured) */
@@ -1404,6 +1449,7 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
                               "clock %llu, below the stream's bound %llu",
                               (unsigned long long)s->ticking[i]->due,
                               (unsigned long long)s->gate.due_min);
+  uint64_t seq = 0; /* the last keyed wait's */
   for (uint32_t i = 0; i < s->wait_count; i++) {
     const hippo__use *w = &s->waits[i];
     if (w->late ? !w->user || w->user->magic != HIPPO__STREAM_MAGIC
@@ -1414,6 +1460,17 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
                               i, w->slice, w->pool,
                               w->late ? "late" : "recorded",
                               w->user ? "a" : "no");
+    if (w->key && (w->late || w->key->magic != HIPPO__STREAM_MAGIC ||
+                   w->seq <= seq || w->seq > s->wait_seq))
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "manager check: wait %u (slice %u of pool %u) "
+                              "is ordered behind its user's waits but is "
+                              "late, names a detached stream, or is out of "
+                              "their order (seq %llu after %llu)",
+                              i, w->slice, w->pool, (unsigned long long)w->seq,
+                              (unsigned long long)seq);
+    if (w->key)
+      seq = w->seq;
   }
   if (holds != s->holds + s->use_count + s->wait_count)
     return hippo__error_set(HIPPO_INTERNAL,

@@ -30,11 +30,20 @@ _Static_assert(HIPPO__MAX_POOLS + 1 < HIPPO__HANDLE_TABLE,
  * record then would be baked into its graph and mark none of the work it
  * queued before, so nothing is recorded yet; the event is recorded on
  * `user` (never NULL then) once it no longer captures, and the wait is
- * done only after that.  Outside the waits, `late` means nothing. */
+ * done only after that.  Outside the waits, `late` means nothing.
+ * In the waits, `key` names the attached stream whose queue the event was
+ * recorded on at the release (never dereferenced but by the check walk;
+ * cleared when that stream detaches), or is NULL: recorded later (late),
+ * or by a stream gone since; `seq` numbers the records at releases.  The
+ * keyed waits lie in the order of their records (seq increasing), so for
+ * one key a later event completes no sooner than an earlier one (stream
+ * order): poll_waits asks no further once one is not done. */
 typedef struct hippo__use {
   uint32_t pool, slice;
   hippo_stream *user;
   void *event;
+  const hippo_stream *key;
+  uint64_t seq;
   bool late;
 } hippo__use;
 
@@ -105,6 +114,7 @@ struct hippo_stream {
    * events recorded at their release; each entry keeps one hold. */
   hippo__use *uses, *waits;
   uint32_t use_count, use_cap, wait_count, wait_cap;
+  uint64_t wait_seq;         /* the last seq given to a wait */
   uint64_t event_failures;   /* failed event queries */
 };
 
