@@ -87,6 +87,7 @@ void hippo__manager_fini(hippo_stream *s) {
     (void)be->ops->event_destroy(be, s->waits[i].event);
   free(s->uses);
   free(s->waits);
+  free(s->wait_users);
   for (uint32_t i = 0; i < s->leaving.count; i++) /* device_close */
     if (be->ops->page_free(be, s->leaving.pages[i].addr,
                            s->leaving.pages[i].size) == HIPPO_SUCCESS)
@@ -685,6 +686,57 @@ static void wait_finish(hippo_stream *s, const hippo__use *w) {
   hippo__device_event_put(s->device, w->event);
 }
 
+/* The entry of user `key` in the stream's wait users (wait_user_count:
+ * none). */
+static uint32_t wait_user_find(const hippo_stream *s, const hippo_stream *key) {
+  uint32_t k = 0;
+  while (k < s->wait_user_count && s->wait_users[k].key != key)
+    k++;
+  return k;
+}
+
+/* Room for n more wait users (before anything changes). */
+static hippo_status wait_user_room(hippo_stream *s, uint32_t n) {
+  if (s->wait_user_count + n <= s->wait_user_cap)
+    return HIPPO_SUCCESS;
+  {
+    uint32_t cap = s->wait_user_cap ? s->wait_user_cap * 2 : 4;
+    hippo__wait_user *grown;
+    while (cap < s->wait_user_count + n)
+      cap *= 2;
+    grown = realloc(s->wait_users, cap * sizeof *grown);
+    if (!grown)
+      return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                              "record_use: host memory for %u users", cap);
+    s->wait_users = grown;
+    s->wait_user_cap = cap;
+  }
+  return HIPPO_SUCCESS;
+}
+
+/* One keyed wait more (room was made) or fewer for user `key`; `forget`:
+ * all of them (the user detaches and the waits lose its key). */
+static void wait_user_add(hippo_stream *s, const hippo_stream *key) {
+  uint32_t k = wait_user_find(s, key);
+  if (k == s->wait_user_count)
+    s->wait_users[s->wait_user_count++] = (hippo__wait_user){key, 0};
+  s->wait_users[k].waits++;
+  s->wait_keyed++;
+}
+static void wait_user_drop(hippo_stream *s, const hippo_stream *key,
+                           bool forget) {
+  uint32_t k = wait_user_find(s, key);
+  if (k == s->wait_user_count)
+    return; /* forget: the user had no keyed waits here */
+  if (forget || s->wait_users[k].waits == 1) {
+    s->wait_keyed -= s->wait_users[k].waits;
+    s->wait_users[k] = s->wait_users[--s->wait_user_count];
+    return;
+  }
+  s->wait_users[k].waits--;
+  s->wait_keyed--;
+}
+
 /* The waits finished since the last call (event NULL) leave the array,
  * which keeps its order (the keyed waits' order is their records'). */
 static void waits_compact(hippo_stream *s) {
@@ -692,6 +744,8 @@ static void waits_compact(hippo_stream *s) {
   for (uint32_t i = 0; i < s->wait_count; i++)
     if (s->waits[i].event)
       s->waits[kept++] = s->waits[i];
+    else if (s->waits[i].key)
+      wait_user_drop(s, s->waits[i].key, false);
   s->wait_count = kept;
 }
 
@@ -745,10 +799,18 @@ static void poll_waits(hippo_stream *s) {
   const hippo_stream *pending[POLL_USERS];
   unsigned npending = 0;
   bool finished = false;
+  /* unkeyed waits not looked at yet; once none is left and every user is
+   * pending, the rest are skipped without a look */
+  uint32_t unkeyed = s->wait_count - s->wait_keyed;
+  bool stops = s->wait_user_count <= POLL_USERS;
   for (uint32_t i = 0; i < s->wait_count; i++) {
     hippo__use *w = &s->waits[i];
     bool done = false;
-    if (w->key && key_in(pending, npending, w->key))
+    if (stops && unkeyed == 0 && npending == s->wait_user_count)
+      break;
+    if (!w->key)
+      unkeyed--;
+    else if (key_in(pending, npending, w->key))
       continue; /* an earlier event of its user is not done */
     if (w->late && wait_mark(be, w) != HIPPO_SUCCESS)
       s->event_failures++;
@@ -808,6 +870,8 @@ static hippo_status uses_released(hippo_stream *s, uint32_t pool,
     n++;
     u->late = false;
     st = use_room(&s->waits, s->wait_count + n - 1, &s->wait_cap);
+    if (st == HIPPO_SUCCESS)
+      st = wait_user_room(s, n);
     if (st == HIPPO_SUCCESS && u->user)
       st = use_record(be, u, &u->late);
     if (st != HIPPO_SUCCESS)
@@ -822,11 +886,14 @@ static hippo_status uses_released(hippo_stream *s, uint32_t pool,
       continue;
     u->key = NULL;
     u->seq = 0;
-    if (!u->late) { /* recorded: in order behind its user's earlier ones */
+    if (!u->late && u->user) { /* recorded now: in order behind its
+                                  user's earlier ones */
       u->key = u->user;
       u->seq = ++s->wait_seq;
-      u->user = NULL;
+      wait_user_add(s, u->key);
     }
+    if (!u->late) /* recorded (now, or when its user detached) */
+      u->user = NULL;
     s->waits[s->wait_count++] = *u;
     s->uses[i] = s->uses[--s->use_count];
   }
@@ -893,6 +960,7 @@ hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
       if (s->waits[i].key == user) /* its name may come back */
         s->waits[i].key = NULL;
     }
+    wait_user_drop(s, user, true);
     return HIPPO_SUCCESS;
   }
   /* its uses, and the late waits (released while it captured) */
@@ -1449,7 +1517,7 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
                               "clock %llu, below the stream's bound %llu",
                               (unsigned long long)s->ticking[i]->due,
                               (unsigned long long)s->gate.due_min);
-  uint64_t seq = 0; /* the last keyed wait's */
+  uint64_t seq = 0, keyed = 0; /* the last keyed wait's seq; their count */
   for (uint32_t i = 0; i < s->wait_count; i++) {
     const hippo__use *w = &s->waits[i];
     if (w->late ? !w->user || w->user->magic != HIPPO__STREAM_MAGIC
@@ -1469,8 +1537,38 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
                               "their order (seq %llu after %llu)",
                               i, w->slice, w->pool, (unsigned long long)w->seq,
                               (unsigned long long)seq);
-    if (w->key)
+    if (w->key) {
+      uint32_t k = wait_user_find(s, w->key);
       seq = w->seq;
+      keyed++;
+      if (k == s->wait_user_count || s->wait_users[k].waits == 0)
+        return hippo__error_set(HIPPO_INTERNAL,
+                                "manager check: wait %u names a user the "
+                                "stream does not count",
+                                i);
+    }
+  }
+  {
+    uint64_t counted = 0;
+    for (uint32_t k = 0; k < s->wait_user_count; k++) {
+      uint32_t n = 0;
+      for (uint32_t i = 0; i < s->wait_count; i++)
+        n += s->waits[i].key == s->wait_users[k].key;
+      if (n != s->wait_users[k].waits ||
+          wait_user_find(s, s->wait_users[k].key) != k)
+        return hippo__error_set(HIPPO_INTERNAL,
+                                "manager check: user %u of the waits counts "
+                                "%u waits, %u name it (or it is listed "
+                                "twice)",
+                                k, s->wait_users[k].waits, n);
+      counted += n;
+    }
+    if (counted != keyed || keyed != s->wait_keyed)
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "manager check: %llu keyed waits, the users "
+                              "count %llu and the stream %u",
+                              (unsigned long long)keyed,
+                              (unsigned long long)counted, s->wait_keyed);
   }
   if (holds != s->holds + s->use_count + s->wait_count)
     return hippo__error_set(HIPPO_INTERNAL,

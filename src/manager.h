@@ -47,6 +47,13 @@ typedef struct hippo__use {
   bool late;
 } hippo__use;
 
+/* A user stream that keyed waits name, and how many (so a poll knows when
+ * every user it could still ask about is pending). */
+typedef struct hippo__wait_user {
+  const hippo_stream *key;
+  uint32_t waits;
+} hippo__wait_user;
+
 /* One stream's memory manager.
  * Invariant: pools[0] is the persistent pool, pools[1 .. pool_count) the
  * dynamic pools of the device's current layout; every live handle slot
@@ -115,6 +122,10 @@ struct hippo_stream {
   hippo__use *uses, *waits;
   uint32_t use_count, use_cap, wait_count, wait_cap;
   uint64_t wait_seq;         /* the last seq given to a wait */
+  /* the distinct keys of the keyed waits, each with its count (> 0), and
+   * wait_keyed, the sum of the counts */
+  hippo__wait_user *wait_users;
+  uint32_t wait_user_count, wait_user_cap, wait_keyed;
   uint64_t event_failures;   /* failed event queries */
 };
 

@@ -570,70 +570,72 @@ static uint64_t event_calls(const hippo_api *api, hippo_device *dev) {
   return tu_counters(api, dev).calls[HIPPO_CALL_EVENT];
 }
 
-/* 48 of a's slices wait on b's queued copy, 16 on c's.  A reservation
- * asks about the oldest event of each user and no further (stream order:
- * the later ones are not done either), 2 queries and not 64; once b's
- * work ran it asks b's 48 (done, their bytes free again) and c's oldest.
- * When c detaches its waits no longer name it. */
+/* 48 of a's slices wait on b's queued copy, 16 on c's, released in turn.
+ * A reservation asks about the oldest event of each user and no further
+ * (stream order: the later ones are not done either): 2 queries, not 64.
+ * c holds no page (its copy is between two of a's reservations), so its
+ * detach runs nothing (a page free would run every queue) and its waits,
+ * no longer naming it, are asked each on its own from then on: behind
+ * b's pending oldest too (_i 1: the poll stops early only once no unnamed
+ * wait is left).  _i 0: b's work runs first, then c detaches; _i 1: c
+ * detaches first. */
 START_TEST(test_use_poll_per_user) {
   const hippo_api *api = tu_api();
   hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
   void *na, *nb, *nc, *p, *q;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb),
                *c = tu_attach(api, dev, &nc);
-  hippo_handle x[64], r[3], bs, bd, cs, cd;
+  hippo_handle x[64], r[4], bs, bd, k1, k2;
   uint64_t before;
+  enum { RESERVE, SYNC_B, DETACH_C, SYNC_C };
+  static const int steps[2][4] = {{RESERVE, SYNC_B, DETACH_C, SYNC_C},
+                                  {RESERVE, DETACH_C, SYNC_B, SYNC_C}};
+  /* the event queries of the reservation after each step, and the slices
+   * still waiting then */
+  static const uint64_t queries[2][4] = {{2, 48 + 1, 16, 16},
+                                         {2, 1 + 16, 48 + 16, 16}};
+  static const uint64_t waiting[2][4] = {{64, 16, 16, 0}, {64, 64, 16, 0}};
 
   for (int i = 0; i < 64; i++)
     x[i] = tu_reserve(api, a, 16 * KiB);
+  k1 = tu_reserve(api, a, 4096);
+  k2 = tu_reserve(api, a, 4096);
   bs = tu_reserve(api, b, 4096);
   bd = tu_reserve(api, b, 4096);
-  cs = tu_reserve(api, c, 4096);
-  cd = tu_reserve(api, c, 4096);
   for (int i = 0; i < 64; i++)
     CK_OK(api, api->record_use(a, x[i], i < 48 ? b : c));
   CK_OK(api, api->resolve(b, bs, &p, NULL));
   CK_OK(api, api->resolve(b, bd, &q, NULL));
   CK_OK(api, api->emu_copy(dev, nb, q, p, 4096)); /* queued, not run */
-  CK_OK(api, api->resolve(c, cs, &p, NULL));
-  CK_OK(api, api->resolve(c, cd, &q, NULL));
+  CK_OK(api, api->resolve(a, k1, &p, NULL));
+  CK_OK(api, api->resolve(a, k2, &q, NULL));
   CK_OK(api, api->emu_copy(dev, nc, q, p, 4096));
-  /* released in turn, three of b's then one of c's: the waits of the two
-   * users interleave */
+  /* three of b's, then one of c's: the two users' waits interleave */
   for (int k = 0, nextb = 0, nextc = 48; k < 64; k++)
     CK_OK(api, api->release(a, x[k % 4 == 3 ? nextc++ : nextb++]));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 64);
   CK_CHECK(api, dev);
 
-  before = event_calls(api, dev);
-  r[0] = tu_reserve(api, a, 16 * KiB);
-  ck_assert_uint_eq(event_calls(api, dev) - before, 2);
-  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 64);
-  CK_CHECK(api, dev);
-
-  CK_OK(api, api->emu_stream_sync(dev, nb)); /* b's copy runs */
-  before = event_calls(api, dev);
-  r[1] = tu_reserve(api, a, 16 * KiB);
-  ck_assert_uint_eq(event_calls(api, dev) - before, 48 + 1);
-  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 16);
-  ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded, 16 * 16 * KiB);
-  CK_CHECK(api, dev);
-
-  CK_OK(api, api->release(c, cs));
-  CK_OK(api, api->release(c, cd));
-  /* c's page goes back at the detach, which runs c's queue (HOST); its
-   * waits no longer name it (the check walk verifies that) and are asked
-   * each on its own: all done */
-  CK_OK(api, api->stream_detach(c));
-  CK_CHECK(api, dev);
-  before = event_calls(api, dev);
-  r[2] = tu_reserve(api, a, 16 * KiB);
-  ck_assert_uint_eq(event_calls(api, dev) - before, 16);
-  ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
-  ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded, 0);
-  CK_CHECK(api, dev);
-  for (int i = 0; i < 3; i++)
-    CK_OK(api, api->release(a, r[i]));
+  for (int k = 0; k < 4; k++) {
+    if (steps[_i][k] == SYNC_B)
+      CK_OK(api, api->emu_stream_sync(dev, nb));
+    else if (steps[_i][k] == SYNC_C)
+      CK_OK(api, api->emu_stream_sync(dev, nc));
+    else if (steps[_i][k] == DETACH_C)
+      CK_OK(api, api->stream_detach(c));
+    CK_CHECK(api, dev);
+    before = event_calls(api, dev);
+    r[k] = tu_reserve(api, a, 16 * KiB);
+    ck_assert_uint_eq(event_calls(api, dev) - before, queries[_i][k]);
+    ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, waiting[_i][k]);
+    ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded,
+                      waiting[_i][k] * 16 * KiB);
+    CK_CHECK(api, dev);
+  }
+  for (int k = 0; k < 4; k++)
+    CK_OK(api, api->release(a, r[k]));
+  CK_OK(api, api->release(a, k1));
+  CK_OK(api, api->release(a, k2));
   CK_OK(api, api->release(b, bs));
   CK_OK(api, api->release(b, bd));
   CK_OK(api, api->emu_stream_destroy(dev, nc));
@@ -852,7 +854,7 @@ static Suite *guard_suite(void) {
   tc = tcase_create("record_use");
   tcase_add_test(tc, test_use_order);
   tcase_add_loop_test(tc, test_use_faults, 0, N_BACKENDS);
-  tcase_add_test(tc, test_use_poll_per_user);
+  tcase_add_loop_test(tc, test_use_poll_per_user, 0, 2);
   tcase_add_test(tc, test_use_detach);
   tcase_add_loop_test(tc, test_use_failed_detach, 0, N_BACKENDS);
   tcase_add_test(tc, test_use_failed_owner_detach);
