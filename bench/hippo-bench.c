@@ -32,6 +32,10 @@
  *      (policy wanted: relocate_when_wanted before every reservation;
  *      explicit-every=1000: relocate every stream after every 1000 events),
  *      with the targets of the default (ADAPTIVE, wanted).
+ *   W  waits: a reserve+release pair on a HOST device while 0, 64 or 1,024
+ *      released slices wait on another stream's queued copy (record_use),
+ *      and the event queries each reservation makes (the backend's
+ *      counters): one per user stream, not one per waiting slice.
  *
  * Every random stream (operations, sizes, release indices) is generated
  * before the clock starts, from a fixed seed (splitmix64 seeding
@@ -41,8 +45,8 @@
  * minimum) over --reps repetitions.
  *
  * Usage: hippo-bench [--plugin PATH] [--trace PATH] [--footprint PATH]...
- *                    [--reps N] [--ops N] [--only A|B|C|E|R|F|V] [--quick]
- *                    [--versus PATH]
+ *                    [--reps N] [--ops N] [--only A|B|C|E|R|F|V|W]
+ *                    [--quick] [--versus PATH]
  *
  * The plugin is --plugin, else $HIPPO_PLUGIN, else the build tree's plugin
  * when run from the build tree, else the installed one (tool_plugin_path()
@@ -299,7 +303,7 @@ typedef struct options {
   const char *trace;
   unsigned reps;
   uint64_t ops;
-  int run_a, run_b, run_c, run_r, run_f, run_e, run_v;
+  int run_a, run_b, run_c, run_r, run_f, run_e, run_v, run_w;
   const char *versus;
   const char *footprint[16];
   int nfootprint;
@@ -312,7 +316,7 @@ static void usage_exit(int code) {
   fprintf(f,
           "usage: hippo-bench [--plugin PATH] [--trace PATH] "
           "[--footprint PATH]... [--reps N]\n"
-          "                   [--ops N] [--only A|B|C|E|R|F|V] [--quick]\n"
+          "                   [--ops N] [--only A|B|C|E|R|F|V|W] [--quick]\n"
           "                   [--versus PATH]\n"
           "  --plugin PATH  the plugin (default: $HIPPO_PLUGIN, else\n"
           "                 %s when run from the build tree, else\n"
@@ -322,7 +326,7 @@ static void usage_exit(int code) {
           "  --reps N       repetitions per figure (default 5)\n"
           "  --ops N        operations of A, timed pairs of B (default "
           "1000000)\n"
-          "  --only A|B|C|E|R|F|V  run one workload (may repeat)\n"
+          "  --only A|B|C|E|R|F|V|W  run one workload (may repeat)\n"
           "  --quick        small sizes, a smoke test\n"
           "  --versus PATH  workload V: A's cases through this plugin and\n"
           "                 PATH (another build), repetitions interleaved\n",
@@ -398,8 +402,10 @@ static void parse_options(int argc, char **argv, options *o) {
         o->run_e = 1;
       else if (!strcmp(val, "V") || !strcmp(val, "v"))
         o->run_v = 1;
+      else if (!strcmp(val, "W") || !strcmp(val, "w"))
+        o->run_w = 1;
       else
-        bench_fatal("--only wants A, B, C, E, R, F or V, not '%s'", val);
+        bench_fatal("--only wants A, B, C, E, R, F, V or W, not '%s'", val);
     }
   }
   if (o->run_v && !o->versus)
@@ -407,7 +413,8 @@ static void parse_options(int argc, char **argv, options *o) {
   if (!only && o->versus)
     o->run_v = 1;
   else if (!only)
-    o->run_a = o->run_b = o->run_c = o->run_r = o->run_f = o->run_e = 1;
+    o->run_a = o->run_b = o->run_c = o->run_r = o->run_f = o->run_e =
+        o->run_w = 1;
   if (o->quick) {
     if (!o->ops_set)
       o->ops = 20000;
@@ -1167,6 +1174,99 @@ static void workload_e(const options *o) {
   free(kept);
 }
 
+/* W: reservations while released slices wait on another stream's work.
+ * Stream b queues a copy that never runs during the timing; `count`
+ * slices of stream a, each used by b (record_use), are released and wait
+ * for it.  Timed: W_PAIRS reserve+release pairs of 64 KiB on a; counted:
+ * the event queries one reservation makes. */
+#define W_PAIRS 20000u
+static void w_case(const options *o, uint32_t count, double *ns,
+                   double *min, uint64_t *queries) {
+  unsigned reps = o->reps;
+  uint32_t pairs = o->quick ? W_PAIRS / 10 : W_PAIRS;
+  double *t = bench_xcalloc(reps, sizeof *t);
+  hippo_device_desc desc;
+  hippo_device *dev;
+  void *na, *nb, *src, *dst;
+  hippo_stream *a, *b;
+  hippo_handle bs, bd, x;
+  hippo_emu_counters c0, c1;
+  hippo_usage u;
+
+  memset(&desc, 0, sizeof desc);
+  desc.struct_size = sizeof desc;
+  desc.backend = HIPPO_BACKEND_HOST;
+  desc.capacity = GiB;
+  CHECK(api->device_open(&desc, &dev), "W: device_open (HOST)");
+  CHECK(api->emu_stream_create(dev, &na), "W: emu_stream_create");
+  CHECK(api->emu_stream_create(dev, &nb), "W: emu_stream_create");
+  CHECK(api->stream_attach(dev, na, &a), "W: stream_attach");
+  CHECK(api->stream_attach(dev, nb, &b), "W: stream_attach");
+  CHECK(api->reserve(b, 4096, HIPPO_MODE_AUTO, &bs), "W: reserve");
+  CHECK(api->reserve(b, 4096, HIPPO_MODE_AUTO, &bd), "W: reserve");
+  CHECK(api->resolve(b, bs, &src, NULL), "W: resolve");
+  CHECK(api->resolve(b, bd, &dst, NULL), "W: resolve");
+  CHECK(api->emu_copy(dev, nb, dst, src, 4096), "W: emu_copy");
+  for (uint32_t i = 0; i < count; i++) {
+    CHECK(api->reserve(a, 64 * KiB, HIPPO_MODE_AUTO, &x), "W: reserve");
+    CHECK(api->record_use(a, x, b), "W: record_use");
+    CHECK(api->release(a, x), "W: release");
+  }
+  for (unsigned rep = 0; rep < reps; rep++) {
+    double t0 = bench_now_ns();
+    for (uint32_t i = 0; i < pairs; i++) {
+      CHECK(api->reserve(a, 64 * KiB, HIPPO_MODE_AUTO, &x), "W: reserve");
+      CHECK(api->release(a, x), "W: release");
+    }
+    t[rep] = (bench_now_ns() - t0) / pairs;
+  }
+  c0.struct_size = c1.struct_size = sizeof c0;
+  CHECK(api->emu_counters(dev, &c0), "W: emu_counters");
+  CHECK(api->reserve(a, 64 * KiB, HIPPO_MODE_AUTO, &x), "W: reserve");
+  CHECK(api->emu_counters(dev, &c1), "W: emu_counters");
+  CHECK(api->release(a, x), "W: release");
+  *queries = c1.calls[HIPPO_CALL_EVENT] - c0.calls[HIPPO_CALL_EVENT];
+  memset(&u, 0, sizeof u);
+  u.struct_size = sizeof u;
+  CHECK(api->usage(dev, a, &u), "W: usage");
+  if (u.slices_waiting != count)
+    bench_fatal("W: %llu slices waiting, expected %u",
+                (unsigned long long)u.slices_waiting, count);
+  dev_check(dev, "W");
+  CHECK(api->emu_stream_sync(dev, nb), "W: emu_stream_sync");
+  CHECK(api->release(b, bs), "W: release");
+  CHECK(api->release(b, bd), "W: release");
+  CHECK(api->stream_detach(a), "W: stream_detach");
+  CHECK(api->stream_detach(b), "W: stream_detach");
+  CHECK(api->emu_stream_destroy(dev, na), "W: emu_stream_destroy");
+  CHECK(api->emu_stream_destroy(dev, nb), "W: emu_stream_destroy");
+  CHECK(api->device_close(dev), "W: device_close");
+  *ns = bench_median(t, reps);
+  *min = bench_minimum(t, reps);
+  free(t);
+}
+
+static void workload_w(const options *o) {
+  static const uint32_t counts[] = {0, 64, 1024};
+  printf("\n## W: a reserve+release pair while released slices wait on "
+         "another stream's queued work (HOST, %u reps)\n\n",
+         o->reps);
+  printf("%-8s %12s %12s %18s\n", "waiting", "ns/pair", "min", "queries/reserve");
+  for (unsigned k = 0; k < sizeof counts / sizeof *counts; k++) {
+    double ns, min;
+    uint64_t queries;
+    char what[112], fig[64];
+    w_case(o, counts[k], &ns, &min, &queries);
+    printf("%-8u %12.1f %12.1f %18llu\n", counts[k], ns, min,
+           (unsigned long long)queries);
+    snprintf(what, sizeof what, "%u slices waiting on one user's queued work",
+             counts[k]);
+    snprintf(fig, sizeof fig, "%.1f ns a pair (min %.1f), queries %llu",
+             ns, min, (unsigned long long)queries);
+    add_row("W", what, fig, "");
+  }
+}
+
 static void workload_r(const options *o) {
   unsigned reps = o->reps;
   double *rel = bench_xcalloc(reps, sizeof *rel), *cpy = bench_xcalloc(reps, sizeof *cpy);
@@ -1458,6 +1558,8 @@ int main(int argc, char **argv) {
     workload_r(&o);
   if (o.run_e)
     workload_e(&o);
+  if (o.run_w)
+    workload_w(&o);
   if (o.run_f)
     workload_f(&o);
   if (o.run_v)

@@ -42,6 +42,13 @@ expect_rows "A" "^uniform p=0\.5 .*<= 35 ns/op: (met|MISSED) by $num$" 1
 expect_rows "A summary" "^\| A \| (uniform|log2) p=0\.[56] \| " 4
 expect_rows "A summary" "\| (<= 35 ns/op|ADAPTIVE / SUB_SLICES <= 1\.10) \((met|MISSED) by $num\) \|$" 3
 
+# W alone: three counts of waiting slices, each with its figures.
+bench --quick --only W
+expect_status "W" 0
+expect_rows "W" "^## W: " 1
+expect_rows "W" "^(0|64|1024) +$num +$num +[0-9]+$" 3
+expect_rows "W summary" "^\| W \| (0|64|1024) slices waiting on one user's queued work \| $num ns a pair \(min $num\), queries [0-9]+ \|  \|$" 3
+
 # V: this plugin against a second copy of itself.  Both are loaded (a
 # copy, so the loader gives two instances), the four cases print both
 # medians and minima and a ratio, and the summary has four V rows.
@@ -70,7 +77,7 @@ expect_status "--versus missing file" 1
 expect_err "--versus missing file" "$tmp/none.so"
 bench --quick --only X
 expect_status "--only X" 1
-expect_err "--only X" "--only wants A, B, C, E, R, F or V, not 'X'"
+expect_err "--only X" "--only wants A, B, C, E, R, F, V or W, not 'X'"
 bench --versus
 expect_status "--versus without a value" 1
 expect_err "--versus without a value" "--versus needs a value"
