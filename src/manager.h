@@ -34,7 +34,8 @@ _Static_assert(HIPPO__MAX_POOLS + 1 < HIPPO__HANDLE_TABLE,
  * In the waits, `key` names the attached stream whose queue the event was
  * recorded on at the release (never dereferenced but by the check walk;
  * cleared when that stream detaches), or is NULL: recorded later (late),
- * or by a stream gone since; `seq` numbers the records at releases.  The
+ * or when its user detached, before the release or since; `seq` numbers
+ * the records at releases.  The
  * keyed waits lie in the order of their records (seq increasing), so for
  * one key a later event completes no sooner than an earlier one (stream
  * order): poll_waits asks no further once one is not done. */
