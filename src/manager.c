@@ -721,20 +721,16 @@ static void wait_user_add(hippo_stream *s, const hippo_stream *key) {
   if (k == s->wait_user_count)
     s->wait_users[s->wait_user_count++] = (hippo__wait_user){key, 0};
   s->wait_users[k].waits++;
-  s->wait_keyed++;
 }
 static void wait_user_drop(hippo_stream *s, const hippo_stream *key,
                            bool forget) {
   uint32_t k = wait_user_find(s, key);
   if (k == s->wait_user_count)
     return; /* forget: the user had no keyed waits here */
-  if (forget || s->wait_users[k].waits == 1) {
-    s->wait_keyed -= s->wait_users[k].waits;
+  if (forget || s->wait_users[k].waits == 1)
     s->wait_users[k] = s->wait_users[--s->wait_user_count];
-    return;
-  }
-  s->wait_users[k].waits--;
-  s->wait_keyed--;
+  else
+    s->wait_users[k].waits--;
 }
 
 /* The waits finished since the last call (event NULL) leave the array,
@@ -801,8 +797,10 @@ static void poll_waits(hippo_stream *s) {
   bool finished = false;
   /* unkeyed waits not looked at yet; once none is left and every user is
    * pending, the rest are skipped without a look */
-  uint32_t unkeyed = s->wait_count - s->wait_keyed;
+  uint32_t unkeyed = s->wait_count;
   bool stops = s->wait_user_count <= POLL_USERS;
+  for (uint32_t k = 0; k < s->wait_user_count; k++)
+    unkeyed -= s->wait_users[k].waits;
   for (uint32_t i = 0; i < s->wait_count; i++) {
     hippo__use *w = &s->waits[i];
     bool done = false;
@@ -1563,12 +1561,12 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
                                 k, s->wait_users[k].waits, n);
       counted += n;
     }
-    if (counted != keyed || keyed != s->wait_keyed)
+    if (counted != keyed)
       return hippo__error_set(HIPPO_INTERNAL,
                               "manager check: %llu keyed waits, the users "
-                              "count %llu and the stream %u",
+                              "count %llu",
                               (unsigned long long)keyed,
-                              (unsigned long long)counted, s->wait_keyed);
+                              (unsigned long long)counted);
   }
   if (holds != s->holds + s->use_count + s->wait_count)
     return hippo__error_set(HIPPO_INTERNAL,

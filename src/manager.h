@@ -123,10 +123,9 @@ struct hippo_stream {
   hippo__use *uses, *waits;
   uint32_t use_count, use_cap, wait_count, wait_cap;
   uint64_t wait_seq;         /* the last seq given to a wait */
-  /* the distinct keys of the keyed waits, each with its count (> 0), and
-   * wait_keyed, the sum of the counts */
+  /* the distinct keys of the keyed waits, each with its count (> 0) */
   hippo__wait_user *wait_users;
-  uint32_t wait_user_count, wait_user_cap, wait_keyed;
+  uint32_t wait_user_count, wait_user_cap;
   uint64_t event_failures;   /* failed event queries */
 };
 
