@@ -1065,6 +1065,13 @@ static inline bool pool_due(const hippo_stream *s, const hippo__pool *p) {
 /* Whether a ticking pool is due at the stream's clock; the bound on
  * their dues (gate.due_min) becomes their minimum.  Only tick_due calls
  * it, once the ticks' pause is over. */
+/* The release another pool finished late (pool.h, settle) is finished
+ * now, so the dues read below are exact. */
+static void __attribute__((noinline)) settle_unsettled(hippo_stream *s) {
+  hippo__pool *p = s->gate.unsettled;
+  p->ops->settle(p);
+}
+
 static bool __attribute__((noinline)) tick_due_any(hippo_stream *s) {
   uint64_t min = UINT64_MAX;
   for (uint32_t i = 0; i < s->ticking_count; i++)
@@ -1080,6 +1087,8 @@ static bool __attribute__((noinline)) tick_due_any(hippo_stream *s) {
  * all in a layout without periods (the anchors' single SLICED pool: one
  * load). */
 static inline bool tick_due(hippo_stream *s) {
+  if (HIPPO__UNLIKELY(s->gate.unsettled != NULL)) /* its page may be due */
+    settle_unsettled(s);
   return s->ticking_count != 0 &&
          HIPPO__UNLIKELY(s->clock >= s->gate.due_min) &&
          s->clock >= s->tick_quiet_until && tick_due_any(s);
@@ -1092,6 +1101,8 @@ static inline bool tick_due(hippo_stream *s) {
 static hippo_status __attribute__((noinline))
 ticks_and_drop(hippo_stream *s) {
   bool ticked = false;
+  if (s->gate.unsettled) /* its page may be due */
+    settle_unsettled(s);
   for (uint32_t i = 0; i < s->ticking_count; i++)
     if (pool_due(s, s->ticking[i])) {
       s->gate.defer = true; /* the frees come after the lock */
@@ -1483,9 +1494,18 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
     bytes[slot->pool] += slot->size;
     count[slot->pool]++;
   }
+  {
+    uint32_t i = 0;
+    while (i < s->pool_count && s->pools[i] != s->gate.unsettled)
+      i++;
+    if (s->gate.unsettled && (i == s->pool_count || !s->pools[i]->ops->settle))
+      return hippo__error_set(HIPPO_INTERNAL,
+                              "manager check: the pool whose release waits "
+                              "is not one of the stream's that settle");
+  }
   for (uint32_t i = 0; i < s->pool_count; i++) {
     const hippo__pool *p = s->pools[i];
-    st = p->ops->check(p);
+    st = p->ops->check(p); /* settles the pool first */
     if (st != HIPPO_SUCCESS)
       return hippo__error_wrap(st, "pool %u", i);
     if (p->ops->release_named) { /* the pool's check covered its names */
@@ -1508,6 +1528,10 @@ hippo_status hippo__manager_check_locked(const hippo_stream *s) {
     reserved += s->leaving.pages[i].size;
     pages++;
   }
+  if (s->gate.unsettled)
+    return hippo__error_set(HIPPO_INTERNAL,
+                            "manager check: a release still waits after "
+                            "every pool's check");
   for (uint32_t i = 0; i < s->ticking_count; i++)
     if (s->ticking[i]->due < s->gate.due_min)
       return hippo__error_set(HIPPO_INTERNAL,

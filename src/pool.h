@@ -25,6 +25,15 @@
  *    other (slice, gen) it returns false and changes nothing.
  *    resolve_named(slice, gen, &addr, &size) looks one up the same way.
  *    release_all() releases every live slice (stream_detach).
+ *  - optional: settle().  A pool may finish a release_named late: the
+ *    slice leaves use and the figures at once, but merging it with its
+ *    free neighbours waits for the pool's next call (any entry of its
+ *    table finishes it first), so the cache misses of that merge overlap
+ *    the caller's next work instead of stalling the release.  Such a pool
+ *    names itself in gate->unsettled while a release waits, and settle()
+ *    finishes it (and clears the name); the manager calls it where it
+ *    reads what the merge may change without calling the pool (a page
+ *    that empties moves pool->due).
  *  - optional, with the *_named ones: names_take(&names) hands over the
  *    records that carry the pool's generations (the pool holds no page:
  *    it is being replaced by pools_install) and names_give(&names) makes
@@ -152,6 +161,7 @@ typedef struct hippo__pool_ops {
   bool (*resolve_named)(const hippo__pool *pool, uint32_t slice, uint32_t gen,
                         uint64_t *addr, uint64_t *size);
   void (*release_all)(hippo__pool *pool);
+  void (*settle)(hippo__pool *pool);
   void (*names_take)(hippo__pool *pool, hippo__names *out);
   void (*names_give)(hippo__pool *pool, const hippo__names *in);
   void (*reloc_shape)(const hippo__pool *pool, hippo__reloc_shape *out);
@@ -223,6 +233,10 @@ typedef struct hippo__free_gate {
    * makes after the lock (hippo__leaving). */
   bool defer;
   hippo__leaving *leaving;
+  /* The pool of the stream whose release waits to be finished (settle),
+   * or NULL; at most one: the manager settles it before another pool
+   * releases. */
+  hippo__pool *unsettled;
   /* A lower bound on the due of every pool of the stream that ticks
    * (hippo__pool_due_set lowers it with a pool's due; the manager sets it
    * to their minimum when it looks at them): a reservation reads this one

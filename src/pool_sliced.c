@@ -210,7 +210,11 @@ typedef struct sizeslot {
  * closed_pages, closed_bytes and closed_busy count the closed pages, their
  * bytes and those with a live slice; stranded bytes are HELD slices';
  * unused_count is the length of the unused list; crowded == (slice_cap >
- * crowd_at). */
+ * crowd_at).  Between two calls at most one released slice waits to be
+ * merged (pending, see settle): FREE, its generation moved on, in no free
+ * list and not merged with its neighbours, its page not on a list for
+ * that release; every other entry settles it first, so the invariants
+ * above hold again inside every call (and in the check walk). */
 typedef struct sliced {
   hippo__pool head;
   uint64_t page_size;  /* effective (current) page size (0: cap below
@@ -234,6 +238,8 @@ typedef struct sliced {
   uint32_t retired;     /* retired UNUSED records */
   uint32_t max_records; /* slice_cap's limit: what a handle's index names */
   uint32_t crowd_at;    /* CROWDED_RECORDS (tests may lower it) */
+  uint32_t pending;     /* a released slice not merged yet (NIL: none) */
+  uint64_t pending_now; /* the clock of its release */
   page *pages;
   uint32_t page_count, page_cap, page_unused; /* page_unused: slot list */
   hippo__fifo empty;   /* empty pages, waiting for dealloc_period */
@@ -242,6 +248,9 @@ typedef struct sliced {
   uint32_t heads[FL_COUNT * SL_COUNT]; /* by class: one index, no
                                           2-D address to compute */
 } sliced;
+
+static void settle(const sliced *cp);
+HOT void settle_kind(sliced *p, bool arena);
 
 /* Whether slice i, free, is a whole page (its page is empty). */
 static inline bool whole_page(const sliced *p, uint32_t i) {
@@ -829,6 +838,7 @@ HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
   slice *s;
   hippo_status st;
 
+  settle_kind(p, arena);
   /* size <= max_size, validated not to overflow when aligned */
   bytes = (size + pool->alignment - 1) & ~(pool->alignment - 1);
   u = bytes >> pool->align_shift;
@@ -882,11 +892,10 @@ HOT void merge(sliced *p, uint32_t a, uint32_t b) {
  * neighbour is free, so a release reads a neighbour only to merge it; the
  * writes that keep the notes, into neighbour records that miss the cache
  * as the reads did, cost more: B at 100,000 live 75 -> 80 ns a pair.) */
-HOT void free_slice_kind(sliced *p, uint32_t i, bool arena) {
+HOT void coalesce_kind(sliced *p, uint32_t i, bool arena, uint64_t now) {
   slice *s = &p->slices[i];
   bool open = serves_kind(p, i, arena);
   uint32_t n;
-  s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
   n = s->prev_phys;
   if (n != NIL && STATE(&p->slices[n]) == SLICE_FREE) {
     free_take(p, n, open);
@@ -901,20 +910,50 @@ HOT void free_slice_kind(sliced *p, uint32_t i, bool arena) {
   free_put(p, i, open);
   if (HIPPO__UNLIKELY(whole_page(p, i))) { /* its page is empty now */
     uint32_t pg = p->slices[i].page;
+    uint64_t clock = p->head.now;
     if (p->pages[pg].closed)
       p->closed_busy--;
+    p->head.now = now; /* stamped with the clock of the release */
     empty_push(p, pg);
+    p->head.now = clock;
   }
+}
+
+HOT void free_slice_kind(sliced *p, uint32_t i, bool arena) {
+  slice *s = &p->slices[i];
+  s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
+  coalesce_kind(p, i, arena, p->head.now);
 }
 
 static void free_slice(sliced *p, uint32_t i) {
   free_slice_kind(p, i, p->arena);
 }
 
+static void sliced_settle(hippo__pool *pool) { settle((const sliced *)pool); }
+
+/* The pending slice, if any, is merged now (see sliced.pending). */
+HOT void settle_kind(sliced *p, bool arena) {
+  uint32_t i = p->pending;
+  if (i == NIL)
+    return;
+  p->pending = NIL;
+  if (p->head.gate)
+    p->head.gate->unsettled = NULL;
+  coalesce_kind(p, i, arena, p->pending_now);
+}
+
+/* settle_kind for the entries off the reservation path.  A const entry
+ * (a report, the check walk) settles too: merging is the release's own
+ * work finished late, and changes no figure a caller can see. */
+static void __attribute__((noinline)) settle(const sliced *cp) {
+  sliced *p = (sliced *)(uintptr_t)cp; /* pools are never const objects */
+  settle_kind(p, p->arena);
+}
+
 /* Release live slice i; returns the size it was reserved with.  A slice a
  * graph holds is kept out of use (GUARDED) instead of becoming free.
  * `arena` as for free_slice_kind. */
-HOT uint64_t release_kind(sliced *p, uint32_t i, bool arena) {
+HOT uint64_t release_kind(sliced *p, uint32_t i, bool arena, bool defer) {
   slice *s = &p->slices[i];
   uint64_t bytes = (uint64_t)s->size << p->head.align_shift;
   uint64_t size = bytes - s->prev_free;
@@ -924,15 +963,30 @@ HOT uint64_t release_kind(sliced *p, uint32_t i, bool arena) {
     p->head.bytes_guarded += bytes;
     return size;
   }
+  if (defer) { /* see sliced.pending */
+    s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
+    __builtin_prefetch(&p->slices[s->prev_phys]); /* NIL: never loaded */
+    __builtin_prefetch(&p->slices[s->next_phys]);
+    p->pending = i;
+    p->pending_now = p->head.now;
+    if (p->head.gate) { /* at most one pool of the stream waits */
+      hippo__pool *other = p->head.gate->unsettled;
+      if (HIPPO__UNLIKELY(other != NULL && other != &p->head))
+        other->ops->settle(other);
+      p->head.gate->unsettled = &p->head;
+    }
+    return size;
+  }
   free_slice_kind(p, i, arena);
   return size;
 }
 
 static uint64_t release_slice(sliced *p, uint32_t i) {
-  return release_kind(p, i, p->arena);
+  return release_kind(p, i, p->arena, false);
 }
 
 static void sliced_hold(hippo__pool *pool, uint32_t i) {
+  settle((const sliced *)pool);
   ((sliced *)pool)->slices[i].next_free++;
   pool->holds++;
 }
@@ -940,6 +994,7 @@ static void sliced_hold(hippo__pool *pool, uint32_t i) {
 static void sliced_unhold(hippo__pool *pool, uint32_t i) {
   sliced *p = (sliced *)pool;
   slice *s = &p->slices[i];
+  settle(p);
   pool->holds--;
   if (--s->next_free || STATE(s) != SLICE_GUARDED)
     return;
@@ -948,6 +1003,7 @@ static void sliced_unhold(hippo__pool *pool, uint32_t i) {
 }
 
 static void sliced_release(hippo__pool *pool, uint32_t i, uint64_t size) {
+  settle((const sliced *)pool);
   (void)size; /* the record keeps it */
   (void)release_slice((sliced *)pool, i);
 }
@@ -961,9 +1017,10 @@ static inline bool is_live(const sliced *p, uint32_t i, uint32_t gen) {
 HOT bool release_named_kind(hippo__pool *pool, uint32_t i, uint32_t gen,
                             uint64_t *size, bool arena) {
   sliced *p = (sliced *)pool;
+  settle_kind(p, arena);
   if (HIPPO__UNLIKELY(!is_live(p, i, gen)))
     return false;
-  *size = release_kind(p, i, arena);
+  *size = release_kind(p, i, arena, true);
   return true;
 }
 
@@ -994,6 +1051,7 @@ static bool sliced_resolve_named(const hippo__pool *pool, uint32_t i,
 
 static void sliced_release_all(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
+  settle(p);
   /* a release drops only free records, so every live one is still met;
    * held slices go too (stream_detach: the stream is going away); slices a
    * graph holds stay, guarded, until graph_retire or destroy */
@@ -1054,15 +1112,18 @@ static const hippo__fifo_drop page_dropper = {fifo_drop, fifo_failed, "page"};
 
 static hippo_status sliced_cleanup(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
-  hippo_status st = hippo__fifo_give_back(&p->drain, p->pages, pool, false,
-                                          false, &page_dropper, p);
-  hippo_status st2 = hippo__fifo_give_back(&p->empty, p->pages, pool, false,
-                                           false, &page_dropper, p);
+  hippo_status st, st2;
+  settle(p);
+  st = hippo__fifo_give_back(&p->drain, p->pages, pool, false, false,
+                             &page_dropper, p);
+  st2 = hippo__fifo_give_back(&p->empty, p->pages, pool, false, false,
+                              &page_dropper, p);
   return st != HIPPO_SUCCESS ? st : st2;
 }
 
 static bool sliced_gives_back(const hippo__pool *pool) {
   const sliced *p = (const sliced *)pool;
+  settle(p);
   return p->drain.front != HIPPO__FIFO_NIL ||
          p->empty.front != HIPPO__FIFO_NIL;
 }
@@ -1070,6 +1131,7 @@ static bool sliced_gives_back(const hippo__pool *pool) {
 static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
   sliced *p = (sliced *)pool;
   hippo_status st, st2;
+  settle(p);
   if (now > pool->now)
     pool->now = now;
   if (pool->opt.dealloc_period == 0)
@@ -1083,6 +1145,7 @@ static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
 
 static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
   const sliced *p = (const sliced *)pool;
+  settle(p);
   hippo__pool_report_head(pool, out);
   if (!p->arena)
     out->options.page_size = p->page_size;
@@ -1128,6 +1191,24 @@ static hippo_status sliced_check(const hippo__pool *pool) {
   uint64_t fifo = 0, drain = 0, size_pages[HIPPO__ARENA_SIZES] = {0};
   uint32_t alive = 0;
   hippo_status st;
+
+  /* a release that waits (see sliced.pending): a FREE slice of a held
+   * page, named by the stream's gate; then it is finished, and the walk
+   * below sees the pool as every other call does */
+  if (p->pending != NIL) {
+    const slice *w = &p->slices[p->pending];
+    CHECK(p->pending < p->slice_count && STATE(w) == SLICE_FREE &&
+              w->page < p->page_count &&
+              p->pages[w->page].held && p->pending_now <= pool->now,
+          "the waiting release %u is not a free slice of a held page, "
+          "released at or before the clock",
+          p->pending);
+  }
+  CHECK(!pool->gate || (pool->gate->unsettled == pool) == (p->pending != NIL),
+        "the stream's gate %s this pool, which %s a waiting release",
+        pool->gate && pool->gate->unsettled == pool ? "names" : "does not name",
+        p->pending != NIL ? "has" : "has no");
+  settle(p);
 
   for (uint32_t pg = 0; pg < p->page_count; pg++) {
     const page *g = &p->pages[pg];
@@ -1333,6 +1414,7 @@ static hippo_status sliced_check(const hippo__pool *pool) {
 
 static void sliced_destroy(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
+  settle(p);
   for (uint32_t pg = 0; pg < p->page_count; pg++)
     if (p->pages[pg].held)
       (void)hippo__pool_page_free(pool, p->pages[pg].addr, p->pages[pg].size);
@@ -1346,6 +1428,7 @@ static void sliced_destroy(hippo__pool *pool) {
  * a page still held (never, by pools_install's rule) nothing is handed. */
 static void sliced_names_take(hippo__pool *pool, hippo__names *out) {
   sliced *p = (sliced *)pool;
+  settle(p);
   memset(out, 0, sizeof *out);
   if (pool->pages != 0 || !p->slices)
     return;
@@ -1364,6 +1447,7 @@ static void sliced_names_take(hippo__pool *pool, hippo__names *out) {
 /* A fresh pool (no record yet) adopts handed-over records. */
 static void sliced_names_give(hippo__pool *pool, const hippo__names *in) {
   sliced *p = (sliced *)pool;
+  settle(p);
   free(p->slices);
   p->slices = in->records;
   p->slice_count = in->count;
@@ -1388,6 +1472,7 @@ static uint64_t sliced_addr(const hippo__pool *pool, uint32_t i) {
 static void arena_reloc_shape(const hippo__pool *pool,
                               hippo__reloc_shape *out) {
   const sliced *p = (const sliced *)pool;
+  settle(p);
   memset(out, 0, sizeof *out);
   out->current_pages = p->sizes[p->cur].pages;
   out->outdated_pages = p->closed_pages;
@@ -1511,6 +1596,7 @@ static hippo_status arena_reloc_plan(hippo__pool *pool,
   bool sparse = reason == HIPPO_RELOCATE_SPARSE;
   candidate *c;
   uint32_t n = 0;
+  settle(p);
   if (p->page_count == 0)
     return HIPPO_SUCCESS;
   c = malloc((size_t)p->page_count * sizeof *c);
@@ -1579,6 +1665,7 @@ static void swap_places(sliced *p, uint32_t i, uint32_t j) {
 
 static void arena_reloc_commit(hippo__pool *pool, hippo__reloc_plan *plan) {
   sliced *p = (sliced *)pool;
+  settle(p);
   for (uint32_t k = 0; k < plan->count; k++) {
     swap_places(p, plan->moves[k].slice, plan->moves[k].target);
     (void)release_slice(p, plan->moves[k].target);
@@ -1590,6 +1677,7 @@ static void arena_reloc_commit(hippo__pool *pool, hippo__reloc_plan *plan) {
 static void arena_reloc_abort(hippo__pool *pool, hippo__reloc_plan *plan,
                               bool strand) {
   sliced *p = (sliced *)pool;
+  settle(p);
   for (uint32_t k = 0; k < plan->count; k++) {
     uint32_t j = plan->moves[k].target;
     if (strand) { /* a copy may still write it: out of use, not free */
@@ -1611,6 +1699,7 @@ static void arena_reloc_abort(hippo__pool *pool, hippo__reloc_plan *plan,
 
 static void arena_reloc_unstrand(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
+  settle(p);
   for (uint32_t i = 0; i < p->slice_count && pool->bytes_stranded; i++)
     if (STATE(&p->slices[i]) == SLICE_HELD) {
       pool->bytes_stranded -= (uint64_t)p->slices[i].size << pool->align_shift;
@@ -1622,8 +1711,10 @@ static hippo_status arena_reloc_drain(hippo__pool *pool, uint64_t *pages,
                                       uint64_t *bytes) {
   sliced *p = (sliced *)pool;
   uint64_t n = pool->pages, b = pool->bytes_reserved;
-  hippo_status st = hippo__fifo_give_back(&p->drain, p->pages, pool, false,
-                                          false, &page_dropper, p);
+  hippo_status st;
+  settle(p);
+  st = hippo__fifo_give_back(&p->drain, p->pages, pool, false, false,
+                             &page_dropper, p);
   /* and the outdated ones whose free failed before (waiting on the FIFO) */
   for (uint32_t pg = p->empty.front, next; pg != NIL; pg = next) {
     next = p->pages[pg].wait.newer;
@@ -1659,6 +1750,7 @@ bool hippo__pool_sliced_crowd_at(hippo__pool *pool, uint32_t n) {
   .tick = sliced_tick, .report = sliced_report,                                \
   .check = sliced_check, .destroy = sliced_destroy,                            \
   .resolve_named = sliced_resolve_named, .release_all = sliced_release_all,    \
+  .settle = sliced_settle,                                                     \
   .names_take = sliced_names_take, .names_give = sliced_names_give
 
 static const hippo__pool_ops sliced_ops = {
@@ -1696,6 +1788,7 @@ static sliced *sliced_new(hippo__backend *be, hippo__page_acct *acct,
   p->max_pages = UINT64_MAX;
   p->cap_bytes = UINT64_MAX;
   p->slice_unused = NIL;
+  p->pending = NIL;
   p->first_gen = hippo__gen_first();
   p->max_records = HIPPO__HANDLE_MAX_SLOTS;
   p->crowd_at = CROWDED_RECORDS;

@@ -1188,6 +1188,54 @@ START_TEST(test_capture_guard_oom_retry) {
 }
 END_TEST
 
+/* A release's merge may wait for its pool's next call (pool.h, settle).
+ * A page it empties still leaves after exactly dealloc_period
+ * reservations when every later one goes to another pool (the ticks
+ * finish the waiting release first), and a release in another pool
+ * finishes it too: the same pages leave at the same reservations as when
+ * a release merged at once. */
+START_TEST(test_late_merge_across_pools) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  stream_pair a;
+  hippo_handle h, big[4], small;
+  hippo_usage u;
+  int i;
+  tu_layout_init(&l);
+  tu_layout_add_sliced(&l, 64 * TU_KiB, 4 * TU_KiB, 0)->dealloc_period = 3;
+  tu_layout_add_sliced(&l, TU_MiB, TU_MiB, 0);
+  dev = tu_open(api, HIPPO_BACKEND_DRY, 64 * TU_MiB, &l.layout);
+  a = attach(api, dev);
+  h = tu_reserve(api, a.s, 1000); /* clock 1: the small pool's page */
+  big[0] = tu_reserve(api, a.s, 8 * TU_KiB); /* clock 2: the big pool's */
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 2);
+  CK_OK(api, api->release(a.s, h)); /* empties the small page at clock 2 */
+  u = tu_usage(api, dev, a.s);
+  ck_assert_uint_eq(u.bytes_in_use, 8 * TU_KiB);
+  ck_assert_uint_eq(u.allocations, 1);
+  /* only the big pool serves from here: the page leaves at clock 5 */
+  for (i = 1; i < 4; i++) {
+    big[i] = tu_reserve(api, a.s, 8 * TU_KiB);
+    ck_assert_uint_eq(tu_counters(api, dev).pages_held, i < 3 ? 2 : 1);
+  }
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 1);
+  CK_CHECK(api, dev);
+  /* a release in the small pool waits; one in the big pool finishes it */
+  small = tu_reserve(api, a.s, 1000);
+  CK_OK(api, api->release(a.s, small));
+  CK_OK(api, api->release(a.s, big[0]));
+  CK_CHECK(api, dev);
+  u = tu_usage(api, dev, a.s);
+  ck_assert_uint_eq(u.bytes_in_use, 3 * 8 * TU_KiB);
+  ck_assert_uint_eq(u.allocations, 3);
+  for (i = 1; i < 4; i++)
+    CK_OK(api, api->release(a.s, big[i]));
+  CK_CHECK(api, dev);
+  CLOSE(api, dev, a);
+}
+END_TEST
+
 /* While a capture records and a page is due, reservations do not ask the
  * driver each time whether a stream captures: the ticks back off (1, 2,
  * 4, ... up to 1024 reservations), and once the capture ends the page
@@ -1590,6 +1638,7 @@ static Suite *device_suite(void) {
   tcase_add_loop_test(tc, test_capture_guard_oom_retry, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_guard_tick, 0, N_BACKENDS);
   tcase_add_test(tc, test_capture_tick_backoff);
+  tcase_add_test(tc, test_late_merge_across_pools);
   tcase_add_loop_test(tc, test_dealloc_period_exact, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_detach_free_fails, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_detach_while_capturing, 0, N_BACKENDS);

@@ -418,6 +418,72 @@ START_TEST(named_release_and_resolve) {
 }
 END_TEST
 
+/* A named release finishes late (pool.h, settle): the slice leaves use
+ * and the figures at once, its merge waits for the pool's next call, and
+ * the pool names itself in its stream's gate meanwhile.  Every later call
+ * sees the merged pool: the space comes back at the same address, a
+ * report counts it, and a page the release emptied is stamped with the
+ * clock of the release, not of the call that finished it. */
+START_TEST(named_release_finishes_at_the_next_call) {
+  hippo__pool *p = make(MiB, MiB, 0, 5);
+  hippo__free_gate gate;
+  hippo__slice_ref a, b;
+  hippo_pool_report r;
+  uint64_t size = 0, addr = 0;
+  memset(&gate, 0, sizeof gate);
+  gate.due_min = UINT64_MAX;
+  gate.answer = 1; /* pages may go back */
+  p->gate = &gate;
+  a = take(p, 1000);
+  b = take(p, 3000);
+  p->now = 2;
+  ck_assert(p->ops->release_named(p, b.slice, b.gen, &size));
+  ck_assert_uint_eq(size, 3000);
+  /* waiting: out of use and out of the figures already */
+  ck_assert_ptr_eq(gate.unsettled, p);
+  ck_assert_uint_eq(p->allocations, 1);
+  ck_assert_uint_eq(p->bytes_in_use, 1000);
+  ck_assert_uint_eq(p->bytes_padding, 24);
+  ck_assert(!p->ops->resolve_named(p, b.slice, b.gen, &addr, &size));
+  /* the next call finishes it: the freed slice merged with the rest */
+  p->ops->report(p, &r);
+  ck_assert_ptr_null(gate.unsettled);
+  ck_assert_uint_eq(r.bytes_free, MiB - 1024);
+  ck_assert_uint_eq(r.largest_free, MiB - 1024);
+  CHECKED(p);
+  b = take(p, 3000);
+  ck_assert_uint_eq(b.addr, a.addr + 1024);
+  /* a stale name fails, and finishes the waiting release first */
+  ck_assert(p->ops->release_named(p, a.slice, a.gen, &size));
+  ck_assert_ptr_eq(gate.unsettled, p);
+  ck_assert(!p->ops->release_named(p, a.slice, a.gen, &size));
+  ck_assert_ptr_null(gate.unsettled);
+  CHECKED(p);
+  /* the page empties at clock 2; the merge runs once the pool's clock
+   * reads 6 (the manager stamps p->now before each release): the page
+   * still leaves at 2 + 5, not 6 + 5 */
+  ck_assert(p->ops->release_named(p, b.slice, b.gen, &size));
+  ck_assert_ptr_eq(gate.unsettled, p);
+  p->now = 6;
+  ck_assert(p->ops->gives_back(p));
+  ck_assert_ptr_null(gate.unsettled);
+  ck_assert_uint_eq(p->due, 7);
+  ck_assert_uint_le(gate.due_min, 7);
+  ck_assert_int_eq(p->ops->tick(p, 6), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 1);
+  ck_assert_int_eq(p->ops->tick(p, 7), HIPPO_SUCCESS);
+  ck_assert_uint_eq(p->pages, 0);
+  ck_assert_uint_eq(fb.frees, 1);
+  CHECKED(p);
+  /* a release still waiting when the pool goes is finished, not lost */
+  a = take(p, 1000);
+  ck_assert(p->ops->release_named(p, a.slice, a.gen, &size));
+  p->ops->destroy(p);
+  ck_assert_ptr_null(gate.unsettled);
+  ck_assert_uint_eq(fb.held, 0);
+}
+END_TEST
+
 /* One record serves a slice again and again: it hands out each of its
  * 2^20 - 1 generations once, never 0, then retires; the free slice it
  * described moves to a fresh record, and no name it gave becomes live
@@ -814,6 +880,7 @@ static Suite *suite(void) {
   tcase_add_test(t, tick_free_failure_waits_a_period);
   tcase_add_test(t, classes_cover_large_sizes);
   tcase_add_test(t, named_release_and_resolve);
+  tcase_add_test(t, named_release_finishes_at_the_next_call);
   tcase_add_test(t, record_retires_after_every_generation);
   tcase_add_test(t, retired_record_between_live_neighbours);
   tcase_add_test(t, record_limit_is_a_cap);
