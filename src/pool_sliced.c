@@ -929,7 +929,6 @@ static void free_slice(sliced *p, uint32_t i) {
   free_slice_kind(p, i, p->arena);
 }
 
-static void sliced_settle(hippo__pool *pool) { settle((const sliced *)pool); }
 
 /* The pending slice, if any, is merged now (see sliced.pending). */
 HOT void settle_kind(sliced *p, bool arena) {
@@ -950,6 +949,13 @@ static void __attribute__((noinline)) settle(const sliced *cp) {
   settle_kind(p, p->arena);
 }
 
+/* The table's settle: another pool of the stream releases, or the
+ * manager ticks (pool.h). */
+static void sliced_settle(hippo__pool *pool) {
+  sliced *p = (sliced *)pool;
+  settle_kind(p, p->arena);
+}
+
 /* Release live slice i; returns the size it was reserved with.  A slice a
  * graph holds is kept out of use (GUARDED) instead of becoming free.
  * `arena` as for free_slice_kind. */
@@ -965,8 +971,6 @@ HOT uint64_t release_kind(sliced *p, uint32_t i, bool arena, bool defer) {
   }
   if (defer) { /* see sliced.pending */
     s->sg = SLICE_FREE << 24 | hippo__gen_next(GEN(s), p->first_gen);
-    __builtin_prefetch(&p->slices[s->prev_phys]); /* NIL: never loaded */
-    __builtin_prefetch(&p->slices[s->next_phys]);
     p->pending = i;
     p->pending_now = p->head.now;
     if (p->head.gate) { /* at most one pool of the stream waits */
