@@ -1062,16 +1062,16 @@ static inline bool pool_due(const hippo_stream *s, const hippo__pool *p) {
          s->clock >= s->tick_quiet_until;
 }
 
-/* Whether a ticking pool is due at the stream's clock; the bound on
- * their dues (gate.due_min) becomes their minimum.  Only tick_due calls
- * it, once the ticks' pause is over. */
-/* The release another pool finished late (pool.h, settle) is finished
- * now, so the dues read below are exact. */
+/* The release a pool left waiting (pool.h, settle) is finished now, so
+ * the dues read after it are exact. */
 static void __attribute__((noinline)) settle_unsettled(hippo_stream *s) {
   hippo__pool *p = s->gate.unsettled;
   p->ops->settle(p);
 }
 
+/* Whether a ticking pool is due at the stream's clock; the bound on
+ * their dues (gate.due_min) becomes their minimum.  Only tick_due calls
+ * it, once the ticks' pause is over. */
 static bool __attribute__((noinline)) tick_due_any(hippo_stream *s) {
   uint64_t min = UINT64_MAX;
   for (uint32_t i = 0; i < s->ticking_count; i++)

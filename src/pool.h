@@ -234,8 +234,8 @@ typedef struct hippo__free_gate {
   bool defer;
   hippo__leaving *leaving;
   /* The pool of the stream whose release waits to be finished (settle),
-   * or NULL; at most one: the manager settles it before another pool
-   * releases. */
+   * or NULL; at most one: a pool that leaves a release waiting settles
+   * the one named here first. */
   hippo__pool *unsettled;
   /* A lower bound on the due of every pool of the stream that ticks
    * (hippo__pool_due_set lowers it with a pool's due; the manager sets it

@@ -929,7 +929,6 @@ static void free_slice(sliced *p, uint32_t i) {
   free_slice_kind(p, i, p->arena);
 }
 
-
 /* The pending slice, if any, is merged now (see sliced.pending). */
 HOT void settle_kind(sliced *p, bool arena) {
   uint32_t i = p->pending;
