@@ -1087,10 +1087,11 @@ static bool __attribute__((noinline)) tick_due_any(hippo_stream *s) {
  * all in a layout without periods (the anchors' single SLICED pool: one
  * load). */
 static inline bool tick_due(hippo_stream *s) {
+  if (s->ticking_count == 0)
+    return false;
   if (HIPPO__UNLIKELY(s->gate.unsettled != NULL)) /* its page may be due */
     settle_unsettled(s);
-  return s->ticking_count != 0 &&
-         HIPPO__UNLIKELY(s->clock >= s->gate.due_min) &&
+  return HIPPO__UNLIKELY(s->clock >= s->gate.due_min) &&
          s->clock >= s->tick_quiet_until && tick_due_any(s);
 }
 
@@ -1101,7 +1102,7 @@ static inline bool tick_due(hippo_stream *s) {
 static hippo_status __attribute__((noinline))
 ticks_and_drop(hippo_stream *s) {
   bool ticked = false;
-  if (s->gate.unsettled) /* its page may be due */
+  if (s->gate.unsettled && s->ticking_count) /* its page may be due */
     settle_unsettled(s);
   for (uint32_t i = 0; i < s->ticking_count; i++)
     if (pool_due(s, s->ticking[i])) {

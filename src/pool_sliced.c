@@ -576,20 +576,21 @@ static uint64_t due_of(const sliced *p) {
 }
 
 /* Empty page pg waits at the back of the drain list or of the empty FIFO,
- * stamped with the clock. */
-static void empty_push_to(sliced *p, uint32_t pg, bool drain) {
+ * stamped with the clock `since` (when it emptied). */
+static void empty_push_to(sliced *p, uint32_t pg, bool drain,
+                          uint64_t since) {
   hippo__fifo *f = drain ? &p->drain : &p->empty;
   bool first = f->front == NIL;
   p->pages[pg].on = drain ? ON_DRAIN : ON_FIFO;
-  hippo__fifo_push(f, p->pages, pg, p->head.now);
+  hippo__fifo_push(f, p->pages, pg, since);
   if (first)
     hippo__pool_due_set(&p->head, due_of(p));
 }
 
-/* Page pg, just emptied (or taken), waits: on the drain list when closed,
- * else on the empty FIFO. */
-static inline void empty_push(sliced *p, uint32_t pg) {
-  empty_push_to(p, pg, p->pages[pg].closed);
+/* Page pg, emptied (or taken) at clock `since`, waits: on the drain list
+ * when closed, else on the empty FIFO. */
+static inline void empty_push(sliced *p, uint32_t pg, uint64_t since) {
+  empty_push_to(p, pg, p->pages[pg].closed, since);
 }
 
 /* Page pg leaves the list it waits on. */
@@ -620,7 +621,7 @@ static void page_close(sliced *p, uint32_t pg) {
   if (!page_empty(p, pg))
     p->closed_busy++;
   else
-    empty_push(p, pg);
+    empty_push(p, pg, p->head.now);
 }
 
 /* Page pg (closed, of the current size) serves again. */
@@ -639,7 +640,7 @@ static void page_open(sliced *p, uint32_t pg) {
     if (STATE(&p->slices[i]) == SLICE_FREE)
       free_insert(p, i);
   if (page_empty(p, pg))
-    empty_push(p, pg);
+    empty_push(p, pg, p->head.now);
 }
 
 /* The lazy message of a request no page may hold (a cap). */
@@ -717,7 +718,7 @@ static hippo_status page_add(sliced *p, uint64_t bytes, uint64_t size,
   if (p->sizes[slot].pages++ == 0 && slot != p->cur)
     p->sizes_alive++;
   free_insert(p, si);
-  empty_push(p, pg);
+  empty_push(p, pg, p->head.now);
   *slice_out = si;
   return HIPPO_SUCCESS;
 }
@@ -910,12 +911,9 @@ HOT void coalesce_kind(sliced *p, uint32_t i, bool arena, uint64_t now) {
   free_put(p, i, open);
   if (HIPPO__UNLIKELY(whole_page(p, i))) { /* its page is empty now */
     uint32_t pg = p->slices[i].page;
-    uint64_t clock = p->head.now;
     if (p->pages[pg].closed)
       p->closed_busy--;
-    p->head.now = now; /* stamped with the clock of the release */
-    empty_push(p, pg);
-    p->head.now = clock;
+    empty_push(p, pg, now); /* stamped with the clock of the release */
   }
 }
 
@@ -951,8 +949,7 @@ static void __attribute__((noinline)) settle(const sliced *cp) {
 /* The table's settle: another pool of the stream releases, or the
  * manager ticks (pool.h). */
 static void sliced_settle(hippo__pool *pool) {
-  sliced *p = (sliced *)pool;
-  settle_kind(p, p->arena);
+  settle((const sliced *)pool);
 }
 
 /* Release live slice i; returns the size it was reserved with.  A slice a
@@ -1102,7 +1099,8 @@ static void drop_failed(sliced *p, uint32_t pg) {
     page_open(p, pg); /* back on the FIFO */
     return;
   }
-  empty_push_to(p, pg, false); /* outdated ones wait there too, closed */
+  /* outdated ones wait there too, closed */
+  empty_push_to(p, pg, false, p->head.now);
 }
 
 static hippo_status fifo_drop(void *ctx, uint32_t pg) {
