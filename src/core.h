@@ -100,9 +100,13 @@ static inline void hippo__lock_init(hippo__lock *lock) {
   atomic_init(&lock->held, 0);
   atomic_init(&lock->sleepers, 0);
 }
+/* The first try of hippo__lock_take: true when the lock was free and is
+ * held now; false: the caller goes on with hippo__lock_slow. */
+static inline bool hippo__lock_first(hippo__lock *lock) {
+  return !atomic_exchange_explicit(&lock->held, 1, memory_order_acquire);
+}
 static inline void hippo__lock_take(hippo__lock *lock) {
-  if (HIPPO__LIKELY(!atomic_exchange_explicit(&lock->held, 1,
-                                              memory_order_acquire)))
+  if (HIPPO__LIKELY(hippo__lock_first(lock)))
     return;
   hippo__lock_slow(lock);
 }
