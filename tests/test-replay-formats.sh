@@ -27,7 +27,8 @@ lib_replay_init test-replay-formats
 
 # rmm_figures LOG: "events reservations releases peak_live streams
 # failures nulls" of an RMM log.  Pointers and streams are hexadecimal,
-# 0x optional: compared without 0x and leading zeros ("" is pointer 0).
+# 0x optional: compared without 0x and leading zeros ("" is pointer 0);
+# "(nil)" (glibc's %p of nullptr) is pointer 0.
 rmm_figures() {
   awk -F, '
     { sub(/\r$/, "") }
@@ -36,6 +37,7 @@ rmm_figures() {
     {
       for (i = 1; i <= NF; i++) gsub(/^[ \t]+|[ \t]+$/, "", $i)
       p = tolower($4); sub(/^0x/, "", p); sub(/^0+/, "", p)
+      if (p == "(nil)") p = ""
       s = tolower($6); sub(/^0x/, "", s); sub(/^0+/, "", s)
       if ($3 == "allocate failure") { failures++; next }
       if (p == "") { nulls++; next }
@@ -73,7 +75,9 @@ expect_rmm() {
 # pointer freed and allocated again on another stream, a free on another
 # stream than its allocation, and a 0-byte request (pointer 0 and its
 # free); rmm-llx.csv is RMM since (%llx: 7f..., 0), CRLF, spaces around
-# fields, upper-case hex, `deallocate`, a comment and a blank line.
+# fields, upper-case hex, `deallocate`, a comment and a blank line;
+# rmm-p.csv is RMM now (%p: 0x7f..., and (nil) for a failure's pointer
+# and a 0-byte request's).
 for log in "$top_srcdir"/tests/traces-rmm/*.csv; do
   for backend in host dry; do
     name="$(basename "$log") --backend $backend --check"
@@ -90,6 +94,9 @@ else fail "rmm-fmt.csv: awk's figures are '$*'"; fi
 set -- $(rmm_figures "$top_srcdir/tests/traces-rmm/rmm-llx.csv")
 if [ "$*" = "7 4 3 74028 2 2 0" ]; then pass "rmm-llx.csv: awk's figures"
 else fail "rmm-llx.csv: awk's figures are '$*'"; fi
+set -- $(rmm_figures "$top_srcdir/tests/traces-rmm/rmm-p.csv")
+if [ "$*" = "6 3 3 69632 2 1 2" ]; then pass "rmm-p.csv: awk's figures"
+else fail "rmm-p.csv: awk's figures are '$*'"; fi
 
 # --json: the format and the failures.
 replay --backend dry --quiet --json - "$top_srcdir/tests/traces-rmm/rmm-fmt.csv"

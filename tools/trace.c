@@ -425,6 +425,18 @@ static bool parse_hippo(struct parser *p, char *text) {
              field[0]);
 }
 
+/* A pointer of RMM's log: hexadecimal (parse_hex), or `(nil)`, which
+ * RMM's `%p` prints for nullptr through glibc's printf (an allocation
+ * failure's pointer, a 0-byte request's): 0. */
+static bool parse_rmm_pointer(struct parser *p, const char *what,
+                              const char *text, uint64_t *out) {
+  if (strcmp(text, "(nil)") == 0) {
+    *out = 0;
+    return true;
+  }
+  return parse_hex(p, what, text, out);
+}
+
 /* One line of RMM's log (trimmed, not blank, not a comment). */
 static bool parse_rmm(struct parser *p, char *text) {
   char *field[6];
@@ -447,9 +459,9 @@ static bool parse_rmm(struct parser *p, char *text) {
                "failure' or 'free'",
                action);
   /* Thread and Time are not read: nothing here depends on them. */
-  if (!parse_hex(p, "pointer", field[3], &pointer) ||
+  if (!parse_rmm_pointer(p, "pointer", field[3], &pointer) ||
       !parse_field(p, "size", field[4], &size) ||
-      !parse_hex(p, "stream", field[5], &stream))
+      !parse_rmm_pointer(p, "stream", field[5], &stream))
     return false;
   if (failure) {
     p->t->alloc_failures++;

@@ -24,7 +24,8 @@
  * (`deallocate`, which RMM's user guide shows, is read as `free`.)  THREAD
  * and TIME are not read.  POINTER and STREAM are hexadecimal, with or
  * without 0x (RMM wrote `{}` of fmt, 0x7f..., before its rapids-logger
- * switch and `%llx`, 7f..., since); SIZE is decimal.  A pointer is an id
+ * switch, then `%llx`, 7f..., and now `%p`, 0x7f...), or `(nil)`, glibc's
+ * `%p` of nullptr: 0; SIZE is decimal.  A pointer is an id
  * while live: freed and allocated again, it is a new reservation.  Each
  * distinct STREAM value of an `allocate` becomes trace stream 0, 1, ... in
  * order of first use (at most TRACE_MAX_STREAMS of them); a free goes to
