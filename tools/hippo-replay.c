@@ -503,6 +503,9 @@ static void progress_reading(void *arg, size_t done, size_t total) {
   progress_tick(arg, "reading the trace", done, total, "bytes");
 }
 
+/* The trace names a bad line: the reading's line goes first. */
+static void progress_reading_end(void *arg) { progress_end(arg); }
+
 /* The timed loop.  EXIT_OK, or EXIT_CHECK (message printed). */
 static int replay(struct session *s, const struct options *o,
                   const struct trace *t, struct results *r,
@@ -858,6 +861,7 @@ int main(int argc, char **argv) {
   topt.lenient = o.lenient;
   if (pg.enabled) {
     topt.progress = progress_reading;
+    topt.progress_end = progress_reading_end;
     topt.progress_arg = &pg;
   }
   progress_begin(&pg, 0);

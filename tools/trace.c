@@ -525,7 +525,14 @@ static bool parse_header(struct parser *p, const char *text) {
                "log starts with '" TRACE_RMM_HEADER "')");
 }
 
-static void report(const struct parser *p) {
+/* Before a message of trace_parse: the caller's progress line goes. */
+static void progress_end(const struct trace_options *opt) {
+  if (opt && opt->progress_end)
+    opt->progress_end(opt->progress_arg);
+}
+
+static void report(const struct parser *p, const struct trace_options *opt) {
+  progress_end(opt);
   fprintf(stderr, "%s:%" PRIu32 ": %s\n", p->path, p->line, p->reason);
 }
 
@@ -554,6 +561,7 @@ bool trace_parse(const char *path, char *buf, size_t len,
     line++;
     if (line > UINT32_MAX) {
       p.line = UINT32_MAX;
+      progress_end(opt);
       fprintf(stderr, "%s:%" PRIu64 ": the trace has too many lines; split "
               "it\n", path, line);
       ok = false;
@@ -591,7 +599,7 @@ bool trace_parse(const char *path, char *buf, size_t len,
     if (good)
       continue;
     if (p.fatal || !p.lenient) {
-      report(&p);
+      report(&p, opt);
       ok = false;
       break;
     }
@@ -601,6 +609,7 @@ bool trace_parse(const char *path, char *buf, size_t len,
   }
   if (ok && !header) {
     /* PATH:LINE: like every other error: the last line (1 when empty) */
+    progress_end(opt);
     fprintf(stderr,
             "%s:%" PRIu64 ": no header line '" TRACE_HEADER "' and no "
             "events; is this a trace? (an RMM log starts with '"

@@ -107,6 +107,9 @@ struct trace_options {
   /* When not NULL: called with the bytes parsed so far and the total,
    * every 65536 lines. */
   void (*progress)(void *arg, size_t done, size_t total);
+  /* When not NULL: called before a message goes to stderr, so the caller
+   * erases the progress line it drew and the message starts a line. */
+  void (*progress_end)(void *arg);
   void *progress_arg;
 };
 
