@@ -227,12 +227,46 @@ expect_status "$name" 0
 well_formed "$name" "$out"
 has "$name" "$out" '</svg>'
 
+# Without --quiet the summary goes to stderr: stdout is the SVG alone.
+name="--svg - without --quiet"
+replay --backend dry --svg - "$tmp/reloc.csv"
+expect_status "$name" 0
+well_formed "$name" "$out"
+if grep -q '^events: ' "$err" && ! grep -q '^events: ' "$out"; then
+  pass "$name: the summary on stderr"
+else fail "$name: the summary is not on stderr alone"; fi
+name="--json - without --quiet"
+replay --backend dry --json - "$tmp/reloc.csv"
+expect_status "$name" 0
+if [ "$(head -c 1 "$out")" = "{" ] && [ "$(tail -n 1 "$out")" = "}" ] &&
+   grep -q '^events: ' "$err"; then
+  pass "$name: the JSON alone on stdout, the summary on stderr"
+else fail "$name: stdout is not the JSON alone"; head -3 "$out"; fi
+replay --backend dry --json - --svg - "$tmp/reloc.csv"
+expect_status "--json - --svg -: both on stdout" 2
+if [ ! -s "$out" ] && grep -qF -- "--json - and --svg - would both write to stdout" "$err"
+then pass "--json - --svg -: refused, why said"
+else fail "--json - --svg -: no usage message"; fi
+
+# A path that cannot be written fails before the replay: no summary.
 name="--svg into a missing directory"
 replay --backend dry --svg "$tmp/no-such-dir/x.svg" "$tmp/reloc.csv"
 expect_status "$name" 1
-if grep -qF "cannot write $tmp/no-such-dir/x.svg" "$err"; then
+if grep -qF "cannot write $tmp/no-such-dir/x.svg" "$err" &&
+   grep -qF "nothing was replayed" "$err"; then
   pass "$name: the file is named"
 else fail "$name: the file is not named"; fi
+if [ -s "$out" ]; then fail "$name: a summary although nothing was replayed"
+else pass "$name: nothing on stdout"; fi
+# A replay that fails after the files were opened leaves none behind.
+name="--svg and --json, a plugin that does not load"
+rm -f "$tmp/gone.svg" "$tmp/gone.json"
+replay --backend dry --plugin "$tmp/no-such-plugin.so" --svg "$tmp/gone.svg" \
+  --json "$tmp/gone.json" "$tmp/reloc.csv"
+expect_status "$name" 1
+if [ -e "$tmp/gone.svg" ] || [ -e "$tmp/gone.json" ]; then
+  fail "$name: a file is left behind"
+else pass "$name: no file left behind"; fi
 
 replay --backend dry "$tmp/reloc.csv" --svg
 expect_status "--svg without a value" 2

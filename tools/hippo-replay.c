@@ -50,20 +50,26 @@
  * `explicit-every=N` relocates every stream of the device (reason
  * EXPLICIT) after every N events.
  *
- * The summary goes to stdout as `key: value` lines; --json FILE writes the
+ * The summary goes to stdout as `key: value` lines (to stderr when --json
+ * or --svg writes to stdout, `-`; both may not); --json FILE writes the
  * figures as one JSON object as well (keys: README); --svg FILE draws live
  * and reserved bytes (stacked by pool) along the replay, with its
- * relocations and failed reservations (tools/timeline.h).  "layout:" (and
+ * relocations and failed reservations (tools/timeline.h).  Both files are
+ * opened once the trace has parsed, before the replay, so a path that
+ * cannot be written fails at once (exit 1); a replay that fails leaves no
+ * file behind.  "layout:" (and
  * the JSON's "layout") is the preset's name, or the canonical text of a
  * --layout spec of pools.  Exit status:
  *   0  replayed (some reservations may have failed; see the summary)
- *   1  the trace is malformed or missing, or the plugin or device could not
- *      be used (a message on stderr; for the trace: TRACE:LINE: REASON)
+ *   1  the trace is malformed or missing, the plugin or device could not
+ *      be used, or a --json / --svg file cannot be written (a message on
+ *      stderr; for the trace: TRACE:LINE: REASON)
  *   2  bad usage
  *   3  --strict and at least one reservation failed
  *   4  --check and hippo's bookkeeping check failed after an event
  *   5  a release or a teardown call failed (a hippo bug; please report it)
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <limits.h>
@@ -166,6 +172,8 @@ static void print_help(void) {
       "  --svg FILE        also draw live and reserved bytes (stacked by\n"
       "                    pool), relocations and failed reservations along\n"
       "                    the replay as an SVG timeline in FILE\n"
+      "                    (FILE - is stdout, for one of the two; the\n"
+      "                    summary then goes to stderr)\n"
       "  --check           verify hippo's bookkeeping after every event\n"
       "                    (exit 4 on the first failure)\n"
       "  --strict          exit 3 when any reservation failed\n"
@@ -173,7 +181,8 @@ static void print_help(void) {
       "                    the summary) instead of refusing the trace\n"
       "  --quiet           print no summary, no progress, no notes; errors\n"
       "                    still go to stderr\n\n"
-      "Exit status: 0 replayed, 1 bad trace / plugin / device, 2 usage,\n"
+      "Exit status: 0 replayed, 1 bad trace / plugin / device / output\n"
+      "file, 2 usage,\n"
       "3 failed reservations with --strict, 4 --check failed, 5 a release or\n"
       "teardown call failed.\n");
 }
@@ -261,6 +270,14 @@ static int parse_options(int argc, char **argv, struct options *o) {
                      argc - optind == 0 ? "no trace given"
                                         : "more than one trace:",
                      argc - optind == 0 ? NULL : argv[optind + 1]);
+    return EXIT_USAGE;
+  }
+  if (o->json && o->svg && strcmp(o->json, "-") == 0 &&
+      strcmp(o->svg, "-") == 0) {
+    tool_usage_error("hippo-replay", usage_line,
+                     "--json - and --svg - would both write to stdout; give "
+                     "one of them a file",
+                     NULL);
     return EXIT_USAGE;
   }
   o->trace = argv[optind];
@@ -649,85 +666,86 @@ static int session_close(struct session *s, const struct trace *t) {
   return rc;
 }
 
-static void print_summary(const struct session *s, const struct options *o,
+static void print_summary(FILE *out, const struct session *s,
+                          const struct options *o,
                           const struct trace *t, const struct results *r,
                           const char *plugin, bool have_usage,
                           const hippo_usage *u, bool have_counters,
                           const hippo_emu_counters *c) {
   const hippo_api *api = s->api;
 
-  printf("trace: %s\n", o->trace);
+  fprintf(out, "trace: %s\n", o->trace);
   if (t->format == TRACE_FORMAT_RMM) {
-    printf("format: rmm (" TRACE_RMM_HEADER ")\n");
-    printf("allocate failures: %" PRIu64 " (not replayed)\n",
+    fprintf(out, "format: rmm (" TRACE_RMM_HEADER ")\n");
+    fprintf(out, "allocate failures: %" PRIu64 " (not replayed)\n",
            t->alloc_failures);
-    printf("null pointer lines: %" PRIu64 " (not replayed)\n",
+    fprintf(out, "null pointer lines: %" PRIu64 " (not replayed)\n",
            t->null_lines);
   } else {
-    printf("format: hippo (" TRACE_HEADER ")\n");
+    fprintf(out, "format: hippo (" TRACE_HEADER ")\n");
   }
   if (o->lenient)
-    printf("skipped: %" PRIu64 " line%s%s%s%s\n", t->skipped,
+    fprintf(out, "skipped: %" PRIu64 " line%s%s%s%s\n", t->skipped,
            t->skipped == 1 ? "" : "s", t->skipped ? " (first: " : "",
            t->first_skipped, t->skipped ? ")" : "");
-  printf("plugin: %s\n", plugin);
+  fprintf(out, "plugin: %s\n", plugin);
   if (s->backend_note[0])
-    printf("backend: %s (%s)\n", tool_backend_name(s->backend),
+    fprintf(out, "backend: %s (%s)\n", tool_backend_name(s->backend),
            s->backend_note);
   else
-    printf("backend: %s\n", tool_backend_name(s->backend));
-  printf("layout: %s\n", o->dev.layout.text);
+    fprintf(out, "backend: %s\n", tool_backend_name(s->backend));
+  fprintf(out, "layout: %s\n", o->dev.layout.text);
   if (s->backend == HIPPO_BACKEND_HIP)
-    printf("streams: %" PRIu32 " (1 manager: on HIP every trace stream "
+    fprintf(out, "streams: %" PRIu32 " (1 manager: on HIP every trace stream "
            "maps to the default stream)\n",
            t->streams);
   else
-    printf("streams: %" PRIu32 " (one manager each)\n", t->streams);
-  printf("events: %zu\n", t->count);
-  printf("reservations: %" PRIu64 "\n", t->reserves);
-  printf("releases: %" PRIu64 "\n", t->releases);
-  printf("failed reservations: %" PRIu64 "\n", r->failed_reserves);
+    fprintf(out, "streams: %" PRIu32 " (one manager each)\n", t->streams);
+  fprintf(out, "events: %zu\n", t->count);
+  fprintf(out, "reservations: %" PRIu64 "\n", t->reserves);
+  fprintf(out, "releases: %" PRIu64 "\n", t->releases);
+  fprintf(out, "failed reservations: %" PRIu64 "\n", r->failed_reserves);
   if (r->failed_reserves) {
-    printf("first failed reservation: %s:%" PRIu32 ": %s: %s\n", o->trace,
+    fprintf(out, "first failed reservation: %s:%" PRIu32 ": %s: %s\n", o->trace,
            r->first_fail_line, tool_status_name(api, r->first_fail_status),
            r->first_fail_error);
-    printf("releases skipped: %" PRIu64 "\n", r->skipped_releases);
+    fprintf(out, "releases skipped: %" PRIu64 "\n", r->skipped_releases);
   }
-  printf("failed releases: %" PRIu64 "\n", r->failed_releases);
+  fprintf(out, "failed releases: %" PRIu64 "\n", r->failed_releases);
   if (r->failed_releases)
-    printf("first failed release: %s:%" PRIu32 ": %s: %s\n", o->trace,
+    fprintf(out, "first failed release: %s:%" PRIu32 ": %s: %s\n", o->trace,
            r->first_release_fail_line,
            tool_status_name(api, r->first_release_fail_status),
            r->first_release_fail_error);
-  printf("live at end: %" PRIu64 "\n", r->live_at_end);
-  printf("peak live bytes: %" PRIu64 "\n", r->peak_live_bytes);
+  fprintf(out, "live at end: %" PRIu64 "\n", r->live_at_end);
+  fprintf(out, "peak live bytes: %" PRIu64 "\n", r->peak_live_bytes);
   if (have_usage) {
-    printf("peak reserved bytes: %" PRIu64 "\n", u->peak_bytes_reserved);
+    fprintf(out, "peak reserved bytes: %" PRIu64 "\n", u->peak_bytes_reserved);
     if (r->peak_live_bytes)
-      printf("reserved/live ratio: %.3f\n",
+      fprintf(out, "reserved/live ratio: %.3f\n",
              (double)u->peak_bytes_reserved / (double)r->peak_live_bytes);
     else
-      printf("reserved/live ratio: n/a\n");
+      fprintf(out, "reserved/live ratio: n/a\n");
   } else {
-    printf("peak reserved bytes: n/a\nreserved/live ratio: n/a\n");
+    fprintf(out, "peak reserved bytes: n/a\nreserved/live ratio: n/a\n");
   }
   if (have_counters) {
-    printf("driver allocations: %" PRIu64 "\n", c->calls[HIPPO_CALL_ALLOC]);
-    printf("driver frees: %" PRIu64 "\n", c->calls[HIPPO_CALL_FREE]);
+    fprintf(out, "driver allocations: %" PRIu64 "\n", c->calls[HIPPO_CALL_ALLOC]);
+    fprintf(out, "driver frees: %" PRIu64 "\n", c->calls[HIPPO_CALL_FREE]);
   } else {
-    printf("driver allocations: n/a\ndriver frees: n/a\n");
+    fprintf(out, "driver allocations: n/a\ndriver frees: n/a\n");
   }
-  printf("relocation policy: %s\n", policy_name(o));
+  fprintf(out, "relocation policy: %s\n", policy_name(o));
   if (have_usage) {
-    printf("relocations: %" PRIu64 "\n", u->relocations);
-    printf("relocated slices: %" PRIu64 "\n", u->slices_relocated);
-    printf("relocated bytes: %" PRIu64 "\n", u->bytes_relocated);
+    fprintf(out, "relocations: %" PRIu64 "\n", u->relocations);
+    fprintf(out, "relocated slices: %" PRIu64 "\n", u->slices_relocated);
+    fprintf(out, "relocated bytes: %" PRIu64 "\n", u->bytes_relocated);
   }
-  printf("out-of-memory reservations: %" PRIu64 "\n", r->oom_count);
-  printf("wall time: %.6f s%s%s\n", r->wall_s,
+  fprintf(out, "out-of-memory reservations: %" PRIu64 "\n", r->oom_count);
+  fprintf(out, "wall time: %.6f s%s%s\n", r->wall_s,
          o->check ? " (includes --check after every event)" : "",
          o->svg ? " (includes the --svg samples)" : "");
-  printf("ns per event: %.1f\n",
+  fprintf(out, "ns per event: %.1f\n",
          t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
 }
 
@@ -746,18 +764,12 @@ static void json_string(FILE *f, const char *text) {
 
 /* Writes the figures as one JSON object to o->json.  EXIT_OK or
  * EXIT_INPUT (message printed). */
-static int write_json(const struct session *s, const struct options *o,
-                      const struct trace *t, const struct results *r,
-                      const hippo_usage *u, bool have_counters,
-                      const hippo_emu_counters *c) {
+static void write_json(FILE *f, const struct session *s,
+                       const struct options *o, const struct trace *t,
+                       const struct results *r, const hippo_usage *u,
+                       bool have_counters, const hippo_emu_counters *c) {
   const hippo_api *api = s->api;
-  FILE *f = strcmp(o->json, "-") == 0 ? stdout : fopen(o->json, "w");
   bool first = true;
-  if (!f) {
-    fprintf(stderr, "hippo-replay: cannot write %s: ", o->json);
-    perror(NULL);
-    return EXIT_INPUT;
-  }
   fprintf(f, "{\n  \"trace\": ");
   json_string(f, o->trace);
   fprintf(f, ",\n  \"format\": \"%s\",\n",
@@ -828,12 +840,35 @@ static int write_json(const struct session *s, const struct options *o,
     }
   }
   fprintf(f, "%s]\n}\n", first ? "" : "\n  ");
-  if (f != stdout && fclose(f) != 0) {
-    fprintf(stderr, "hippo-replay: cannot write %s: ", o->json);
+}
+
+/* --json and --svg files are opened before the replay, so a path that
+ * cannot be written fails at once.  "-" is stdout.  false: a message. */
+static bool output_open(const char *path, FILE **f) {
+  *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
+  if (*f)
+    return true;
+  fprintf(stderr, "hippo-replay: cannot write %s: %s; nothing was "
+          "replayed\n", path, strerror(errno));
+  return false;
+}
+
+/* Closes (stdout: flushes) an output file; with `wrote` false (nothing
+ * was written: the replay failed) a file is removed again.  false: a
+ * message naming the file was printed. */
+static bool output_close(const char *path, FILE *f, bool wrote) {
+  bool ok = !ferror(f);
+  if (f == stdout)
+    ok = fflush(f) == 0 && ok;
+  else if (fclose(f) != 0)
+    ok = false;
+  else if (!wrote)
+    (void)remove(path);
+  if (!ok && wrote) {
+    fprintf(stderr, "hippo-replay: cannot write %s: ", path);
     perror(NULL);
-    return EXIT_INPUT;
   }
-  return EXIT_OK;
+  return ok || !wrote;
 }
 
 int main(int argc, char **argv) {
@@ -849,6 +884,8 @@ int main(int argc, char **argv) {
   hippo_status st;
   struct progress pg;
   struct trace_options topt;
+  FILE *json_out = NULL, *svg_out = NULL, *summary;
+  bool json_written = false, svg_written = false;
 
   rc = parse_options(argc, argv, &o);
   if (rc >= 0)
@@ -870,12 +907,28 @@ int main(int argc, char **argv) {
     return EXIT_INPUT;
   }
   progress_end(&pg);
+  /* The summary keeps stdout to itself unless a file goes there. */
+  summary = (o.json && strcmp(o.json, "-") == 0) ||
+                    (o.svg && strcmp(o.svg, "-") == 0)
+                ? stderr
+                : stdout;
+  if ((o.json && !output_open(o.json, &json_out)) ||
+      (o.svg && !output_open(o.svg, &svg_out))) {
+    if (json_out)
+      (void)output_close(o.json, json_out, false);
+    trace_free(&t);
+    return EXIT_INPUT;
+  }
 
   /* 2. Load the plugin, open the device, attach the managers. */
   memset(&s, 0, sizeof s);
   memset(&r, 0, sizeof r);
   plugin = tool_plugin_path(o.dev.plugin);
   if (tool_load("hippo-replay", plugin, &s.lib, &s.api) != HIPPO_SUCCESS) {
+    if (json_out)
+      (void)output_close(o.json, json_out, false);
+    if (svg_out)
+      (void)output_close(o.svg, svg_out, false);
     trace_free(&t);
     return EXIT_INPUT;
   }
@@ -919,19 +972,21 @@ int main(int argc, char **argv) {
       if (t.events[i].op == TRACE_RESERVE && s.handles[t.events[i].slot])
         r.live_at_end++;
     if (!o.quiet) {
-      print_summary(&s, &o, &t, &r, plugin, have_usage, &u, have_counters,
-                    &c);
-      fflush(stdout);
+      print_summary(summary, &s, &o, &t, &r, plugin, have_usage, &u,
+                    have_counters, &c);
+      fflush(summary);
     }
-    if (o.json && have_usage)
-      rc = write_json(&s, &o, &t, &r, &u, have_counters, &c);
-    if (o.svg && have_usage) {
+    if (json_out && have_usage) {
+      write_json(json_out, &s, &o, &t, &r, &u, have_counters, &c);
+      json_written = true;
+    }
+    if (svg_out && have_usage) {
       struct timeline_labels lab = {
           o.trace, o.dev.layout.text, tool_backend_name(s.backend),
           policy_name(&o), t.streams, r.peak_live_bytes,
           u.peak_bytes_reserved};
-      if (!timeline_write_svg(s.timeline, o.svg, &lab))
-        rc = EXIT_INPUT;
+      timeline_write_svg(s.timeline, svg_out, &lab);
+      svg_written = true;
     }
     if (r.failed_releases) {
       fprintf(stderr,
@@ -950,6 +1005,13 @@ int main(int argc, char **argv) {
       rc = EXIT_STRICT;
     }
   }
+
+  /* The files: closed, or (nothing written: the replay failed) removed. */
+  if (json_out && !output_close(o.json, json_out, json_written) &&
+      rc == EXIT_OK)
+    rc = EXIT_INPUT;
+  if (svg_out && !output_close(o.svg, svg_out, svg_written) && rc == EXIT_OK)
+    rc = EXIT_INPUT;
 
   /* 5. Teardown. */
   close_rc = session_close(&s, &t);

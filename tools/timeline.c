@@ -519,23 +519,14 @@ static void put_lane(FILE *f, const struct timeline *tl, const char *id,
   fputs("</g>\n</g>\n", f);
 }
 
-bool timeline_write_svg(const struct timeline *tl, const char *path,
+void timeline_write_svg(const struct timeline *tl, FILE *f,
                         const struct timeline_labels *lab) {
-  bool to_stdout = strcmp(path, "-") == 0;
-  FILE *f = to_stdout ? stdout : fopen(path, "w");
   struct yaxis ya;
   uint64_t ymax = 0, xstep = 1, pool_peak[MAX_POOLS] = {0};
   bool shown[MAX_POOLS] = {false};
   unsigned entries = 0, rows, height, nlines, dy;
   size_t ends[8];
   char t1[32], t2[32], text[256];
-  bool ok;
-
-  if (!f) {
-    fprintf(stderr, "hippo-replay: cannot write %s: ", path);
-    perror(NULL);
-    return false;
-  }
 
   /* Scales, and the pools that held any page at a sampled moment. */
   for (size_t b = 0; b < tl->filled; b++) {
@@ -733,15 +724,4 @@ bool timeline_write_svg(const struct timeline *tl, const char *path,
   snprintf(text, sizeof text, "failed reservations: %" PRIu64, tl->fails);
   legend_entry(f, entries++, "oom", FAIL_COLOUR, true, text);
   fputs("</g>\n</g>\n</svg>\n", f);
-
-  ok = !ferror(f);
-  if (to_stdout)
-    ok = fflush(f) == 0 && ok;
-  else
-    ok = fclose(f) == 0 && ok;
-  if (!ok) {
-    fprintf(stderr, "hippo-replay: cannot write %s: ", path);
-    perror(NULL);
-  }
-  return ok;
 }

@@ -31,6 +31,7 @@
 #define HIPPO_TIMELINE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -68,9 +69,9 @@ struct timeline_labels {
   uint64_t peak_reserved;
 };
 
-/* Writes the SVG to `path` ("-": stdout).  false: a message naming the file
- * was printed. */
-bool timeline_write_svg(const struct timeline *tl, const char *path,
+/* Writes the SVG to f (the caller opened it and checks ferror when it
+ * closes it). */
+void timeline_write_svg(const struct timeline *tl, FILE *f,
                         const struct timeline_labels *labels);
 
 void timeline_free(struct timeline *tl);
