@@ -51,8 +51,7 @@ _Static_assert(sizeof(hippo_pool_options) % 8 == 0 &&
  * bytes) until the plugin is unloaded; all shells are on one list, whose
  * dead ones unloading frees. */
 typedef struct shell {
-  uint32_t magic; /* SHELL_DEVICE, SHELL_STREAM, or SHELL_DEAD */
-  uint32_t pad;
+  uint64_t magic;     /* shell_magic of SHELL_DEVICE, _STREAM, or _DEAD */
   void *obj;          /* the hippo_device or hippo_stream; NULL once dead */
   struct shell *next; /* the list of every shell */
 } shell;
@@ -63,12 +62,29 @@ typedef struct shell {
 static pthread_mutex_t shells_lock = PTHREAD_MUTEX_INITIALIZER;
 static shell *shells; /* every shell of this copy of the plugin */
 
+/* A kind's magic in this copy of the plugin: the kind mixed with the
+ * address of this copy's shell list.  A process may load the plugin twice
+ * (two paths, two builds), and each copy's code must refuse the other's
+ * devices and streams, whose layout and locks it does not share (a
+ * handle's tag does the same for reservations). */
+static inline uint64_t shell_magic(uint32_t kind) {
+  return (uint64_t)kind << 32 ^ (uint64_t)(uintptr_t)&shells;
+}
+
+/* The magics a call compares with, set when the copy loads: one load on
+ * every call instead of computing them (3 instructions a call). */
+static uint64_t magic_device, magic_stream;
+__attribute__((constructor)) static void shell_magics_init(void) {
+  magic_device = shell_magic(SHELL_DEVICE);
+  magic_stream = shell_magic(SHELL_STREAM);
+}
+
 /* A new live shell (its object is set once made), or NULL (no host
  * memory). */
-static shell *shell_new(uint32_t magic) {
+static shell *shell_new(uint32_t kind) {
   shell *sh = calloc(1, sizeof *sh);
   if (sh) {
-    sh->magic = magic;
+    sh->magic = shell_magic(kind);
     pthread_mutex_lock(&shells_lock);
     sh->next = shells;
     shells = sh;
@@ -84,7 +100,7 @@ __attribute__((destructor)) static void shells_free(void) {
   pthread_mutex_lock(&shells_lock);
   for (shell **at = &shells; *at;) {
     shell *sh = *at;
-    if (sh->magic == SHELL_DEAD) {
+    if (sh->magic == shell_magic(SHELL_DEAD)) {
       *at = sh->next;
       free(sh);
     } else {
@@ -96,7 +112,7 @@ __attribute__((destructor)) static void shells_free(void) {
 
 static void shell_kill(void *p) {
   shell *sh = p;
-  sh->magic = SHELL_DEAD;
+  sh->magic = shell_magic(SHELL_DEAD);
   sh->obj = NULL;
 }
 
@@ -112,31 +128,34 @@ static void shell_drop(shell *sh) {
   free(sh);
 }
 
-/* The object a caller's pointer names, or NULL (NULL, dead, other kind). */
-static inline void *shell_obj(const void *p, uint32_t magic) {
+/* The object a caller's pointer names, or NULL (NULL, dead, other kind,
+ * another copy of the plugin). */
+static inline void *shell_obj(const void *p, const uint64_t *magic) {
   const shell *sh = p;
-  return HIPPO__LIKELY(sh && sh->magic == magic) ? sh->obj : NULL;
+  return HIPPO__LIKELY(sh && sh->magic == *magic) ? sh->obj : NULL;
 }
 
 /* The checks below replace the caller's pointer (a shell) in `d` or `s`
  * with the object it names, so the rest of a call works on the object. */
 #define CHECK_DEVICE(d, call)                                                  \
   do {                                                                         \
-    hippo_device *obj_ = shell_obj((d), SHELL_DEVICE);                         \
+    hippo_device *obj_ = shell_obj((d), &magic_device);                        \
     if (HIPPO__UNLIKELY(!obj_))                                                \
       return hippo__error_set(HIPPO_INVALID_ARGUMENT,                          \
                               call ": device is NULL or not an open device "   \
-                                   "(closed already?)");                       \
+                                   "of this copy of the plugin (closed "       \
+                                   "already?)");                               \
     (d) = obj_;                                                                \
   } while (0)
 
 #define CHECK_STREAM(s, call)                                                  \
   do {                                                                         \
-    hippo_stream *obj_ = shell_obj((s), SHELL_STREAM);                         \
+    hippo_stream *obj_ = shell_obj((s), &magic_stream);                        \
     if (HIPPO__UNLIKELY(!obj_))                                                \
       return hippo__error_set(HIPPO_INVALID_ARGUMENT,                          \
                               call ": stream is NULL or not an attached "      \
-                                   "stream (detached already?)");              \
+                                   "stream of this copy of the plugin "        \
+                                   "(detached already?)");                     \
     (s) = obj_;                                                                \
   } while (0)
 
