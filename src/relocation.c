@@ -304,6 +304,7 @@ static hippo_status relocate_runs(hippo_device *dev, run *runs, uint32_t n,
                                   hippo_relocation_report *rep,
                                   const char *call) {
   first_error first = {.set = false};
+  hippo__error_kept kept;
   uint64_t slices = 0;
   hippo_status st;
   bool wanted = false;
@@ -331,10 +332,12 @@ static hippo_status relocate_runs(hippo_device *dev, run *runs, uint32_t n,
       runs[i].rep.outcome = rep->outcome;
     return HIPPO_SUCCESS;
   }
-  /* 1. nothing moves while a graph records */
+  /* 1. nothing moves while a graph records: a success that says so in
+   * the report, so last_error keeps the thread's last failure */
+  hippo__error_keep(&kept);
   st = hippo__device_refuse_while_recording(dev, call);
   if (st == HIPPO_GRAPH_RECORDING) {
-    hippo__error_clear();
+    hippo__error_restore(&kept);
     rep->outcome = HIPPO_RELOCATION_RECORDING;
     for (uint32_t i = 0; i < n; i++)
       runs[i].rep.outcome = rep->outcome;

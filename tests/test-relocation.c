@@ -413,9 +413,15 @@ START_TEST(test_pressure_relocation) {
     void *cn;
     hippo_stream *cs = tu_attach(api, dev, &cn);
     uint64_t id;
+    char before[512];
     CK_OK(api, api->emu_capture_begin(dev, cn, &id));
+    /* a failure first: the skip, a success, leaves its message */
+    CK_STATUS(api, api->release(s, 12345), HIPPO_INVALID_HANDLE);
+    snprintf(before, sizeof before, "%s", api->last_error());
+    ck_assert_uint_gt(strlen(before), 0);
     syncs = tu_counters(api, dev).calls[HIPPO_CALL_SYNC];
     CK_OK(api, api->relocate_when_wanted(s));
+    ck_assert_str_eq(api->last_error(), before);
     ck_assert_uint_eq(last_report(api, dev, s).outcome,
                       HIPPO_RELOCATION_RECORDING);
     ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_SYNC], syncs);
