@@ -527,10 +527,37 @@ static hippo_status retained_sweep(hippo_device *dev) {
   return first;
 }
 
+/* HIPPO_GRAPH_RECORDING (naming the stream) while a stream of dev still
+ * captures graph `id`: its slices are in a graph being built. */
+static hippo_status refuse_while_capturing(hippo_device *dev, uint64_t id) {
+  hippo_status st = HIPPO_SUCCESS;
+  streams_view sv;
+  view_open(dev, &sv);
+  for (uint32_t i = 0; i < sv.n && st == HIPPO_SUCCESS; i++) {
+    uint64_t now = 0;
+    st = hippo__stream_capture(sv.v[i], &now);
+    if (st != HIPPO_SUCCESS)
+      st = hippo__error_wrap(st, "graph_retire");
+    else if (now == id)
+      st = hippo__error_set(HIPPO_GRAPH_RECORDING,
+                            "graph_retire: native stream %p is still "
+                            "capturing graph %llu, whose slices stay kept; "
+                            "retire it once the capture ended and its "
+                            "graph was destroyed",
+                            sv.v[i]->native, (unsigned long long)id);
+  }
+  view_close(dev, &sv);
+  return st;
+}
+
 hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
   hippo__guard *g = NULL;
   uint32_t n = 0;
-  hippo_status st = hippo__graphs_take(&dev->graphs, id, &g, &n);
+  hippo_status st;
+  if (hippo__graphs_known(&dev->graphs, id) &&
+      (st = refuse_while_capturing(dev, id)) != HIPPO_SUCCESS)
+    return st;
+  st = hippo__graphs_take(&dev->graphs, id, &g, &n);
   if (st != HIPPO_SUCCESS)
     return st;
   hippo__mutex_take(&dev->lock);

@@ -119,13 +119,26 @@ bool hippo__graphs_note(hippo__graphs *gs, uint64_t id, hippo__guard guard) {
   return fresh;
 }
 
+/* A graph graph_retire would take (room made for a hold that a failed
+ * call never took is not a guard). */
+static bool takes(const hippo__graph *g) {
+  return g && (g->count != 0 || g->retired);
+}
+
+bool hippo__graphs_known(hippo__graphs *gs, uint64_t id) {
+  bool known;
+  hippo__mutex_take(&gs->lock);
+  known = takes(find(gs, id));
+  hippo__mutex_drop(&gs->lock);
+  return known;
+}
+
 hippo_status hippo__graphs_take(hippo__graphs *gs, uint64_t id,
                                 hippo__guard **out, uint32_t *count) {
   hippo__graph *g;
   hippo__mutex_take(&gs->lock);
   g = find(gs, id);
-  /* room made for a hold that a failed call never took is not a guard */
-  if (!g || (g->count == 0 && !g->retired)) {
+  if (!takes(g)) {
     hippo__mutex_drop(&gs->lock);
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "graph_retire: hippo guarded nothing under "

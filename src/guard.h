@@ -82,6 +82,9 @@ hippo_status hippo__graphs_make_room(hippo__graphs *gs, uint64_t id);
  * held by `id` yet (the caller then takes the pool's hold), false when it
  * is already (nothing to do: one hold per slice and graph). */
 bool hippo__graphs_note(hippo__graphs *gs, uint64_t id, hippo__guard g);
+/* Whether hippo__graphs_take would find `id` (it guarded something under
+ * it, or retired it already). */
+bool hippo__graphs_known(hippo__graphs *gs, uint64_t id);
 /* Take the holds of `id` for retiring: HIPPO_INVALID_ARGUMENT when the id
  * is unknown; *out NULL (count 0) when it was retired already.  The caller
  * drops each hold and frees *out. */

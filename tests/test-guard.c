@@ -39,7 +39,8 @@ static uint64_t holds(const hippo_api *api, hippo_device *dev,
 
 /* A slice released during the capture is reused by no reservation until
  * the graph is retired; then it is, at the same address.  Retiring twice
- * is harmless; an id hippo never guarded anything under is refused. */
+ * is harmless; an id hippo never guarded anything under is refused, and so
+ * is retiring a graph whose capture is still recording. */
 START_TEST(test_released_not_reused) {
   const hippo_api *api = tu_api();
   hippo_device *dev = open_sliced(api, backends[_i]);
@@ -66,6 +67,12 @@ START_TEST(test_released_not_reused) {
   ck_assert_uint_eq(tu_report(api, s, 1).bytes_guarded, 64 * KiB);
   ck_assert_uint_eq(tu_report(api, s, 1).bytes_free, MiB - 64 * KiB);
   ck_assert_uint_eq(tu_usage(api, dev, s).allocations, 0);
+  CK_CHECK(api, dev);
+  /* retiring the graph still being captured is refused, and keeps it */
+  CK_STATUS(api, api->graph_retire(dev, id), HIPPO_GRAPH_RECORDING);
+  CK_ERROR_HAS(api, "still capturing");
+  ck_assert_uint_eq(guarded(api, dev, NULL), 64 * KiB);
+  ck_assert_uint_eq(holds(api, dev, s), 1);
   CK_CHECK(api, dev);
   CK_OK(api, api->emu_capture_end(dev, n));
   /* after the capture, before retire: the guarded bytes stay out of use,

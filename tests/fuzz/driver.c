@@ -1138,10 +1138,24 @@ static int retire(fz *f, int g) {
   if (f->trace)
     fprintf(stderr, "hfz retire slot %d id %" PRIu64 " known %d stream %d\n",
             g, gr->id, gr->known, gr->stream);
+  if (gr->stream >= 0) { /* its capture still records: nothing goes */
+    hfz_statuses rec =
+        gr->known == HFZ_KNOWN     ? HFZ_ST(HIPPO_GRAPH_RECORDING)
+        : gr->known == HFZ_UNKNOWN ? HFZ_ST(HIPPO_INVALID_ARGUMENT)
+                                   : HFZ_ST(HIPPO_GRAPH_RECORDING) |
+                                         HFZ_ST(HIPPO_INVALID_ARGUMENT);
+    if (expect(f, "graph_retire (recording)", st, rec))
+      return -1;
+    if (st == HIPPO_GRAPH_RECORDING) /* hippo guards something under it */
+      gr->known = HFZ_KNOWN;
+    return 0;
+  }
   if (expect(f, "graph_retire", st, ok))
     return -1;
   if (st == HIPPO_SUCCESS)
     gr->known = HFZ_KNOWN;
+  else if (st != HIPPO_INVALID_ARGUMENT)
+    return 0; /* a fault failed the capture question: nothing changed */
   hfz_graph_retired(&f->m, g);
   return 0;
 }
