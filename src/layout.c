@@ -246,6 +246,13 @@ static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
                  "and the largest page)",
                  kind, (unsigned long long)o->max_slice_size,
                  (unsigned long long)o->page_size);
+    if (o->max_slice_size % a)
+      return BAD(i, "max_slice_size",
+                 "%llu is not a multiple of the alignment %llu (it is the "
+                 "largest page); use %llu",
+                 kind, (unsigned long long)o->max_slice_size,
+                 (unsigned long long)a,
+                 (unsigned long long)(o->max_slice_size / a + 1) * a);
     if (o->max_slice_size > be->total_memory)
       return BAD(i, "max_slice_size",
                  "%llu is larger than the device (%llu B)", kind,

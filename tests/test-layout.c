@@ -206,8 +206,9 @@ START_TEST(test_cap_below_alignment) {
 END_TEST
 
 /* ARENA: page_size is the smallest page (at least the alignment),
- * max_slice_size the largest request and page (at least page_size, at most
- * the 16 GiB device and 2^32 alignment units), max_pool_size 0 or at least
+ * max_slice_size the largest request and page (at least page_size, a
+ * multiple of the alignment, at most the 16 GiB device and 2^32 alignment
+ * units), max_pool_size 0 or at least
  * one smallest page; the fields of other kinds must be 0. */
 START_TEST(test_arena_fields) {
   tu_layout l;
@@ -224,6 +225,12 @@ START_TEST(test_arena_fields) {
   o->max_slice_size = TU_MiB;
   EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size",
                 "below page_size");
+  /* the largest page: a multiple of the alignment, not rounded down
+   * under a request of max_slice_size bytes */
+  o->max_slice_size = 2 * TU_MiB + 1000;
+  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size",
+                "2098152 is not a multiple of the alignment 256",
+                "use 2098176");
   o->max_slice_size = 17 * TU_GiB;
   EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size",
                 "larger than the device");

@@ -610,8 +610,9 @@ static const hippo_layout *decode_layout(fz *f, rd *r, bool install,
       page = page < a ? a : page;
       o->page_size = page;
       o->max_slice_size = page << (u8(r) % 6);
-      o->max_slice_size = o->max_slice_size > cap / 2 ? cap / 2
-                                                       : o->max_slice_size;
+      o->max_slice_size = o->max_slice_size > cap / 2
+                              ? (cap / 2) & ~(a - 1) /* the largest page */
+                              : o->max_slice_size;
       o->max_slice_size =
           o->max_slice_size < page ? page : o->max_slice_size;
       if (u8(r) % 3 == 0) {
