@@ -266,7 +266,8 @@ typedef struct hippo_device_info {
   uint32_t pool_count;    /* dynamic pools per stream */
   /* Added after v1 (NUL-terminated strings; empty when unknown). */
   char name[64];          /* the device: "NVIDIA H200", ...; HOST/DRY:
-                             "HOST (emulated)", "DRY (no memory)" */
+                             "HOST (emulated in host memory)",
+                             "DRY (no memory)" */
   char arch[32];          /* "sm 9.0" (CUDA), "cc 9.4" (HIP), "host" */
   char runtime[128];      /* the GPU runtime in use, its version and
                              library; "none" on HOST and DRY */

@@ -359,18 +359,19 @@ static hippo_status api_persistent_end(hippo_stream *stream) {
 static hippo_status api_relocate(hippo_stream *stream) {
   CHECK_STREAM(stream, "relocate");
   return hippo__relocate(stream->device, stream, HIPPO_RELOCATE_EXPLICIT,
-                         NULL);
+                         NULL, "relocate");
 }
 
 static hippo_status api_relocate_when_wanted(hippo_stream *stream) {
   CHECK_STREAM(stream, "relocate_when_wanted");
   return hippo__relocate(stream->device, stream, HIPPO_RELOCATE_WANTED,
-                         NULL);
+                         NULL, "relocate_when_wanted");
 }
 
 static hippo_status api_relocate_device(hippo_device *device) {
   CHECK_DEVICE(device, "relocate_device");
-  return hippo__relocate(device, NULL, HIPPO_RELOCATE_CAPTURE, NULL);
+  return hippo__relocate(device, NULL, HIPPO_RELOCATE_CAPTURE, NULL,
+                         "relocate_device");
 }
 
 /* A stream argument that may be NULL (every stream of the device): checked
@@ -409,7 +410,7 @@ static hippo_status api_relocate_with(hippo_device *device,
   memset(&mine, 0, sizeof mine);
   mine.struct_size = sizeof mine;
   mine.reason = reason;
-  st = hippo__relocate(device, stream, reason, &mine);
+  st = hippo__relocate(device, stream, reason, &mine, "relocate_with");
   if (report) {
     hippo__error_kept kept;
     hippo__error_keep(&kept);

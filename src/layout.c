@@ -13,7 +13,7 @@
  *   64 MiB, ... (x8 each step) below T, then one accepting up to T.
  * ADAPTIVE (the default: a device opened with layout NULL), CubeCL's
  * arena with an exclusive tail:
- *   a SLICED pool of 8 MiB pages for requests up to 64 KiB ("small"),
+ *   a SLICED pool of 2 MiB pages for requests up to 64 KiB ("small"),
  *   an ARENA whose pages grow with the largest request, from 2 MiB up to
  *   T/4 (ADAPTIVE_* below; pool_sliced.c has the growth rule), taking
  *   requests up to T/4, and an EXCLUSIVE pool for anything larger, up to T.

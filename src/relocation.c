@@ -470,13 +470,14 @@ static hippo_status relocate_all_locked(hippo_device *dev,
 
 hippo_status hippo__relocate(hippo_device *dev, hippo_stream *s,
                              hippo_relocate_reason reason,
-                             hippo_relocation_report *report) {
+                             hippo_relocation_report *report,
+                             const char *call) {
   hippo_status st;
   if (reason > HIPPO_RELOCATE_SPARSE)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "relocate_with: reason %u is not a "
+                            "%s: reason %u is not a "
                             "HIPPO_RELOCATE_* value (0 .. %u)",
-                            reason, HIPPO_RELOCATE_SPARSE);
+                            call, reason, HIPPO_RELOCATE_SPARSE);
   if (s) {
     hippo__lock_take(&s->lock);
     st = hippo__relocate_locked(s, reason, report);
@@ -485,7 +486,7 @@ hippo_status hippo__relocate(hippo_device *dev, hippo_stream *s,
   }
   hippo__mutex_take(&dev->lock);
   hippo__device_lock_streams(dev);
-  st = relocate_all_locked(dev, reason, report, "relocate_device");
+  st = relocate_all_locked(dev, reason, report, call);
   hippo__device_unlock_streams(dev);
   hippo__mutex_drop(&dev->lock);
   return st;

@@ -77,10 +77,12 @@ hippo_status hippo__relocate_locked(hippo_stream *s,
 hippo_status hippo__relocation_unstrand_locked(hippo_stream *s);
 
 /* The ABI's calls: `s` NULL means every stream of the device.  They take
- * the locks (device.h states the order). */
+ * the locks (device.h states the order).  `call` names the ABI call in
+ * messages. */
 hippo_status hippo__relocate(hippo_device *dev, hippo_stream *s,
                              hippo_relocate_reason reason,
-                             hippo_relocation_report *report);
+                             hippo_relocation_report *report,
+                             const char *call);
 hippo_status hippo__reclaim(hippo_device *dev, hippo_stream *s);
 hippo_status hippo__relocation_report(hippo_device *dev, hippo_stream *s,
                                       hippo_relocation_report *out);

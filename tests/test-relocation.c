@@ -869,6 +869,9 @@ START_TEST(test_relocation_faults) {
                     (unsigned long long)nth, api->status_name(st),
                     api->last_error());
       CK_ERROR_HAS(api, "injected fault");
+      if (kind == HIPPO_CALL_CAPTURE_QUERY) /* the call named is the one made */
+        ck_assert_msg(strncmp(api->last_error(), "relocate_with: ", 15) == 0,
+                      "%s", api->last_error());
       if (kind != HIPPO_CALL_CAPTURE_QUERY) {
         ck_assert_uint_ge(rep.failure_count, 1);
         ck_assert_int_eq(rep.failures[0].status, HIPPO_BACKEND_ERROR);
