@@ -242,6 +242,17 @@ for bad in "train --heads 5" "train --micro 3" "random --p 2" \
   status=$?
   expect_status "gen-trace.py $bad" 2
 done
+# An output that cannot be written: one line, status 1, before the work
+# (a million operations would take seconds), and no traceback.
+for where in "$tmp/no-such-dir/x.csv" "$tmp"; do
+  "$PYTHON" "$gen" random --ops 1000000 -o "$where" >"$out" 2>"$err"
+  status=$?
+  expect_status "gen-trace.py random -o $where" 1
+  if grep -qF "gen-trace.py: cannot write $where: " "$err" &&
+     [ "$(wc -l <"$err")" -eq 1 ]; then
+    pass "gen-trace.py random -o $where: one line naming the file"
+  else fail "gen-trace.py random -o $where: '$(head -c 300 "$err")'"; fi
+done
 for scenario in "" train infer two-streams random; do
   "$PYTHON" "$gen" $scenario --help >"$out" 2>"$err"
   status=$?
