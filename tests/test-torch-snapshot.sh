@@ -229,6 +229,33 @@ run -o "$tmp/streams.csv" "$tmp/streams.pickle"
 refused "1025 streams" "more than 1024 streams"
 if [ -e "$tmp/streams.csv" ]; then fail "1025 streams: -o FILE written"
 else pass "1025 streams: -o FILE not written"; fi
+# An action that is not a string.
+python3 -c 'import pickle, sys
+pickle.dump({"device_traces": [[{"action": ["alloc"], "addr": 16, "size": 4}]]}, open(sys.argv[1], "wb"))' \
+  "$tmp/list-action.pickle"
+run "$tmp/list-action.pickle"
+refused "a list as action" "trace entry 0 has no usable 'action' (['alloc'])"
+
+# A free repeated at a freed address: ignored and counted, not a block
+# from before recording; no 'segments': said in a comment.
+python3 -c 'import pickle, sys
+pickle.dump({"device_traces": [[
+  {"action": "alloc", "addr": 16, "size": 8, "stream": 0},
+  {"action": "free_completed", "addr": 16, "size": 8, "stream": 0},
+  {"action": "free_completed", "addr": 16, "size": 8, "stream": 0}]]},
+  open(sys.argv[1], "wb"))' "$tmp/twice.pickle"
+run "$tmp/twice.pickle"
+expect_status "a free repeated" 0
+if [ "$(grep -v '^#' "$out" | tr '\n' ' ')" = "op,id,size,stream a,1,8,0 f,1,8,0 " ]
+then pass "a free repeated: one reservation, one release"
+else fail "a free repeated: '$(grep -v '^#' "$out" | tr '\n' ' ')'"; fi
+for note in "# frees at an address freed already (nothing live there; ignored): 1" \
+    "# blocks live before recording began, reserved first: 0 (0 freed in the trace, 0 still live at the snapshot)" \
+    "# the snapshot has no 'segments': blocks allocated before recording and never freed in the trace are not known, so not reserved"; do
+  if grep -qxF -- "$note" "$out"; then pass "a free repeated: '$note'"
+  else fail "a free repeated: no '$note'"; fi
+done
+
 # Usage: exit 2.
 run
 expect_status "no snapshot given" 2

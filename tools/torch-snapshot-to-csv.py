@@ -27,7 +27,10 @@ and hippo-bench read:
   - each distinct torch stream becomes trace stream 0, 1, ... in order of
     first use (at most 1024);
   - an `alloc` at an address still live (its free is missing from the
-    trace) first releases the old block there; the comments count these.
+    trace) first releases the old block there, and a free at an address
+    freed already (nothing live there) is ignored; the comments count
+    these, and say so when the snapshot has no `segments` (then blocks
+    live at the snapshot that the trace never frees are not known).
 
 Sizes are the trace's, which PyTorch records as requested (not rounded)
 bytes.  Comment lines at the top (`#`) say where the trace came from and
@@ -109,15 +112,18 @@ def convert(snapshot, device):
         raise Refuse("the trace of device %d is not a list" % device)
 
     live = {}       # address -> Block
+    seen = set()    # addresses of an alloc or a free so far
     pre = []        # blocks live before recording began
     events = []
     counts = {}     # action -> entries
-    pre_freed = missing_frees = 0
+    pre_freed = missing_frees = stray_frees = 0
     for i, entry in enumerate(trace):
         what = "trace entry %d" % i
         if not isinstance(entry, dict):
             raise Refuse("%s is not a dict" % what)
         action = entry.get("action")
+        if not isinstance(action, str):
+            raise Refuse("%s has no usable 'action' (%r)" % (what, action))
         counts[action] = counts.get(action, 0) + 1
         if action not in ("alloc", "free_completed", "free"):
             continue
@@ -132,14 +138,19 @@ def convert(snapshot, device):
             events.append(("a", block))
         elif addr in live:
             events.append(("f", live.pop(addr)))
-        else:  # allocated before recording began
+        elif addr in seen:  # freed twice: nothing live there to release
+            stray_frees += 1
+        else:  # its first entry: allocated before recording began
             block = Block(size, stream)
             pre.append(block)
             events.append(("f", block))
             pre_freed += 1
+        seen.add(addr)
 
     pre_live = 0
-    segments = snapshot.get("segments", [])
+    segments = snapshot.get("segments")
+    if segments is None:  # live blocks older than the trace are unknown
+        segments = []
     if not isinstance(segments, list):
         raise Refuse("'segments' is not a list")
     for s, seg in enumerate(segments):
@@ -182,6 +193,13 @@ def convert(snapshot, device):
     if missing_frees:
         notes.append("allocs at a live address (its free missing from the "
                      "trace; released first): %d" % missing_frees)
+    if stray_frees:
+        notes.append("frees at an address freed already (nothing live "
+                     "there; ignored): %d" % stray_frees)
+    if "segments" not in snapshot:
+        notes.append("the snapshot has no 'segments': blocks allocated "
+                     "before recording and never freed in the trace are "
+                     "not known, so not reserved")
     return pre, events, notes
 
 
