@@ -242,10 +242,13 @@ typedef struct hippo_device_desc {
   int32_t hip_device;     /* HIP device ordinal (HIP and AUTO) */
   uint32_t flags;         /* HIPPO_DEVICE_* */
   uint64_t capacity;      /* HOST/DRY: emulated device memory in bytes;
-                             0 = 16 GiB.  A HOST page is mapped lazily, so
+                             0 = 16 GiB, else at least the alignment
+                             (HIPPO_INVALID_ARGUMENT).  A HOST page is
+                             mapped lazily, so
                              only touched bytes cost host RAM.  HIP: 0 =
-                             the device's memory, else a budget: hippo
-                             holds at most that much of the device. */
+                             the device's memory, else a budget (at least
+                             the alignment): hippo holds at most that much
+                             of the device. */
   uint64_t alignment;     /* slice alignment, a power of two.  HOST/DRY:
                              0 = 256.  HIP: 0 = the device's (its texture
                              alignment, at least 256); another must be at

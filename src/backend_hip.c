@@ -949,6 +949,16 @@ static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
                             "up to 1 GiB (0 takes the device's)",
                             (unsigned long long)alignment, rt->name,
                             (int)ordinal, (unsigned long long)device_align);
+  if (capacity && capacity < (alignment ? alignment : device_align))
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "device_open: capacity %llu B is below the "
+                            "alignment %llu B of %s device %d, so nothing "
+                            "could ever be reserved; give at least the "
+                            "alignment (0: the device's memory)",
+                            (unsigned long long)capacity,
+                            (unsigned long long)(alignment ? alignment
+                                                           : device_align),
+                            rt->name, (int)ordinal);
   g = calloc(1, sizeof *g);
   if (!g)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,

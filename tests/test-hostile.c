@@ -1372,6 +1372,28 @@ START_TEST(test_absurd_descs) {
   d.flags = 0x80000000u;
   REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT, "flags");
   ck_assert_ptr_null(dev);
+  /* an emulated device below one alignment could serve nothing */
+  for (int b = 0; b < 3; b++) {
+    TU_SIZED(d);
+    d.backend = b == 0   ? HIPPO_BACKEND_HOST
+                : b == 1 ? HIPPO_BACKEND_DRY
+                         : HIPPO_BACKEND_AUTO; /* HOST here, HIP on a GPU */
+    d.capacity = 1;
+    REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
+            "capacity 1 B is below the alignment");
+    ck_assert_ptr_null(dev);
+    d.capacity = 4096;
+    d.alignment = 8192;
+    REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
+            "capacity 4096 B is below the alignment 8192 B");
+    d.capacity = 8192; /* one alignment: the least */
+    if (b < 2) {
+      CK_OK(api, api->device_open(&d, &dev));
+      ck_assert_uint_eq(tu_info(api, dev).total_memory, 8192);
+      CK_OK(api, api->device_close(dev));
+      dev = NULL;
+    }
+  }
   TU_SIZED(d);
   d.backend = HIPPO_BACKEND_DRY; /* capacity 0, alignment 0: the defaults */
   CK_OK(api, api->device_open(&d, &dev));

@@ -278,6 +278,16 @@ info --layout round_robin
 expect_status "--layout round_robin" 2
 info --capacity 12X
 expect_status "--capacity 12X" 2
+# Below one alignment an emulated device could serve nothing: the plugin
+# refuses it; 0 is the default (16 GiB).
+info --backend dry --capacity 1
+expect_status "--capacity 1" 1
+if grep -qF "capacity 1 B is below the alignment 256 B" "$err"
+then pass "--capacity 1: refused, why said"
+else fail "--capacity 1: '$(head -c 300 "$err")'"; fi
+info --backend dry --capacity 0
+expect_status "--capacity 0" 0
+expect_line "--capacity 0" "total memory: 17179869184 (16 GiB)"
 info extra-argument
 expect_status "an argument" 2
 info --help
