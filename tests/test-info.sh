@@ -285,11 +285,31 @@ expect_status "--capacity 1" 1
 if grep -qF "capacity 1 B is below the alignment 256 B" "$err"
 then pass "--capacity 1: refused, why said"
 else fail "--capacity 1: '$(head -c 300 "$err")'"; fi
+# Sizes that are no whole unit keep the table's columns: each cell starts
+# under its heading.
+info --backend dry --capacity 12345678901
+expect_status "--capacity 12345678901" 0
+if awk '/^index  kind/ { h = index($0, "max_pool_size"); d = index($0, "dealloc_period") }
+        /^3 +EXCLUSIVE/ { if (h && substr($0, h, 2) == "- " && substr($0, d, 5) == "10000") ok = 1 }
+        END { exit !ok }' "$out"
+then pass "--capacity 12345678901: the columns stay aligned"
+else fail "--capacity 12345678901: columns shifted"; sed -n '/^index/,/^$/p' "$out"; fi
 info --backend dry --capacity 0
 expect_status "--capacity 0" 0
 expect_line "--capacity 0" "total memory: 17179869184 (16 GiB)"
 info extra-argument
 expect_status "an argument" 2
+# A usage error names the option: a short one in a cluster by its letter
+# (not the argument before it), a long one as given.
+for args in "--backend dry -xh|unknown option '-x'" \
+    "--nosuch|unknown option '--nosuch'" \
+    "--backend|option needs an argument: '--backend'"; do
+  info ${args%%|*}
+  expect_status "${args%%|*}" 2
+  if head -n 1 "$err" | grep -qxF "hippo-info: ${args#*|}"; then
+    pass "${args%%|*}: says '${args#*|}'"
+  else fail "${args%%|*}: '$(head -n 1 "$err")'"; fi
+done
 info --help
 expect_status "--help" 0
 if grep -q '^usage: hippo-info' "$out"; then pass "--help: usage on stdout"

@@ -322,4 +322,16 @@ expect_status "--help" 0
 if grep -q '^usage: hippo-replay' "$out"; then pass "--help: usage on stdout"
 else fail "--help: no usage on stdout"; fi
 
+# A usage error names the option (a short one in a cluster by its letter)
+# and says what is missing without an empty quote.
+for args in "--backend dry -xq|unknown option '-x'" \
+    "--nosuch|unknown option '--nosuch'" \
+    "--svg|option needs an argument: '--svg'" "|no trace given"; do
+  replay ${args%%|*}
+  expect_status "'${args%%|*}'" 2
+  if head -n 1 "$err" | grep -qxF "hippo-replay: ${args#*|}"; then
+    pass "'${args%%|*}': says '${args#*|}'"
+  else fail "'${args%%|*}': '$(head -n 1 "$err")'"; fi
+done
+
 lib_finish

@@ -84,7 +84,7 @@ static int parse_options(int argc, char **argv,
       print_help();
       return EXIT_OK;
     default:
-      tool_bad_option(prog, usage_line, c, argv[optind - 1]);
+      tool_bad_option(prog, usage_line, c, argv);
       return EXIT_USAGE;
     }
   }
@@ -194,24 +194,42 @@ static bool failed(const hippo_api *api, hippo_status st, const char *what) {
   return true;
 }
 
-/* Prints the table of the stream's pools.  false: a message was printed. */
+/* One row of the pool table, as text. */
+struct pool_row {
+  char cell[6][32]; /* index, kind, page_size, max_size, max_pool_size,
+                       dealloc_period */
+};
+#define POOL_COLUMNS 6
+#define POOL_ROWS 64 /* a layout has at most 32 pools, and the persistent */
+
+static void cell_set(char *cell, const char *text) {
+  snprintf(cell, 32, "%s", text);
+}
+
+/* Prints the table of the stream's pools, each column as wide as its
+ * widest cell (a size that is no whole unit, "12345678901 B", is wider
+ * than the usual "4 MiB").  false: a message was printed. */
 static bool print_pools(const hippo_api *api, hippo_device *dev,
                         hippo_stream *stream) {
+  static const char *const head[POOL_COLUMNS] = {
+      "index", "kind", "page_size", "max_size", "max_pool_size",
+      "dealloc_period"};
+  /* the widths the usual sizes take ("PERSISTENT", "256 MiB") */
+  static const int least[POOL_COLUMNS] = {5, 10, 9, 9, 13, 0};
+  struct pool_row rows[POOL_ROWS];
+  int width[POOL_COLUMNS];
   hippo_usage u;
-  uint32_t i, arenas = 0;
+  uint32_t i, n, arenas = 0;
 
   memset(&u, 0, sizeof u);
   u.struct_size = sizeof u;
   if (failed(api, api->usage(dev, stream, &u), "usage"))
     return false;
-  printf("pools: %" PRIu32 " (index 0 is the persistent pool)\n\n",
-         u.pool_count);
-  printf("%-5s  %-10s  %-9s  %-9s  %-13s  %s\n", "index", "kind",
-         "page_size", "max_size", "max_pool_size", "dealloc_period");
-  for (i = 0; i < u.pool_count; i++) {
+  n = u.pool_count < POOL_ROWS ? u.pool_count : POOL_ROWS;
+  for (i = 0; i < n; i++) {
     hippo_pool_report r;
     const hippo_pool_options *po = &r.options;
-    char page[32], max[32], cap[32], period[32];
+    char (*c)[32] = rows[i].cell, text[32];
     bool sliced, exclusive;
 
     memset(&r, 0, sizeof r);
@@ -221,18 +239,38 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
     sliced = r.kind == HIPPO_POOL_SLICED || r.kind == HIPPO_POOL_ARENA;
     exclusive = r.kind == HIPPO_POOL_EXCLUSIVE;
     arenas += r.kind == HIPPO_POOL_ARENA;
+    snprintf(c[0], sizeof c[0], "%" PRIu32, i);
+    snprintf(c[1], sizeof c[1], "%s", tool_pool_kind_name(r.kind));
+    cell_set(c[2], field_text(sliced, po->page_size, "0", text, sizeof text));
+    cell_set(c[3], sliced ? field_text(true, po->max_slice_size, "0", text,
+                                       sizeof text)
+                          : field_text(exclusive, po->max_alloc_size, "0",
+                                       text, sizeof text));
+    cell_set(c[4],
+             field_text(sliced, po->max_pool_size, "none", text, sizeof text));
     if (po->dealloc_period)
-      snprintf(period, sizeof period, "%" PRIu64, po->dealloc_period);
+      snprintf(c[5], sizeof c[5], "%" PRIu64, po->dealloc_period);
     else
-      snprintf(period, sizeof period, "never");
-    printf("%-5" PRIu32 "  %-10s  %-9s  %-9s  %-13s  %s\n", i,
-           tool_pool_kind_name(r.kind),
-           field_text(sliced, po->page_size, "0", page, sizeof page),
-           sliced ? field_text(true, po->max_slice_size, "0", max, sizeof max)
-                  : field_text(exclusive, po->max_alloc_size, "0", max,
-                               sizeof max),
-           field_text(sliced, po->max_pool_size, "none", cap, sizeof cap),
-           period);
+      snprintf(c[5], sizeof c[5], "never");
+  }
+  for (int k = 0; k < POOL_COLUMNS; k++) {
+    width[k] = least[k];
+    if ((int)strlen(head[k]) > width[k])
+      width[k] = (int)strlen(head[k]);
+    for (i = 0; i < n; i++)
+      if ((int)strlen(rows[i].cell[k]) > width[k])
+        width[k] = (int)strlen(rows[i].cell[k]);
+  }
+  printf("pools: %" PRIu32 " (index 0 is the persistent pool)\n\n",
+         u.pool_count);
+  for (i = 0; i <= n; i++) { /* the head, then the rows */
+    for (int k = 0; k < POOL_COLUMNS; k++) {
+      const char *text = i == 0 ? head[k] : rows[i - 1].cell[k];
+      if (k + 1 < POOL_COLUMNS)
+        printf("%-*s  ", width[k], text);
+      else
+        printf("%s\n", text);
+    }
   }
   if (arenas)
     printf("\n(ARENA: page_size is the smallest page; the pages grow with "

@@ -261,7 +261,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
       print_help();
       return EXIT_OK;
     default:
-      tool_bad_option("hippo-replay", usage_line, c, argv[optind - 1]);
+      tool_bad_option("hippo-replay", usage_line, c, argv);
       return EXIT_USAGE;
     }
   }

@@ -1,4 +1,5 @@
 /* toolutil.c -- what the hippo command-line programs share (toolutil.h). */
+#include <getopt.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -543,17 +544,24 @@ const char *tool_status_name(const hippo_api *api, hippo_status st) {
 
 void tool_usage_error(const char *prog, const char *usage, const char *what,
                       const char *arg) {
-  if (what)
-    fprintf(stderr, "%s: %s '%s'\n", prog, what, arg ? arg : "");
+  if (what && arg)
+    fprintf(stderr, "%s: %s '%s'\n", prog, what, arg);
+  else if (what)
+    fprintf(stderr, "%s: %s\n", prog, what);
   fprintf(stderr, "%s\n", usage);
   fprintf(stderr, "Try '%s --help' for more.\n", prog);
 }
 
 void tool_bad_option(const char *prog, const char *usage, int c,
-                     const char *arg) {
+                     char *const *argv) {
+  const char *last = argv[optind - 1];
+  char dash[3] = {'-', (char)optopt, '\0'};
+  /* a long option is the argument getopt last read; a short one is its
+   * letter, wherever in a cluster it stood */
+  bool letter = strncmp(last, "--", 2) != 0 && optopt > 0 && optopt < 128;
   tool_usage_error(prog, usage,
                    c == ':' ? "option needs an argument:" : "unknown option",
-                   arg);
+                   letter ? dash : last);
 }
 
 void tool_device_options_init(struct tool_device_options *o) {

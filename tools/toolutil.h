@@ -133,11 +133,13 @@ void tool_die_status(const char *prog, const hippo_api *api, hippo_status st,
  * "PROG: WHAT 'ARG'" when what is not NULL, then USAGE and "Try 'PROG
  * --help' for more." to stderr.  tool_bad_option does it for what
  * getopt_long returned as c: ':' (an option lacks its argument) or anything
- * else (an unknown option); arg is argv[optind - 1]. */
+ * else (an unknown option), naming the option: a long one as given
+ * (argv[optind - 1]), a short one as `-X` (getopt's optopt: in a cluster
+ * such as -xq, argv[optind - 1] may be the argument before it). */
 void tool_usage_error(const char *prog, const char *usage, const char *what,
                       const char *arg);
 void tool_bad_option(const char *prog, const char *usage, int c,
-                     const char *arg);
+                     char *const *argv);
 
 /* The device options hippo-replay and hippo-info share:
  *   --plugin PATH --backend auto|host|dry|hip --capacity BYTES
