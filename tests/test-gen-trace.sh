@@ -236,7 +236,8 @@ check "random log2" "smallest reservation" "$5" 'v < 4096'
 status=$?
 expect_status "no scenario" 2
 for bad in "train --heads 5" "train --micro 3" "random --p 2" \
-    "random --max-size 1000" "infer --prompt 9:8" "infer --kv linear" \
+    "random --max-size 1000" "infer --prompt 9:8" "infer --prompt 3:" \
+    "infer --kv linear" \
     "two-streams --steps 0" "nosuch"; do
   "$PYTHON" "$gen" $bad >"$out" 2>"$err"
   status=$?

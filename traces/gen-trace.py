@@ -867,10 +867,10 @@ def count_arg(text):
 
 def range_arg(text):
     """LO:HI, or N for N:N."""
-    lo, _, hi = text.partition(":")
+    lo, colon, hi = text.partition(":")
     try:
         lo = int(lo, 0)
-        hi = int(hi, 0) if hi else lo
+        hi = int(hi, 0) if colon else lo  # "3:" is no range: int('') fails
     except ValueError:
         raise argparse.ArgumentTypeError("not a range LO:HI: %r" % text)
     if lo < 1 or hi < lo:
