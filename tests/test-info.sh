@@ -285,6 +285,17 @@ expect_status "--capacity 1" 1
 if grep -qF "capacity 1 B is below the alignment 256 B" "$err"
 then pass "--capacity 1: refused, why said"
 else fail "--capacity 1: '$(head -c 300 "$err")'"; fi
+# A spec the plugin fits to its rules (a cap below the page, a size above
+# the device) gets a note per pool changed; one it takes as it is, none.
+info --backend dry --layout 'sliced:page=4M,slice=1M,cap=1M;exclusive:max=17G'
+expect_status "a spec fitted" 0
+expect_line "a spec fitted" "note: pool 1: page_size 4 MiB asked, 1 MiB in force (the pool's rules fit it to the device and the cap: hippo(3))"
+expect_line "a spec fitted" "note: pool 2: max_size 17 GiB asked, 16 GiB in force (the pool's rules fit it to the device and the cap: hippo(3))"
+info --backend dry --layout 'sliced:page=4M,slice=1M;exclusive:max=8G'
+expect_status "a spec as it is" 0
+if grep -q '^note:' "$out"; then fail "a spec as it is: a note"
+else pass "a spec as it is: no note"; fi
+
 # Sizes that are no whole unit keep the table's columns: each cell starts
 # under its heading.
 info --backend dry --capacity 12345678901

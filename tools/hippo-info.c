@@ -31,6 +31,7 @@
  */
 #include <getopt.h>
 #include <inttypes.h>
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -194,6 +195,39 @@ static bool failed(const hippo_api *api, hippo_status st, const char *what) {
   return true;
 }
 
+/* A size field the plugin set otherwise than the --layout spec asked (a
+ * cap below the page shrinks the page, a size above the device is the
+ * device's): one line naming the first such field into note.  false:
+ * every field is as asked. */
+static bool changed(const hippo_pool_options *want,
+                    const hippo_pool_options *got, uint32_t index,
+                    char *note, size_t cap) {
+  static const struct {
+    const char *name;
+    size_t at;
+  } fields[] = {
+      {"page_size", offsetof(hippo_pool_options, page_size)},
+      {"max_size", offsetof(hippo_pool_options, max_slice_size)},
+      {"max_size", offsetof(hippo_pool_options, max_alloc_size)},
+      {"max_pool_size", offsetof(hippo_pool_options, max_pool_size)},
+  };
+  for (size_t k = 0; k < sizeof fields / sizeof fields[0]; k++) {
+    uint64_t a, b;
+    char ta[32], tb[32];
+    memcpy(&a, (const char *)want + fields[k].at, sizeof a);
+    memcpy(&b, (const char *)got + fields[k].at, sizeof b);
+    if (a == b)
+      continue;
+    snprintf(note, cap,
+             "note: pool %" PRIu32 ": %s %s asked, %s in force (the pool's "
+             "rules fit it to the device and the cap: hippo(3))",
+             index, fields[k].name, size_text(a, ta, sizeof ta),
+             size_text(b, tb, sizeof tb));
+    return true;
+  }
+  return false;
+}
+
 /* One row of the pool table, as text. */
 struct pool_row {
   char cell[6][32]; /* index, kind, page_size, max_size, max_pool_size,
@@ -210,16 +244,17 @@ static void cell_set(char *cell, const char *text) {
  * widest cell (a size that is no whole unit, "12345678901 B", is wider
  * than the usual "4 MiB").  false: a message was printed. */
 static bool print_pools(const hippo_api *api, hippo_device *dev,
-                        hippo_stream *stream) {
+                        hippo_stream *stream, const tool_layout *asked) {
   static const char *const head[POOL_COLUMNS] = {
       "index", "kind", "page_size", "max_size", "max_pool_size",
       "dealloc_period"};
   /* the widths the usual sizes take ("PERSISTENT", "256 MiB") */
   static const int least[POOL_COLUMNS] = {5, 10, 9, 9, 13, 0};
   struct pool_row rows[POOL_ROWS];
+  char notes[POOL_ROWS][160];
   int width[POOL_COLUMNS];
   hippo_usage u;
-  uint32_t i, n, arenas = 0;
+  uint32_t i, n, arenas = 0, noted = 0;
 
   memset(&u, 0, sizeof u);
   u.struct_size = sizeof u;
@@ -252,6 +287,10 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
       snprintf(c[5], sizeof c[5], "%" PRIu64, po->dealloc_period);
     else
       snprintf(c[5], sizeof c[5], "never");
+    if (asked && i >= 1 && i - 1 < asked->layout.pool_count &&
+        changed(&asked->pools[i - 1], po, i, notes[noted],
+                sizeof notes[noted]))
+      noted++;
   }
   for (int k = 0; k < POOL_COLUMNS; k++) {
     width[k] = least[k];
@@ -275,6 +314,10 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
   if (arenas)
     printf("\n(ARENA: page_size is the smallest page; the pages grow with "
            "the largest request\n served, up to max_size)\n");
+  if (noted)
+    printf("\n");
+  for (i = 0; i < noted; i++)
+    printf("%s\n", notes[i]);
   return true;
 }
 
@@ -327,7 +370,8 @@ int main(int argc, char **argv) {
   printf("preset: %s\n", tool_preset_name(info.preset));
   if (info.preset == HIPPO_PRESET_CUSTOM)
     printf("layout: %s\n", o.layout.text);
-  ok = print_pools(api, dev, stream);
+  ok = print_pools(api, dev, stream,
+                   info.preset == HIPPO_PRESET_CUSTOM ? &o.layout : NULL);
 
 out:
   /* Teardown in reverse; a failure here is reported and fails the run. */
