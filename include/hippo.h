@@ -24,6 +24,12 @@
  *    message for the calling thread naming what failed (the argument, the
  *    pool and field, the backend call and its error code) and what to do.
  *    A failed call leaves every live reservation intact.
+ *  - A device or stream pointer is checked: NULL, one closed or detached
+ *    (its memory stays valid while the plugin is loaded), and one of
+ *    another copy of the plugin are HIPPO_INVALID_ARGUMENT.  A pointer
+ *    hippo never handed out is read as one (undefined, as for free() of a
+ *    pointer malloc never returned): telling it apart would cost a lookup
+ *    on every call.
  *
  * Quick start (see also hippo_load() at the end of this file):
  *
