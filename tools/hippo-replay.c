@@ -678,27 +678,27 @@ static void print_summary(FILE *out, const struct session *s,
   if (t->format == TRACE_FORMAT_RMM) {
     fprintf(out, "format: rmm (" TRACE_RMM_HEADER ")\n");
     fprintf(out, "allocate failures: %" PRIu64 " (not replayed)\n",
-           t->alloc_failures);
+            t->alloc_failures);
     fprintf(out, "null pointer lines: %" PRIu64 " (not replayed)\n",
-           t->null_lines);
+            t->null_lines);
   } else {
     fprintf(out, "format: hippo (" TRACE_HEADER ")\n");
   }
   if (o->lenient)
     fprintf(out, "skipped: %" PRIu64 " line%s%s%s%s\n", t->skipped,
-           t->skipped == 1 ? "" : "s", t->skipped ? " (first: " : "",
-           t->first_skipped, t->skipped ? ")" : "");
+            t->skipped == 1 ? "" : "s", t->skipped ? " (first: " : "",
+            t->first_skipped, t->skipped ? ")" : "");
   fprintf(out, "plugin: %s\n", plugin);
   if (s->backend_note[0])
     fprintf(out, "backend: %s (%s)\n", tool_backend_name(s->backend),
-           s->backend_note);
+            s->backend_note);
   else
     fprintf(out, "backend: %s\n", tool_backend_name(s->backend));
   fprintf(out, "layout: %s\n", o->dev.layout.text);
   if (s->backend == HIPPO_BACKEND_HIP)
     fprintf(out, "streams: %" PRIu32 " (1 manager: on HIP every trace stream "
-           "maps to the default stream)\n",
-           t->streams);
+            "maps to the default stream)\n",
+            t->streams);
   else
     fprintf(out, "streams: %" PRIu32 " (one manager each)\n", t->streams);
   fprintf(out, "events: %zu\n", t->count);
@@ -707,30 +707,31 @@ static void print_summary(FILE *out, const struct session *s,
   fprintf(out, "failed reservations: %" PRIu64 "\n", r->failed_reserves);
   if (r->failed_reserves) {
     fprintf(out, "first failed reservation: %s:%" PRIu32 ": %s: %s\n", o->trace,
-           r->first_fail_line, tool_status_name(api, r->first_fail_status),
-           r->first_fail_error);
+            r->first_fail_line, tool_status_name(api, r->first_fail_status),
+            r->first_fail_error);
     fprintf(out, "releases skipped: %" PRIu64 "\n", r->skipped_releases);
   }
   fprintf(out, "failed releases: %" PRIu64 "\n", r->failed_releases);
   if (r->failed_releases)
     fprintf(out, "first failed release: %s:%" PRIu32 ": %s: %s\n", o->trace,
-           r->first_release_fail_line,
-           tool_status_name(api, r->first_release_fail_status),
-           r->first_release_fail_error);
+            r->first_release_fail_line,
+            tool_status_name(api, r->first_release_fail_status),
+            r->first_release_fail_error);
   fprintf(out, "live at end: %" PRIu64 "\n", r->live_at_end);
   fprintf(out, "peak live bytes: %" PRIu64 "\n", r->peak_live_bytes);
   if (have_usage) {
     fprintf(out, "peak reserved bytes: %" PRIu64 "\n", u->peak_bytes_reserved);
     if (r->peak_live_bytes)
       fprintf(out, "reserved/live ratio: %.3f\n",
-             (double)u->peak_bytes_reserved / (double)r->peak_live_bytes);
+              (double)u->peak_bytes_reserved / (double)r->peak_live_bytes);
     else
       fprintf(out, "reserved/live ratio: n/a\n");
   } else {
     fprintf(out, "peak reserved bytes: n/a\nreserved/live ratio: n/a\n");
   }
   if (have_counters) {
-    fprintf(out, "driver allocations: %" PRIu64 "\n", c->calls[HIPPO_CALL_ALLOC]);
+    fprintf(out, "driver allocations: %" PRIu64 "\n",
+            c->calls[HIPPO_CALL_ALLOC]);
     fprintf(out, "driver frees: %" PRIu64 "\n", c->calls[HIPPO_CALL_FREE]);
   } else {
     fprintf(out, "driver allocations: n/a\ndriver frees: n/a\n");
@@ -743,10 +744,10 @@ static void print_summary(FILE *out, const struct session *s,
   }
   fprintf(out, "out-of-memory reservations: %" PRIu64 "\n", r->oom_count);
   fprintf(out, "wall time: %.6f s%s%s\n", r->wall_s,
-         o->check ? " (includes --check after every event)" : "",
-         o->svg ? " (includes the --svg samples)" : "");
+          o->check ? " (includes --check after every event)" : "",
+          o->svg ? " (includes the --svg samples)" : "");
   fprintf(out, "ns per event: %.1f\n",
-         t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
+          t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
 }
 
 /* Writes `text` as a JSON string, quotes included. */
