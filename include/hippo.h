@@ -474,9 +474,10 @@ typedef struct hippo_api {
    * for it (the slices reserved, resolved or released on a stream while
    * it captured) may move and be reused again.  An id hippo guarded
    * nothing under is HIPPO_INVALID_ARGUMENT; retiring twice is harmless;
-   * while a stream still captures the id, HIPPO_GRAPH_RECORDING (nothing
-   * changes).
-   * A graph never retired keeps its slices until device_close. */
+   * while a stream still captures the id, HIPPO_GRAPH_RECORDING.  Asking
+   * the streams may fail (the driver's error); nothing changes on any
+   * failure: retire again.  A graph never retired keeps its slices until
+   * device_close. */
   hippo_status (*graph_retire)(hippo_device *device, uint64_t capture_id);
 
   /* Figures. stream == NULL: the device's sum. */
