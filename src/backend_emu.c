@@ -894,6 +894,14 @@ static hippo_status emu_init(hippo__emu *emu, const hippo__emu_class *cls,
         (unsigned long long)HIPPO__DEFAULT_ALIGNMENT);
   if (capacity == 0)
     capacity = HIPPO__DEFAULT_CAPACITY;
+  if (capacity < alignment)
+    return hippo__error_set(
+        HIPPO_INVALID_ARGUMENT,
+        "%s device: capacity %llu B is below the alignment %llu B, so "
+        "nothing could ever be reserved; give at least the alignment (0: "
+        "%llu B)",
+        name, (unsigned long long)capacity, (unsigned long long)alignment,
+        (unsigned long long)HIPPO__DEFAULT_CAPACITY);
 
   memset(emu, 0, sizeof *emu);
   if (pthread_mutex_init(&emu->mutex, NULL) != 0)

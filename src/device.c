@@ -26,16 +26,6 @@ static hippo_status backend_open(const hippo_device_desc *desc,
                             "device_open: alignment %llu is not a power of "
                             "two up to 1 GiB",
                             (unsigned long long)alignment);
-  if ((desc->backend == HIPPO_BACKEND_HOST ||
-       desc->backend == HIPPO_BACKEND_DRY) &&
-      capacity < alignment)
-    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                            "device_open: capacity %llu B is below the "
-                            "alignment %llu B, so nothing could ever be "
-                            "reserved; give at least the alignment (0: "
-                            "16 GiB)",
-                            (unsigned long long)capacity,
-                            (unsigned long long)alignment);
   switch (desc->backend) {
   case HIPPO_BACKEND_HIP:
     return hippo__backend_hip_create(desc->hip_device, desc->capacity,
@@ -49,14 +39,6 @@ static hippo_status backend_open(const hippo_device_desc *desc,
                                    desc->alignment, be);
     if (st == HIPPO_NO_DEVICE) {
       char why[sizeof (*be)->note];
-      if (capacity < alignment) /* as for HOST above */
-        return hippo__error_set(HIPPO_INVALID_ARGUMENT,
-                                "device_open: AUTO chose HOST (no GPU), "
-                                "whose capacity %llu B is below the "
-                                "alignment %llu B; give at least the "
-                                "alignment (0: 16 GiB)",
-                                (unsigned long long)capacity,
-                                (unsigned long long)alignment);
       snprintf(why, sizeof why, "AUTO chose HOST: %s", hippo__error_get());
       st = hippo__backend_host_create(capacity, alignment, be);
       if (st == HIPPO_SUCCESS)
