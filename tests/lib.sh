@@ -13,6 +13,7 @@
 #  expect_line NAME LINE       $out has LINE, exactly ($line_where ends
 #                              the failure message)
 #  expect_err NAME TEXT        $err has TEXT (a fixed string) somewhere
+#  expect_first_err NAME LINE  $err's first line is LINE, exactly
 #  expect_out NAME TEXT        $out has TEXT (a fixed string) somewhere
 #  expect_pools NAME           what the test's pools() reads from $out is
 #                              stdin (rows "index kind page max cap period")
@@ -64,6 +65,13 @@ expect_line() {
 expect_err() {
   if grep -qF -- "$2" "$err"; then pass "$1: stderr names $2"
   else fail "$1: stderr does not name $2"; fi
+}
+
+# expect_first_err NAME LINE: stderr's first line is exactly LINE (a usage
+# error's message, before the usage).
+expect_first_err() {
+  if head -n 1 "$err" | grep -qxF -- "$2"; then pass "$1: says '$2'"
+  else fail "$1: '$(head -n 1 "$err")'"; fi
 }
 
 # expect_out NAME TEXT: stdout has TEXT (a fixed string) somewhere.

@@ -317,9 +317,7 @@ for args in "--backend dry -xh|unknown option '-x'" \
     "--backend|option needs an argument: '--backend'"; do
   info ${args%%|*}
   expect_status "${args%%|*}" 2
-  if head -n 1 "$err" | grep -qxF "hippo-info: ${args#*|}"; then
-    pass "${args%%|*}: says '${args#*|}'"
-  else fail "${args%%|*}: '$(head -n 1 "$err")'"; fi
+  expect_first_err "${args%%|*}" "hippo-info: ${args#*|}"
 done
 info --help
 expect_status "--help" 0

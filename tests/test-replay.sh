@@ -329,9 +329,7 @@ for args in "--backend dry -xq|unknown option '-x'" \
     "--svg|option needs an argument: '--svg'" "|no trace given"; do
   replay ${args%%|*}
   expect_status "'${args%%|*}'" 2
-  if head -n 1 "$err" | grep -qxF "hippo-replay: ${args#*|}"; then
-    pass "'${args%%|*}': says '${args#*|}'"
-  else fail "'${args%%|*}': '$(head -n 1 "$err")'"; fi
+  expect_first_err "'${args%%|*}'" "hippo-replay: ${args#*|}"
 done
 
 lib_finish
