@@ -228,16 +228,18 @@ static bool changed(const hippo_pool_options *want,
   return false;
 }
 
-/* One row of the pool table, as text. */
-struct pool_row {
-  char cell[6][32]; /* index, kind, page_size, max_size, max_pool_size,
-                       dealloc_period */
-};
 #define POOL_COLUMNS 6
+#define POOL_CELL 32 /* bytes of a cell, its NUL included */
 #define POOL_ROWS 64 /* a layout has at most 32 pools, and the persistent */
 
+/* One row of the pool table, as text. */
+struct pool_row {
+  char cell[POOL_COLUMNS][POOL_CELL]; /* index, kind, page_size, max_size,
+                                         max_pool_size, dealloc_period */
+};
+
 static void cell_set(char *cell, const char *text) {
-  snprintf(cell, 32, "%s", text);
+  snprintf(cell, POOL_CELL, "%s", text);
 }
 
 /* Prints the table of the stream's pools, each column as wide as its
@@ -264,7 +266,7 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
   for (i = 0; i < n; i++) {
     hippo_pool_report r;
     const hippo_pool_options *po = &r.options;
-    char (*c)[32] = rows[i].cell, text[32];
+    char (*c)[POOL_CELL] = rows[i].cell, text[POOL_CELL];
     bool sliced, exclusive;
 
     memset(&r, 0, sizeof r);
