@@ -148,9 +148,7 @@ def convert(snapshot, device):
         seen.add(addr)
 
     pre_live = 0
-    segments = snapshot.get("segments")
-    if segments is None:  # live blocks older than the trace are unknown
-        segments = []
+    segments = snapshot.get("segments", [])
     if not isinstance(segments, list):
         raise Refuse("'segments' is not a list")
     for s, seg in enumerate(segments):

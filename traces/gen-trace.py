@@ -1093,22 +1093,25 @@ def main(argv):
         out = sys.stdout if a.output == "-" else \
             open(a.output, "w", newline="\n")
     except OSError as e:
-        sys.stderr.write("gen-trace.py: cannot write %s: %s\n"
-                         % (a.output, e.strerror or e))
-        return 1
+        return cannot_write(a.output, e)
     t, extra = a.gen(a)
     name = a.scenario + ".csv"
     try:
         write_trace(out, name, t, how)
     except OSError as e:  # a full disk, a closed pipe
-        sys.stderr.write("gen-trace.py: cannot write %s: %s\n"
-                         % (a.output, e.strerror or e))
-        return 1
+        return cannot_write(a.output, e)
     where = "stdout" if a.output == "-" else a.output
     sys.stderr.write("%s: %d events, peak live bytes %d (%.1f MiB)%s\n"
                      % (where, t.events, t.peak, t.peak / (1 << 20),
                         "; " + extra if extra else ""))
     return 0
+
+
+def cannot_write(path, e):
+    """The one line for an output that cannot be written; exit status 1."""
+    sys.stderr.write("gen-trace.py: cannot write %s: %s\n"
+                     % (path, e.strerror or e))
+    return 1
 
 
 def write_trace(out, name, t, how):
