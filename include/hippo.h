@@ -220,10 +220,14 @@ typedef uint64_t hippo_handle;            /* 0 is never a valid handle */
 /* One pool of a custom layout.  Fields a kind does not use must be zero. */
 typedef struct hippo_pool_options {
   uint32_t struct_size;    /* sizeof(hippo_pool_options) */
-  hippo_pool_kind kind;    /* HIPPO_POOL_SLICED, _EXCLUSIVE or _DIRECT */
-  uint64_t page_size;      /* SLICED: bytes per page from the driver */
-  uint64_t max_slice_size; /* SLICED: largest reservation it accepts */
-  uint64_t max_pool_size;  /* SLICED: cap on page bytes (0 = none) */
+  hippo_pool_kind kind;    /* HIPPO_POOL_SLICED, _EXCLUSIVE, _DIRECT or
+                              _ARENA */
+  uint64_t page_size;      /* SLICED: bytes per page from the driver;
+                              ARENA: the smallest page */
+  uint64_t max_slice_size; /* SLICED, ARENA: largest reservation it
+                              accepts (ARENA: also the largest page) */
+  uint64_t max_pool_size;  /* SLICED, ARENA: cap on page bytes (0 =
+                              none) */
   uint64_t max_alloc_size; /* EXCLUSIVE: largest reservation it accepts */
   uint64_t reclaim_at;     /* DIRECT: watermark in bytes (0 = none) */
   uint64_t dealloc_period; /* reservations after which a page unused for
@@ -592,7 +596,8 @@ static inline const char *hippo_load_error(void) {
  * call).  Errors: HIPPO_INVALID_ARGUMENT (NULL), HIPPO_LOAD_FAILED (missing
  * file or symbol), HIPPO_INCOMPATIBLE_ABI (the plugin serves no version this
  * header knows); hippo_load_error() says which, and *handle and *api are
- * NULL (the plugin, if it was opened, is closed again). */
+ * NULL (those of them that are not NULL pointers themselves; the plugin,
+ * if it was opened, is closed again). */
 static inline hippo_status hippo_load(const char *path, void **handle,
                                       const hippo_api **api) {
   char *err = hippo_load_error_buffer();
@@ -606,12 +611,14 @@ static inline hippo_status hippo_load(const char *path, void **handle,
   hippo_status st;
 
   err[0] = '\0';
+  if (handle)
+    *handle = NULL;
+  if (api)
+    *api = NULL;
   if (!path || !handle || !api) {
     snprintf(err, 512, "hippo_load: path, handle and api must not be NULL");
     return HIPPO_INVALID_ARGUMENT;
   }
-  *handle = NULL;
-  *api = NULL;
   lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     snprintf(err, 512, "hippo_load: cannot load '%s': %s", path, dlerror());

@@ -110,13 +110,22 @@ START_TEST(test_load_no_symbol) {
 END_TEST
 
 START_TEST(test_load_null) {
-  void *lib = NULL;
-  const hippo_api *api = NULL;
+  /* The outputs a caller passed are NULL after a refusal, as after any
+   * failed load, even when another argument is the NULL one: stale
+   * values from before the call would read as a loaded plugin. */
+  void *lib = (void *)&lib;
+  const hippo_api *api = (const hippo_api *)&api;
   ck_assert_int_eq(hippo_load(NULL, &lib, &api), HIPPO_INVALID_ARGUMENT);
+  ck_assert_ptr_null(lib);
+  ck_assert_ptr_null(api);
+  api = (const hippo_api *)&api;
   ck_assert_int_eq(hippo_load(tu_plugin_path(), NULL, &api),
                    HIPPO_INVALID_ARGUMENT);
+  ck_assert_ptr_null(api);
+  lib = (void *)&lib;
   ck_assert_int_eq(hippo_load(tu_plugin_path(), &lib, NULL),
                    HIPPO_INVALID_ARGUMENT);
+  ck_assert_ptr_null(lib);
   ck_assert_uint_gt(strlen(hippo_load_error()), 0);
 }
 END_TEST
