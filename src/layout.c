@@ -6,7 +6,9 @@
  *   (x4 each step) up to T/4 (and at most 2^32 alignment units), each
  *   accepting slices up to a quarter of its
  *   page (so a page holds at least four of its largest slices), then an
- *   EXCLUSIVE tail pool for anything larger, up to T.  On a device smaller
+ *   EXCLUSIVE tail pool for anything larger, up to T rounded down to A
+ *   (the largest reservation a device of T bytes can hold; "up to T"
+ *   below means the same).  On a device smaller
  *   than 16 MiB the first page is T/4 rounded down to A (at least A).
  *   Every pool has dealloc_period HIPPO__DEFAULT_DEALLOC_PERIOD.
  * EXCLUSIVE_PAGES: exclusive pools with max_alloc_size 1 MiB, 8 MiB,
@@ -75,6 +77,9 @@ const char *hippo__pool_kind_name(hippo_pool_kind kind) {
 
 void hippo__layout_preset(hippo_preset preset, uint64_t total,
                           uint64_t alignment, hippo__layout *out) {
+  /* the largest reservation the device can hold: its capacity rounded
+   * down to the alignment (device_open keeps it at least the alignment) */
+  uint64_t top = hippo__align_down(total, alignment);
   memset(out, 0, sizeof *out);
   out->preset = preset;
   if (preset == HIPPO_PRESET_ADAPTIVE) {
@@ -97,13 +102,17 @@ void hippo__layout_preset(hippo_preset preset, uint64_t total,
     o->max_slice_size = max;
     o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
   } else if (preset == HIPPO_PRESET_EXCLUSIVE_PAGES) {
-    for (uint64_t max = MiB; max < total && out->count < HIPPO__MAX_POOLS - 1;
+    /* the step stops before max * 8 would wrap (a device of 2^63 B or
+     * more ends its ladder at 2^62) */
+    for (uint64_t max = MiB; max < top && out->count < HIPPO__MAX_POOLS - 1;
          max *= 8) {
       hippo_pool_options *o = &out->pools[out->count++];
       o->struct_size = sizeof *o;
       o->kind = HIPPO_POOL_EXCLUSIVE;
       o->max_alloc_size = max;
       o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
+      if (max > UINT64_MAX / 8)
+        break;
     }
   } else {
     uint64_t quarter = total / 4;
@@ -131,7 +140,7 @@ void hippo__layout_preset(hippo_preset preset, uint64_t total,
     hippo_pool_options *o = &out->pools[out->count++];
     o->struct_size = sizeof *o;
     o->kind = HIPPO_POOL_EXCLUSIVE;
-    o->max_alloc_size = total;
+    o->max_alloc_size = top;
     o->dealloc_period = HIPPO__DEFAULT_DEALLOC_PERIOD;
   }
 }

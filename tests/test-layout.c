@@ -539,6 +539,63 @@ START_TEST(test_preset_huge_device) {
 }
 END_TEST
 
+/* The tail of every preset takes reservations up to the capacity rounded
+ * down to the alignment, the largest a device can hold: above it is
+ * BUFFER_TOO_BIG naming that size, not OUT_OF_MEMORY on an empty device
+ * (a tail up to the raw capacity wanted a page larger than the device). */
+START_TEST(test_preset_odd_capacity) {
+  static const hippo_preset presets[] = {HIPPO_PRESET_ADAPTIVE,
+                                         HIPPO_PRESET_SUB_SLICES,
+                                         HIPPO_PRESET_EXCLUSIVE_PAGES};
+  const hippo_api *api = tu_api();
+  for (unsigned k = 0; k < 3; k++) {
+    tu_layout l;
+    hippo_device *dev = tu_open(api, backends[_i], 1000,
+                                tu_layout_preset(&l, presets[k]));
+    void *native;
+    hippo_stream *s = tu_attach(api, dev, &native);
+    hippo_device_info info = tu_info(api, dev);
+    hippo_pool_report tail = tu_report(api, s, info.pool_count);
+    hippo_handle h = 0;
+    ck_assert_uint_eq(tail.kind, HIPPO_POOL_EXCLUSIVE);
+    ck_assert_uint_eq(tail.options.max_alloc_size, 768);
+    CK_OK(api, api->reserve(s, 768, HIPPO_MODE_AUTO, &h));
+    CK_OK(api, api->release(s, h));
+    h = 0;
+    CK_STATUS(api, api->reserve(s, 769, HIPPO_MODE_AUTO, &h),
+              HIPPO_BUFFER_TOO_BIG);
+    CK_ERROR_HAS(api, "largest size any pool of this layout accepts is "
+                      "768 B");
+    ck_assert_uint_eq(h, 0);
+    CK_CHECK(api, dev);
+    tu_detach(api, dev, s, native);
+    CK_OK(api, api->device_close(dev));
+  }
+}
+END_TEST
+
+/* EXCLUSIVE_PAGES on a device of 2^63 B or more: the ladder (x8 from
+ * 1 MiB) ends at 2^62, where one more step would wrap to 0 (it used to
+ * fill the 32 pools with max_alloc_size 0). */
+START_TEST(test_preset_exclusive_wrap) {
+  static const uint64_t caps[] = {UINT64_C(1) << 63, UINT64_MAX};
+  const hippo_api *api = tu_api();
+  for (unsigned k = 0; k < 2; k++) {
+    tu_layout l;
+    hippo_device *dev =
+        tu_open(api, HIPPO_BACKEND_DRY, caps[k],
+                tu_layout_preset(&l, HIPPO_PRESET_EXCLUSIVE_PAGES));
+    want_pool want[16];
+    for (unsigned i = 0; i < 15; i++)
+      want[i] = (want_pool)E(TU_MiB << (3 * i));
+    /* the tail: the device, and an EXCLUSIVE pool takes at most 2^63 */
+    want[15] = (want_pool)E(UINT64_C(1) << 63);
+    expect_pools(api, dev, HIPPO_PRESET_EXCLUSIVE_PAGES, want, 16);
+    CK_OK(api, api->device_close(dev));
+  }
+}
+END_TEST
+
 START_TEST(test_custom_reported) {
   /* a custom pool reports its options as given; a cap below the page
    * shrinks the page to the cap */
@@ -596,6 +653,8 @@ static Suite *layout_suite(void) {
   tcase_add_test(tc, test_preset_large_alignment);
   tcase_add_loop_test(tc, test_preset_small_devices, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_custom_reported, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_preset_odd_capacity, 0, N_BACKENDS);
+  tcase_add_test(tc, test_preset_exclusive_wrap);
   suite_add_tcase(s, tc);
   return s;
 }
