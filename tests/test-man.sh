@@ -8,6 +8,8 @@
 #  - every long option that `hippo-replay --help` and `hippo-info --help`
 #    print is in the tool's page (so an option added without its
 #    documentation fails here);
+#  - every JSON key and summary line hippo-replay prints is named in
+#    hippo-replay(1);
 #  - every slot of hippo_api in include/hippo.h is named in hippo(3).
 #
 # Environment (from make check): top_srcdir, HIPPO_REPLAY, HIPPO_INFO.
@@ -83,6 +85,38 @@ for pair in "hippo-replay:$HIPPO_REPLAY" "hippo-info:$HIPPO_INFO"; do
     else fail "$name.1 does not document $opt (printed by $name --help)"; fi
   done
 done
+
+# ---- every JSON key and summary line of hippo-replay is in its page ---------
+# The keys of `--json -` (nested ones too) and the "key:" of each summary
+# line, on an RMM log replayed with --lenient (so the RMM and skipped
+# lines print too).  A key is named in roff as `.B key`, `.BR key ,` or in
+# running text.
+rmm=$top_srcdir/tests/traces-rmm/rmm-fmt.csv
+keys=$("$HIPPO_REPLAY" --quiet --lenient --json - "$rmm" 2>/dev/null |
+  grep -o '"[a-z_]*":' | tr -d '":' | sort -u)
+if [ -z "$keys" ]; then
+  fail "hippo-replay --json - printed no key"
+fi
+for key in $keys; do
+  if grep -qw -- "$key" "$man/hippo-replay.1"; then
+    pass "hippo-replay.1 names the JSON key $key"
+  else fail "hippo-replay.1 does not name the JSON key $key"; fi
+done
+lines=$("$HIPPO_REPLAY" --lenient "$rmm" 2>/dev/null | sed -n 's/^\([a-z][a-z/ -]*\):.*/\1/p')
+if [ -z "$lines" ]; then
+  fail "hippo-replay printed no summary line"
+fi
+printf '%s\n' "$lines" | while IFS= read -r key; do
+  # roff may break a multi-word key across lines: its first word, then
+  # the whole key once the page is joined into one line
+  if tr '\n' ' ' <"$man/hippo-replay.1" | sed 's/\\-/-/g; s/"//g' |
+    grep -q -- "$key"; then
+    echo "PASS: hippo-replay.1 names the summary line '$key'"
+  else
+    echo "FAIL: hippo-replay.1 does not name the summary line '$key'"
+    exit 1
+  fi
+done || fail "a summary line of hippo-replay is not in its page"
 
 # ---- every slot of the table is in hippo(3) --------------------------------
 slots=$(sed -n '/^typedef struct hippo_api {/,/^} hippo_api;/p' \
