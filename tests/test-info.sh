@@ -319,6 +319,13 @@ for args in "--backend dry -xh|unknown option '-x'" \
   expect_status "${args%%|*}" 2
   expect_first_err "${args%%|*}" "hippo-info: ${args#*|}"
 done
+# A write that fails (a full disk) is exit 1 with a message.
+if [ -w /dev/full ]; then
+  "$HIPPO_INFO" --backend dry >/dev/full 2>"$err"
+  status=$?
+  expect_status "stdout on a full disk" 1
+  expect_err "stdout on a full disk" "hippo-info: cannot write to stdout:"
+fi
 info --help
 expect_status "--help" 0
 if grep -q '^usage: hippo-info' "$out"; then pass "--help: usage on stdout"

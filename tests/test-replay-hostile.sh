@@ -268,6 +268,35 @@ printf 'op,id,\000size,stream\n' >"$tmp/nul-header.csv"
 replay "$tmp/nul-header.csv"
 refused "NUL in the header" "$tmp/nul-header.csv" 1 "byte 7 of the line is NUL"
 
+# ---- input that cannot begin a trace is not read whole ----------------------
+# /dev/zero (a NUL at byte 1, never a newline) and an endless pipe of events
+# without a header are refused at once, not after filling host memory.
+replay /dev/zero
+refused "/dev/zero" /dev/zero 1 "byte 1 of the line is NUL"
+yes a,1,4096,0 | $limit "$HIPPO_REPLAY" --backend dry - >"$out" 2>"$err"
+status=$?
+refused "an endless pipe without a header" - 1 \
+  "expected the header line 'op,id,size,stream' before the first event"
+# a first line of 17 MiB without a newline: read to 16 MiB, and so said
+awk 'BEGIN { s = "x"; while (length(s) < 17 * 1048576) s = s s
+  printf "%s", substr(s, 1, 17 * 1048576) }' >"$tmp/long17.csv"
+replay "$tmp/long17.csv"
+refused "17 MiB first line" "$tmp/long17.csv" 1 "the line is at least "
+
+# ---- the trace's bytes in a message cannot drive the terminal ------------------
+# A CR would put the cursor back over FILE:LINE, an ESC start a command:
+# each control byte of an excerpt is printed as ?.
+printf 'op,id,size,stream\na,1,10,0\rx\na,2,1\033[2J,0\n' >"$tmp/ctl.csv"
+replay "$tmp/ctl.csv"
+refused "a CR inside a field" "$tmp/ctl.csv" 2 \
+  "stream '0?x' is not a number"
+replay --lenient "$tmp/ctl.csv"
+expect_line "an ESC inside a field, --lenient" \
+  "skipped: 2 lines (first: $tmp/ctl.csv:2: stream '0?x' is not a number; write it as plain decimal digits)"
+if LC_ALL=C grep -q "$(printf '[\001-\011\013-\037]')" "$out" "$err"; then
+  fail "a control byte of the trace was printed"
+else pass "no control byte of the trace was printed"; fi
+
 # ---- streams -----------------------------------------------------------------
 # Streams 0..4999: README says 0..1023, so the first reservation on stream
 # 1024 (line 1026, after the header) is refused, and nothing is replayed.

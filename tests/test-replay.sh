@@ -153,6 +153,90 @@ replay --backend dry --json "$tmp/no-such-dir/out.json" "$tmp/reloc.csv"
 expect_status "--json into a missing directory" 1
 if grep -qF "no-such-dir/out.json" "$err"; then pass "--json: unwritable named"
 else fail "--json: the unwritable file is not named"; fi
+# ---- where --json and --svg write ------------------------------------------
+# Never over the trace; never into one file twice; a failed run leaves a
+# path as it was (a file that was there keeps its bytes, a FIFO or device
+# stays); a write that fails (a full disk) is exit 1, stdout included.
+cp "$tmp/reloc.csv" "$tmp/keep.csv"
+replay --backend dry --quiet --json "$tmp/keep.csv" "$tmp/keep.csv"
+expect_status "--json naming the trace" 2
+expect_first_err "--json naming the trace" \
+  "hippo-replay: --json $tmp/keep.csv is the trace itself; it would be overwritten"
+if cmp -s "$tmp/keep.csv" "$tmp/reloc.csv"; then pass "the trace is untouched"
+else fail "--json overwrote the trace"; fi
+ln -s keep.csv "$tmp/keep-link.csv"
+replay --backend dry --quiet --svg "$tmp/keep-link.csv" "$tmp/keep.csv"
+expect_status "--svg naming the trace through a link" 2
+echo kept >"$tmp/kept.json"
+replay --backend dry --capacity 1 --json "$tmp/kept.json" "$tmp/reloc.csv"
+expect_status "--json FILE, the device refused" 1
+if [ "$(cat "$tmp/kept.json" 2>/dev/null)" = kept ]; then
+  pass "a failed run leaves the file that was there"
+else fail "a failed run removed or changed the file that was there"; fi
+if ls "$tmp"/kept.json.* >/dev/null 2>&1; then fail "a temporary file is left"
+else pass "no temporary file is left"; fi
+replay --backend dry --quiet --json "$tmp/kept.json" "$tmp/reloc.csv"
+expect_status "--json over a file" 0
+if grep -q '"events": 8,' "$tmp/kept.json"; then pass "--json replaced it"
+else fail "--json did not replace the file"; fi
+if command -v mkfifo >/dev/null 2>&1 && mkfifo "$tmp/fifo"; then
+  cat "$tmp/fifo" >/dev/null &
+  replay --backend dry --capacity 1 --json "$tmp/fifo" "$tmp/reloc.csv"
+  wait
+  expect_status "--json FIFO, the device refused" 1
+  if [ -p "$tmp/fifo" ]; then pass "a failed run leaves the FIFO"
+  else fail "a failed run removed the FIFO"; fi
+fi
+replay --backend dry --quiet --json "$tmp/o.out" --svg "$tmp/o.out" \
+  "$tmp/reloc.csv"
+expect_status "--json and --svg naming one file" 2
+expect_first_err "--json and --svg naming one file" \
+  "hippo-replay: --json $tmp/o.out and --svg $tmp/o.out name the same file; give each its own"
+"$HIPPO_REPLAY" --backend dry --quiet --json /dev/stdout --svg - \
+  "$tmp/reloc.csv" >"$out" 2>"$err"
+status=$?
+expect_status "--json /dev/stdout with --svg - into a file" 2
+replay --backend dry --quiet --json '' "$tmp/reloc.csv"
+expect_status "--json ''" 2
+expect_first_err "--json ''" "hippo-replay: --json needs a file name (- for stdout)"
+replay --backend dry "$tmp/reloc.csv" --json "$tmp/after.json"
+expect_status "an option after the trace" 2
+expect_first_err "an option after the trace" \
+  "hippo-replay: options come before the trace, not after it: '--json'"
+if [ -w /dev/full ]; then
+  "$HIPPO_REPLAY" --backend dry "$tmp/reloc.csv" >/dev/full 2>"$err"
+  status=$?
+  expect_status "the summary into a full disk" 1
+  expect_err "the summary into a full disk" \
+    "hippo-replay: cannot write the summary to stdout:"
+  "$HIPPO_REPLAY" --backend dry --quiet --json - "$tmp/reloc.csv" \
+    >/dev/full 2>"$err"
+  status=$?
+  expect_status "--json - into a full disk" 1
+  expect_err "--json - into a full disk" "hippo-replay: cannot write stdout:"
+fi
+
+# The JSON is valid UTF-8 whatever the trace's bytes (an excerpt of a bad
+# line, cut at 40 bytes); a pool names the trace's stream number; the
+# ratio is null when nothing was live.
+printf 'op,id,size,stream\na,1,\377\376,0\na,2,xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\303\251,0\na,3,4096,7\n' \
+  >"$tmp/bytes.csv"
+replay --backend dry --quiet --lenient --json - "$tmp/bytes.csv"
+expect_status "--json of a trace with bytes that are no UTF-8" 0
+if LC_ALL=C grep -q "$(printf '[\200-\377]')" "$out"; then
+  fail "--json: a byte above 0x7f was copied (maybe no UTF-8)"
+else pass "--json: no raw byte above 0x7f"; fi
+expect_out "--json: the bad bytes, each a ?" \
+  "first_skipped\": \"$tmp/bytes.csv:2: size '??' is not a number"
+expect_out "--json: the trace's stream" '{"stream": 7, "index": 1,'
+cp "$tmp/reloc.csv" "$tmp/$(printf 'name\377.csv')"
+replay --backend dry --quiet --json - "$tmp/$(printf 'name\377.csv')"
+expect_out "--json: a file name that is no UTF-8" \
+  "\"trace\": \"$tmp/name\\ufffd.csv\","
+printf 'op,id,size,stream\na,1,0,0\nf,1\n' >"$tmp/zero.csv"
+replay --backend dry --quiet --json - "$tmp/zero.csv"
+expect_out "--json: no live byte" '"reserved_to_live": null,'
+
 for bad in sometimes explicit-every=0 explicit-every= explicit-every=x \
     explicit-every=-1 explicit-every=5x; do
   replay --relocate "$bad" "$tmp/reloc.csv"

@@ -256,6 +256,44 @@ for note in "# frees at an address freed already (nothing live there; ignored): 
   else fail "a free repeated: no '$note'"; fi
 done
 
+# Text from the pickle or a file name goes into comment lines: a newline
+# in an action's name cannot start a line of its own, and what no UTF-8
+# file can hold (a lone surrogate, a file name's stray byte) becomes ?.
+python3 -c 'import pickle, sys
+pickle.dump({"device_traces": [[
+  {"action": "x\nop,id,size,stream\na,77,5,0"}, {"action": "\ud800"},
+  {"action": "alloc", "addr": 16, "size": 8, "stream": 0}]], "segments": []},
+  open(sys.argv[1], "wb"))' "$tmp/names.pickle"
+cp "$tmp/names.pickle" "$tmp/$(printf 'n\377.pickle')"
+run "$tmp/$(printf 'n\377.pickle')"
+expect_status "odd text in names" 0
+if [ "$(grep -v '^#' "$out" | tr '\n' ' ')" = "op,id,size,stream a,1,8,0 " ]
+then pass "odd text in names: only the header and the one reservation"
+else fail "odd text in names: '$(grep -v '^#' "$out" | tr '\n' ' ')'"; fi
+for line in "# torch-snapshot-to-csv.py: $tmp/n?.pickle, device 0" \
+    "# trace entries: alloc 1, x?op,id,size,stream?a,77,5,0 1, ? 1"; do
+  if grep -qxF -- "$line" "$out"; then pass "odd text in names: '$line'"
+  else fail "odd text in names: no '$line'"; fi
+done
+# A size past 64 bits (hippo-replay reads 64-bit numbers).
+python3 -c 'import pickle, sys
+pickle.dump({"device_traces": [[
+  {"action": "alloc", "addr": 16, "size": 2**70, "stream": 0}]]},
+  open(sys.argv[1], "wb"))' "$tmp/huge.pickle"
+run "$tmp/huge.pickle"
+refused "a size past 64 bits" \
+  "trace entry 0 has a 'size' of 1180591620717411303424, more than 64 bits"
+# A full disk on stdout: one line, exit 1.
+if [ -w /dev/full ]; then
+  python3 "$convert" "$tmp/names.pickle" >/dev/full 2>"$err"
+  status=$?
+  expect_status "stdout on a full disk" 1
+  if [ "$(wc -l <"$err")" -eq 1 ] &&
+    grep -qF "names.pickle: cannot write stdout: No space left on device" "$err"
+  then pass "stdout on a full disk: one line"
+  else fail "stdout on a full disk: '$(cat "$err")'"; fi
+fi
+
 # Usage: exit 2.
 run
 expect_status "no snapshot given" 2

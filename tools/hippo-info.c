@@ -29,6 +29,7 @@
  * status name and the plugin's last_error on stderr: for HIP, each runtime
  * library tried and why it did not serve); 2 bad usage.
  */
+#include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
 #include <stddef.h>
@@ -374,6 +375,11 @@ int main(int argc, char **argv) {
     printf("layout: %s\n", o.layout.text);
   ok = print_pools(api, dev, stream,
                    info.preset == HIPPO_PRESET_CUSTOM ? &o.layout : NULL);
+  if (fflush(stdout) != 0 || ferror(stdout)) { /* a full disk, a closed pipe */
+    fprintf(stderr, "%s: cannot write to stdout: %s\n", prog,
+            strerror(errno));
+    ok = false;
+  }
 
 out:
   /* Teardown in reverse; a failure here is reported and fails the run. */

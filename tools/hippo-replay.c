@@ -79,6 +79,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -239,10 +240,17 @@ static int parse_options(int argc, char **argv, struct options *o) {
       }
       break;
     case OPT_JSON:
-      o->json = optarg;
-      break;
     case OPT_SVG:
-      o->svg = optarg;
+      if (!*optarg) {
+        tool_usage_error("hippo-replay", usage_line,
+                         c == OPT_JSON ? "--json needs a file name (- for "
+                                         "stdout)"
+                                       : "--svg needs a file name (- for "
+                                         "stdout)",
+                         NULL);
+        return EXIT_USAGE;
+      }
+      *(c == OPT_JSON ? &o->json : &o->svg) = optarg;
       break;
     case OPT_CHECK:
       o->check = true;
@@ -266,10 +274,13 @@ static int parse_options(int argc, char **argv, struct options *o) {
     }
   }
   if (argc - optind != 1) {
+    const char *extra = argc - optind == 0 ? NULL : argv[optind + 1];
     tool_usage_error("hippo-replay", usage_line,
-                     argc - optind == 0 ? "no trace given"
-                                        : "more than one trace:",
-                     argc - optind == 0 ? NULL : argv[optind + 1]);
+                     !extra ? "no trace given"
+                     : extra[0] == '-' && extra[1]
+                         ? "options come before the trace, not after it:"
+                         : "more than one trace:",
+                     extra);
     return EXIT_USAGE;
   }
   if (o->json && o->svg && strcmp(o->json, "-") == 0 &&
@@ -363,9 +374,10 @@ static int dry_fallback(struct session *s, const struct options *o,
   }
   s->backend = info->backend;
   snprintf(s->backend_note, sizeof s->backend_note,
-           "the trace's peak live %" PRIu64 " B exceeds the HOST capacity %"
-           PRIu64 " B",
-           t->peak_live, host);
+           "the trace's peak live %s%" PRIu64 " B exceeds the HOST "
+           "capacity %" PRIu64 " B",
+           /* trace.h: a peak past 64 bits is kept as UINT64_MAX */
+           t->peak_live == UINT64_MAX ? "at least " : "", t->peak_live, host);
   if (!o->quiet)
     fprintf(stderr,
             "hippo-replay: note: %s: replaying on DRY, capacity %" PRIu64
@@ -750,16 +762,27 @@ static void print_summary(FILE *out, const struct session *s,
           t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
 }
 
-/* Writes `text` as a JSON string, quotes included. */
+/* Writes `text` as a JSON string, quotes included: valid UTF-8 whatever
+ * the bytes (a trace's name or an excerpt of a bad line may hold any, or
+ * a character cut at the excerpt's end); each byte that starts no valid
+ * UTF-8 sequence becomes U+FFFD. */
 static void json_string(FILE *f, const char *text) {
+  const unsigned char *p = (const unsigned char *)text;
   fputc('"', f);
-  for (const char *p = text; *p; p++)
-    if (*p == '"' || *p == '\\')
-      fprintf(f, "\\%c", *p);
-    else if ((unsigned char)*p < 0x20)
-      fprintf(f, "\\u%04x", (unsigned)(unsigned char)*p);
-    else
-      fputc(*p, f);
+  while (*p) {
+    size_t n = tool_utf8_length(p);
+    if (n == 0) {
+      fputs("\\ufffd", f);
+      p++;
+    } else if (*p == '"' || *p == '\\') {
+      fprintf(f, "\\%c", *p++);
+    } else if (*p < 0x20 || *p == 0x7f) {
+      fprintf(f, "\\u%04x", (unsigned)*p++);
+    } else {
+      fwrite(p, 1, n, f);
+      p += n;
+    }
+  }
   fputc('"', f);
 }
 
@@ -799,10 +822,11 @@ static void write_json(FILE *f, const struct session *s,
   fprintf(f, "  \"peak_live_bytes\": %" PRIu64 ",\n", r->peak_live_bytes);
   fprintf(f, "  \"peak_reserved_bytes\": %" PRIu64 ",\n",
           u->peak_bytes_reserved);
-  fprintf(f, "  \"reserved_to_live\": %.6f,\n",
-          r->peak_live_bytes
-              ? (double)u->peak_bytes_reserved / (double)r->peak_live_bytes
-              : 0.0);
+  if (r->peak_live_bytes) /* no live byte: undefined, as the summary's n/a */
+    fprintf(f, "  \"reserved_to_live\": %.6f,\n",
+            (double)u->peak_bytes_reserved / (double)r->peak_live_bytes);
+  else
+    fprintf(f, "  \"reserved_to_live\": null,\n");
   if (have_counters) {
     fprintf(f, "  \"driver_allocs\": %" PRIu64 ",\n",
             c->calls[HIPPO_CALL_ALLOC]);
@@ -831,44 +855,154 @@ static void write_json(FILE *f, const struct session *s,
       pr.struct_size = sizeof pr;
       if (api->pool_report(s->attached[k], i, &pr) != HIPPO_SUCCESS)
         continue;
+      /* the trace's stream number (attached[k] serves stream_order[k]);
+       * on HIP one manager serves every trace stream: the first's */
       fprintf(f,
-              "%s\n    {\"stream\": %" PRIu32 ", \"index\": %" PRIu32
+              "%s\n    {\"stream\": %u, \"index\": %" PRIu32
               ", \"kind\": \"%s\", \"peak_reserved_bytes\": %" PRIu64
               ", \"peak_pages\": %" PRIu64 "}",
-              first ? "" : ",", k, i, tool_pool_kind_name(pr.kind),
-              pr.peak_bytes_reserved, pr.peak_pages);
+              first ? "" : ",", (unsigned)t->stream_order[k], i,
+              tool_pool_kind_name(pr.kind), pr.peak_bytes_reserved,
+              pr.peak_pages);
       first = false;
     }
   }
   fprintf(f, "%s]\n}\n", first ? "" : "\n  ");
 }
 
-/* --json and --svg files are opened before the replay, so a path that
- * cannot be written fails at once.  "-" is stdout.  false: a message. */
-static bool output_open(const char *path, FILE **f) {
-  *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "w");
-  if (*f)
+/* ---- --json and --svg files -----------------------------------------------
+ * Opened before the replay, so a path that cannot be written fails at
+ * once.  "-" is stdout.  A regular file (or a path that does not exist
+ * yet) is written to a temporary file beside it and renamed over it only
+ * once the replay wrote it whole, so a failed run leaves what was there
+ * before; anything else (a device such as /dev/null, a FIFO) is written in
+ * place and never removed. */
+struct output {
+  const char *path; /* as given */
+  FILE *f;          /* NULL: not open */
+  char *tmp;        /* the temporary file renamed to path; NULL: in place */
+};
+
+/* The file a path names (`-`: stdout's), as device and inode; false when
+ * it names none (yet). */
+static bool file_id(const char *path, struct stat *st) {
+  if (strcmp(path, "-") == 0)
+    return fstat(STDOUT_FILENO, st) == 0;
+  return stat(path, st) == 0;
+}
+
+static bool same_file(const struct stat *a, const struct stat *b) {
+  return a->st_dev == b->st_dev && a->st_ino == b->st_ino;
+}
+
+/* Refuses outputs that would overwrite the trace, or write into one file
+ * twice (--json and --svg naming the same file, also as `-` against
+ * /dev/stdout); a character device such as /dev/null may take both.
+ * EXIT_USAGE (message printed) or -1. */
+static int outputs_check(const struct options *o) {
+  const char *name[2] = {"--json", "--svg"}, *path[2] = {o->json, o->svg};
+  struct stat trace, id[2];
+  bool have_trace = strcmp(o->trace, "-") != 0 && stat(o->trace, &trace) == 0;
+  bool have[2];
+  char why[160];
+  for (int k = 0; k < 2; k++) {
+    have[k] = path[k] && file_id(path[k], &id[k]);
+    if (have[k] && have_trace && same_file(&id[k], &trace)) {
+      snprintf(why, sizeof why,
+               "%s %s is the trace itself; it would be overwritten",
+               name[k], path[k]);
+      tool_usage_error("hippo-replay", usage_line, why, NULL);
+      return EXIT_USAGE;
+    }
+  }
+  if (path[0] && path[1] &&
+      (strcmp(path[0], path[1]) == 0 ||
+       (have[0] && have[1] && same_file(&id[0], &id[1]))) &&
+      !(have[0] && S_ISCHR(id[0].st_mode))) {
+    snprintf(why, sizeof why,
+             "--json %s and --svg %s name the same file; give each its own",
+             path[0], path[1]);
+    tool_usage_error("hippo-replay", usage_line, why, NULL);
+    return EXIT_USAGE;
+  }
+  return -1;
+}
+
+/* The name an output is known by in messages. */
+static const char *output_name(const struct output *out) {
+  return strcmp(out->path, "-") == 0 ? "stdout" : out->path;
+}
+
+/* false: a message was printed. */
+static bool output_open(struct output *out, const char *path) {
+  struct stat st;
+  int fd;
+  mode_t mask;
+  out->path = path;
+  out->tmp = NULL;
+  if (strcmp(path, "-") == 0) {
+    out->f = stdout;
     return true;
+  }
+  if (stat(path, &st) == 0 && !S_ISREG(st.st_mode)) {
+    out->f = fopen(path, "w");
+    if (out->f)
+      return true;
+    goto fail;
+  }
+  /* a file that exists but may not be written is refused, as fopen
+   * would; the rename would otherwise replace it */
+  if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
+    goto fail;
+  out->tmp = malloc(strlen(path) + sizeof ".XXXXXX");
+  if (!out->tmp) {
+    errno = ENOMEM;
+    goto fail;
+  }
+  strcpy(out->tmp, path);
+  strcat(out->tmp, ".XXXXXX");
+  fd = mkstemp(out->tmp);
+  if (fd < 0)
+    goto fail;
+  mask = umask(0);
+  umask(mask);
+  (void)fchmod(fd, 0666 & ~mask); /* as fopen would have created it */
+  out->f = fdopen(fd, "w");
+  if (out->f)
+    return true;
+  (void)close(fd);
+  (void)unlink(out->tmp);
+fail:
   fprintf(stderr, "hippo-replay: cannot write %s: %s; nothing was "
           "replayed\n", path, strerror(errno));
+  free(out->tmp);
+  out->tmp = NULL;
+  out->f = NULL;
   return false;
 }
 
-/* Closes (stdout: flushes) an output file; with `wrote` false (nothing
- * was written: the replay failed) a file is removed again.  false: a
- * message naming the file was printed. */
-static bool output_close(const char *path, FILE *f, bool wrote) {
-  bool ok = !ferror(f);
-  if (f == stdout)
-    ok = fflush(f) == 0 && ok;
-  else if (fclose(f) != 0)
+/* Closes (stdout: flushes) an output.  `wrote` false (the replay failed
+ * before writing it): a temporary file is removed, the path keeps what it
+ * held.  false: a message naming the output was printed. */
+static bool output_close(struct output *out, bool wrote) {
+  bool ok;
+  if (!out->f)
+    return true;
+  ok = !ferror(out->f);
+  if (out->f == stdout)
+    ok = fflush(out->f) == 0 && ok;
+  else if (fclose(out->f) != 0)
     ok = false;
-  else if (!wrote)
-    (void)remove(path);
-  if (!ok && wrote) {
-    fprintf(stderr, "hippo-replay: cannot write %s: ", path);
-    perror(NULL);
-  }
+  out->f = NULL;
+  if (ok && wrote && out->tmp && rename(out->tmp, out->path) != 0)
+    ok = false;
+  if (!ok && wrote)
+    fprintf(stderr, "hippo-replay: cannot write %s: %s\n", output_name(out),
+            strerror(errno));
+  if (out->tmp && (!ok || !wrote))
+    (void)unlink(out->tmp);
+  free(out->tmp);
+  out->tmp = NULL;
   return ok || !wrote;
 }
 
@@ -885,10 +1019,13 @@ int main(int argc, char **argv) {
   hippo_status st;
   struct progress pg;
   struct trace_options topt;
-  FILE *json_out = NULL, *svg_out = NULL, *summary;
+  struct output json_out = {NULL, NULL, NULL}, svg_out = {NULL, NULL, NULL};
+  FILE *summary;
   bool json_written = false, svg_written = false;
 
   rc = parse_options(argc, argv, &o);
+  if (rc < 0)
+    rc = outputs_check(&o);
   if (rc >= 0)
     return rc;
 
@@ -913,10 +1050,9 @@ int main(int argc, char **argv) {
                     (o.svg && strcmp(o.svg, "-") == 0)
                 ? stderr
                 : stdout;
-  if ((o.json && !output_open(o.json, &json_out)) ||
-      (o.svg && !output_open(o.svg, &svg_out))) {
-    if (json_out)
-      (void)output_close(o.json, json_out, false);
+  if ((o.json && !output_open(&json_out, o.json)) ||
+      (o.svg && !output_open(&svg_out, o.svg))) {
+    (void)output_close(&json_out, false);
     trace_free(&t);
     return EXIT_INPUT;
   }
@@ -926,10 +1062,8 @@ int main(int argc, char **argv) {
   memset(&r, 0, sizeof r);
   plugin = tool_plugin_path(o.dev.plugin);
   if (tool_load("hippo-replay", plugin, &s.lib, &s.api) != HIPPO_SUCCESS) {
-    if (json_out)
-      (void)output_close(o.json, json_out, false);
-    if (svg_out)
-      (void)output_close(o.svg, svg_out, false);
+    (void)output_close(&json_out, false);
+    (void)output_close(&svg_out, false);
     trace_free(&t);
     return EXIT_INPUT;
   }
@@ -975,18 +1109,22 @@ int main(int argc, char **argv) {
     if (!o.quiet) {
       print_summary(summary, &s, &o, &t, &r, plugin, have_usage, &u,
                     have_counters, &c);
-      fflush(summary);
+      if ((fflush(summary) != 0 || ferror(summary)) && rc == EXIT_OK) {
+        fprintf(stderr, "hippo-replay: cannot write the summary to %s: %s\n",
+                summary == stdout ? "stdout" : "stderr", strerror(errno));
+        rc = EXIT_INPUT;
+      }
     }
-    if (json_out && have_usage) {
-      write_json(json_out, &s, &o, &t, &r, &u, have_counters, &c);
+    if (json_out.f && have_usage) {
+      write_json(json_out.f, &s, &o, &t, &r, &u, have_counters, &c);
       json_written = true;
     }
-    if (svg_out && have_usage) {
+    if (svg_out.f && have_usage) {
       struct timeline_labels lab = {
           o.trace, o.dev.layout.text, tool_backend_name(s.backend),
           policy_name(&o), t.streams, r.peak_live_bytes,
           u.peak_bytes_reserved};
-      timeline_write_svg(s.timeline, svg_out, &lab);
+      timeline_write_svg(s.timeline, svg_out.f, &lab);
       svg_written = true;
     }
     if (r.failed_releases) {
@@ -1007,11 +1145,11 @@ int main(int argc, char **argv) {
     }
   }
 
-  /* The files: closed, or (nothing written: the replay failed) removed. */
-  if (json_out && !output_close(o.json, json_out, json_written) &&
-      rc == EXIT_OK)
+  /* The files: in place, or (nothing written: the replay failed) their
+   * temporary files removed. */
+  if (!output_close(&json_out, json_written) && rc == EXIT_OK)
     rc = EXIT_INPUT;
-  if (svg_out && !output_close(o.svg, svg_out, svg_written) && rc == EXIT_OK)
+  if (!output_close(&svg_out, svg_written) && rc == EXIT_OK)
     rc = EXIT_INPUT;
 
   /* 5. Teardown. */

@@ -149,6 +149,42 @@ char *tool_trim(char *s) {
   return s;
 }
 
+size_t tool_utf8_length(const unsigned char *s) {
+  unsigned c = s[0], n, i;
+  uint32_t cp;
+  if (c < 0x80)
+    return 1;
+  if (c >= 0xc2 && c <= 0xdf)
+    n = 2, cp = c & 0x1f;
+  else if (c >= 0xe0 && c <= 0xef)
+    n = 3, cp = c & 0x0f;
+  else if (c >= 0xf0 && c <= 0xf4)
+    n = 4, cp = c & 0x07;
+  else
+    return 0;
+  for (i = 1; i < n; i++) {
+    if ((s[i] & 0xc0) != 0x80) /* a NUL ends it too */
+      return 0;
+    cp = cp << 6 | (s[i] & 0x3f);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff ||
+      (cp >= 0xd800 && cp <= 0xdfff))
+    return 0;
+  return n;
+}
+
+void tool_make_printable(char *s) {
+  unsigned char *p = (unsigned char *)s;
+  while (*p) {
+    size_t n = tool_utf8_length(p);
+    if (n == 0 || *p < 0x20 || *p == 0x7f) {
+      *p++ = '?';
+      continue;
+    }
+    p += n;
+  }
+}
+
 /* Names of small enums, both ways. */
 struct name_value {
   const char *name;

@@ -57,6 +57,19 @@ bool tool_parse_bytes(const char *s, uint64_t *out);
  * returns the first character kept. */
 char *tool_trim(char *s);
 
+/* The length (1..4) of the valid UTF-8 sequence at s (*s != 0): the
+ * shortest form, no surrogate, at most U+10FFFF; 0 when none starts
+ * there (a stray continuation byte, a sequence cut short, an overlong
+ * form). */
+size_t tool_utf8_length(const unsigned char *s);
+
+/* Makes text a trace line contributed safe to print, in place: each
+ * control character (below 0x20, and 0x7f) and each byte that starts no
+ * valid UTF-8 sequence becomes ? -- a CR would return the terminal's
+ * cursor over the FILE:LINE before it, an ESC would start a terminal
+ * command -- so a message shows what was there without acting on it. */
+void tool_make_printable(char *s);
+
 /* "auto", "host", "dry", "hip" <-> HIPPO_BACKEND_*.  name: "unknown" for a
  * value it does not know; parse: false for a name it does not know. */
 const char *tool_backend_name(hippo_backend b);

@@ -80,7 +80,19 @@ def number(entry, key, what):
     value = entry.get(key) if isinstance(entry, dict) else None
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise Refuse("%s has no usable '%s' (%r)" % (what, key, value))
+    if value >= 1 << 64:  # hippo-replay reads 64-bit numbers
+        raise Refuse("%s has a '%s' of %d, more than 64 bits" % (what, key,
+                                                                 value))
     return value
+
+
+def printable(text):
+    """text for one comment line of the CSV: control characters (a newline
+    in a name would start a line of its own), lone surrogates (a pickle's
+    string, or a file name's bytes that are no UTF-8, which no UTF-8 file
+    can hold) become '?'."""
+    return "".join("?" if ord(c) < 0x20 or ord(c) == 0x7f or
+                   0xd800 <= ord(c) <= 0xdfff else c for c in text)
 
 
 class Block:
@@ -222,8 +234,8 @@ def render(source, device, pre, events, notes):
         lines.append("%s,%d,%d,%d\n" % (op, block.id, block.size,
                                         trace_stream(block)))
     head = ["# torch-snapshot-to-csv.py: %s, device %d\n" % (
-        source.replace("\n", " "), device)]
-    head += ["# %s\n" % note for note in notes]
+        printable(source), device)]
+    head += ["# %s\n" % printable(note) for note in notes]
     head.append("# streams: %s\n" % (", ".join(
         "torch %#x -> %d" % (s, n) for s, n in streams.items()) or "none"))
     head.append("op,id,size,stream\n")
@@ -247,7 +259,11 @@ def main(argv):
         pre, events, notes = convert(load(args.snapshot), args.device)
         text = render(args.snapshot, args.device, pre, events, notes)
         if args.output == "-":
-            sys.stdout.write(text)
+            try:
+                sys.stdout.write(text)
+                sys.stdout.flush()
+            except OSError as e:
+                raise Refuse("cannot write stdout: %s" % e.strerror)
         else:
             try:
                 with open(args.output, "w") as out:

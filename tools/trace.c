@@ -143,6 +143,7 @@ static bool bad(struct parser *p, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(p->reason, sizeof p->reason, fmt, ap);
   va_end(ap);
+  tool_make_printable(p->reason); /* it quotes the trace's bytes */
   return false;
 }
 
@@ -156,6 +157,7 @@ static bool fatal(struct parser *p, const char *fmt, ...) {
   va_start(ap, fmt);
   vsnprintf(p->reason, sizeof p->reason, fmt, ap);
   va_end(ap);
+  tool_make_printable(p->reason);
   p->fatal = true;
   return false;
 }
@@ -492,26 +494,32 @@ static bool looks_like_header(const char *text) {
   return comma;
 }
 
-/* The first line that is neither blank nor a comment: which format? */
-static bool parse_header(struct parser *p, const char *text) {
+/* The format a header line (trimmed, NUL-terminated) names, with
+ * optional spaces around its fields; -1: it is no header. */
+static int header_format(const char *text) {
   char copy[sizeof TRACE_RMM_HEADER + 32];
   char *q = copy;
   const char *w;
 
-  /* The header, with optional spaces around its fields. */
-  if (strlen(text) < sizeof copy) {
-    for (w = text; *w; w++)
-      if (*w != ' ' && *w != '\t')
-        *q++ = *w;
-    *q = '\0';
-    if (strcmp(copy, TRACE_HEADER) == 0) {
-      p->t->format = TRACE_FORMAT_HIPPO;
-      return true;
-    }
-    if (strcmp(copy, TRACE_RMM_HEADER) == 0) {
-      p->t->format = TRACE_FORMAT_RMM;
-      return true;
-    }
+  if (strlen(text) >= sizeof copy)
+    return -1;
+  for (w = text; *w; w++)
+    if (*w != ' ' && *w != '\t')
+      *q++ = *w;
+  *q = '\0';
+  if (strcmp(copy, TRACE_HEADER) == 0)
+    return TRACE_FORMAT_HIPPO;
+  if (strcmp(copy, TRACE_RMM_HEADER) == 0)
+    return TRACE_FORMAT_RMM;
+  return -1;
+}
+
+/* The first line that is neither blank nor a comment: which format? */
+static bool parse_header(struct parser *p, const char *text) {
+  int format = header_format(text);
+  if (format >= 0) {
+    p->t->format = (enum trace_format)format;
+    return true;
   }
   if (looks_like_header(text))
     return fatal(p,
@@ -578,9 +586,10 @@ bool trace_parse(const char *path, char *buf, size_t len,
                  (size_t)(nul - q) + 1);
     } else if (length > TRACE_MAX_LINE) {
       good = bad(&p,
-                 "the line is %zu bytes long; a trace line has at most %u "
+                 "the line is %s%zu bytes long; a trace line has at most %u "
                  "(is this a trace?)",
-                 length, TRACE_MAX_LINE);
+                 !nl && opt && opt->cut ? "at least " : "", length,
+                 TRACE_MAX_LINE);
     } else {
       char *text;
       if (nl)
@@ -628,8 +637,57 @@ bool trace_parse(const char *path, char *buf, size_t len,
   return ok;
 }
 
-/* Reads a whole file (or stdin for "-") into a NUL-terminated buffer. */
-static char *read_file(const char *prog, const char *path, size_t *len) {
+/* Whether reading may stop: the `n` bytes read so far (from *scanned on,
+ * which moves past the lines looked at) cannot begin a trace, so the
+ * parser will refuse what is there whatever follows.  That is so when
+ * the first line that is neither blank nor a comment is complete and no
+ * header or (unless `lenient`, which skips such lines) holds a NUL or is
+ * longer than TRACE_MAX_LINE, or is still not complete after
+ * TRACE_CUT_LINE bytes.  Once the header is met it says false for good
+ * (*scanned = SIZE_MAX): a trace is read whole.  So a file that is no
+ * trace (/dev/zero, a binary, an endless pipe of events without a
+ * header) is refused at once instead of filling host memory first. */
+static bool cannot_begin(const char *buf, size_t n, size_t *scanned,
+                         bool lenient) {
+  size_t q = *scanned;
+  if (q == SIZE_MAX)
+    return false;
+  if (q == 0 && n >= 3 && memcmp(buf, "\xEF\xBB\xBF", 3) == 0)
+    q = 3;
+  for (;;) {
+    const char *nl = memchr(buf + q, '\n', n - q);
+    size_t length = (size_t)((nl ? nl : buf + n) - (buf + q));
+    char text[TRACE_MAX_LINE + 2];
+    char *t;
+    if (!nl) {
+      *scanned = q;
+      return !lenient && length > TRACE_CUT_LINE;
+    }
+    if (!lenient &&
+        (memchr(buf + q, '\0', length) || length > TRACE_MAX_LINE + 1))
+      return true;
+    if (length > TRACE_MAX_LINE + 1) { /* lenient: skipped */
+      q += length + 1;
+      continue;
+    }
+    memcpy(text, buf + q, length);
+    text[length] = '\0';
+    t = tool_trim(text);
+    q += length + 1;
+    if (*t == '\0' || *t == '#')
+      continue;
+    if (header_format(t) < 0)
+      return true;
+    *scanned = SIZE_MAX;
+    return false;
+  }
+}
+
+/* Reads a whole file (or stdin for "-") into a NUL-terminated buffer; it
+ * stops early where what was read cannot begin a trace (cannot_begin). */
+static char *read_file(const char *prog, const char *path, bool lenient,
+                       size_t *len, bool *cut) {
+  size_t scanned = 0;
   FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
   char *buf = NULL;
   size_t cap = 0, n = 0;
@@ -656,6 +714,10 @@ static char *read_file(const char *prog, const char *path, size_t *len) {
     }
     got = fread(buf + n, 1, cap - n - 1, f);
     n += got;
+    if (got != 0 && cannot_begin(buf, n, &scanned, lenient)) {
+      *cut = true;
+      break;
+    }
     if (got == 0) {
       if (ferror(f)) {
         fprintf(stderr, "%s: cannot read trace '%s': %s\n", prog, path,
@@ -680,12 +742,16 @@ bool trace_load_with(const char *prog, const char *path,
   size_t len = 0;
   char *buf;
   bool ok;
+  struct trace_options o = {0};
 
   memset(t, 0, sizeof *t);
-  buf = read_file(prog, path, &len);
+  if (opt)
+    o = *opt;
+  o.cut = false;
+  buf = read_file(prog, path, o.lenient, &len, &o.cut);
   if (!buf)
     return false;
-  ok = trace_parse(path, buf, len, opt, t);
+  ok = trace_parse(path, buf, len, &o, t);
   free(buf);
   return ok;
 }

@@ -53,6 +53,7 @@
 
 #define TRACE_MAX_STREAMS 1024u /* stream numbers are 0 .. this - 1 */
 #define TRACE_MAX_LINE 4096u    /* bytes on a line, without CR and LF */
+#define TRACE_CUT_LINE (16u << 20) /* a first line read no further */
 #define TRACE_HEADER "op,id,size,stream"
 #define TRACE_RMM_HEADER "Thread,Time,Action,Pointer,Size,Stream"
 #define TRACE_MESSAGE_MAX 512u  /* "PATH:LINE: REASON" as kept, with NUL */
@@ -111,6 +112,10 @@ struct trace_options {
    * erases the progress line it drew and the message starts a line. */
   void (*progress_end)(void *arg);
   void *progress_arg;
+  /* Set by trace_load_with: buf ends where reading stopped early (what
+   * was read cannot begin a trace), not at the end of the file, so the
+   * last line's length is a lower bound. */
+  bool cut;
 };
 
 /* Parses buf[0 .. len) (NUL-terminated; modified in place) into *t, which
@@ -119,8 +124,11 @@ struct trace_options {
 bool trace_parse(const char *path, char *buf, size_t len,
                  const struct trace_options *opt, struct trace *t);
 
-/* Reads PATH ("-": stdin) and parses it into *t (zeroed first).  false: a
- * message was printed (`PROG: cannot open trace ...` for I/O, `PATH:LINE:
+/* Reads PATH ("-": stdin) and parses it into *t (zeroed first); reading
+ * stops early where what was read so far cannot begin a trace (no header
+ * before the first other line; a first line of NUL bytes or longer than
+ * TRACE_CUT_LINE), so such a file is refused without being read whole.
+ * false: a message was printed (`PROG: cannot open trace ...` for I/O, `PATH:LINE:
  * REASON` for the format) and t holds no events.  trace_load is
  * trace_load_with(..., NULL, ...): strict. */
 bool trace_load(const char *prog, const char *path, struct trace *t);
