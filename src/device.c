@@ -557,10 +557,16 @@ hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
   if (hippo__graphs_known(&dev->graphs, id) &&
       (st = refuse_while_capturing(dev, id)) != HIPPO_SUCCESS)
     return st;
-  st = hippo__graphs_take(&dev->graphs, id, &g, &n);
-  if (st != HIPPO_SUCCESS)
-    return st;
+  /* the registry's entries and the streams' hold counts change under the
+   * device lock together, so a check (which holds it and every stream's)
+   * never sees the one without the other; the registry's lock is a leaf
+   * below it */
   hippo__mutex_take(&dev->lock);
+  st = hippo__graphs_take(&dev->graphs, id, &g, &n);
+  if (st != HIPPO_SUCCESS) {
+    hippo__mutex_drop(&dev->lock);
+    return st;
+  }
   for (uint32_t i = 0; i < n; i++) {
     hippo_stream *s = g[i].s;
     hippo__pool *p;

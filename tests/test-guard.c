@@ -7,6 +7,8 @@
 #include <config.h>
 
 #include <check.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -847,6 +849,69 @@ START_TEST(test_capture_announce) {
 }
 END_TEST
 
+/* graph_retire on one thread, check on another (the header allows any
+ * call from any thread): the registry's holds and the streams' counts
+ * change together, so check never sees one without the other (it
+ * answered HIPPO_INTERNAL, "streams count 1 graph holds, the registry
+ * 0", thousands of times a second). */
+struct retire_loop {
+  const hippo_api *api;
+  hippo_device *dev;
+  void *native;
+  hippo_stream *s;
+  hippo_handle h;
+  atomic_bool stop;
+  long rounds;
+  hippo_status first_bad;
+};
+
+static void *retire_rounds(void *arg) {
+  struct retire_loop *r = arg;
+  while (!atomic_load(&r->stop) && r->first_bad == HIPPO_SUCCESS) {
+    uint64_t id = 0;
+    void *ptr;
+    hippo_status st = r->api->emu_capture_begin(r->dev, r->native, &id);
+    if (st == HIPPO_SUCCESS)
+      st = r->api->resolve(r->s, r->h, &ptr, NULL); /* a hold */
+    if (st == HIPPO_SUCCESS)
+      st = r->api->emu_capture_end(r->dev, r->native);
+    if (st == HIPPO_SUCCESS)
+      st = r->api->graph_retire(r->dev, id);
+    if (st != HIPPO_SUCCESS)
+      r->first_bad = st;
+    r->rounds++;
+  }
+  return NULL;
+}
+
+START_TEST(test_retire_beside_check) {
+  struct retire_loop r = {.api = tu_api()};
+  const hippo_api *api = r.api;
+  pthread_t t;
+  long checks = 0, bad = 0;
+  r.dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  r.s = tu_attach(api, r.dev, &r.native);
+  r.h = tu_reserve(api, r.s, 4 * KiB);
+  atomic_init(&r.stop, false);
+  ck_assert_int_eq(pthread_create(&t, NULL, retire_rounds, &r), 0);
+  /* until the other thread made 2,000 rounds, or 20,000 checks passed */
+  while (checks < 20000 && r.rounds < 2000) {
+    if (api->check(r.dev) != HIPPO_SUCCESS)
+      bad++;
+    checks++;
+  }
+  atomic_store(&r.stop, true);
+  ck_assert_int_eq(pthread_join(t, NULL), 0);
+  ck_assert_msg(bad == 0, "check failed %ld of %ld times beside graph_retire "
+                "(%ld rounds)", bad, checks, r.rounds);
+  ck_assert_int_eq(r.first_bad, HIPPO_SUCCESS);
+  CK_CHECK(api, r.dev);
+  CK_OK(api, api->release(r.s, r.h));
+  tu_detach(api, r.dev, r.s, r.native);
+  CK_OK(api, api->device_close(r.dev));
+}
+END_TEST
+
 static Suite *guard_suite(void) {
   Suite *s = suite_create("guard");
   TCase *tc = tcase_create("graph");
@@ -857,6 +922,7 @@ static Suite *guard_suite(void) {
   tcase_add_loop_test(tc, test_detach_retains, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_page_pools_guard, 0, N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_announce, 0, N_BACKENDS);
+  tcase_add_test(tc, test_retire_beside_check);
   suite_add_tcase(s, tc);
   tc = tcase_create("record_use");
   tcase_add_test(tc, test_use_order);
