@@ -30,6 +30,18 @@
  *    hippo never handed out is read as one (undefined, as for free() of a
  *    pointer malloc never returned): telling it apart would cost a lookup
  *    on every call.
+ *  - Threads: every entry point may be called from any thread, at the
+ *    same time as any other, with two orderings left to the caller:
+ *    . no call may overlap the stream_detach or device_close of a stream
+ *      or device it names (record_use's `user` included), as free() of a
+ *      pointer may not overlap its use: detach once the threads using
+ *      the stream are done with it;
+ *    . a capture must not begin on an attached stream while a relocation,
+ *      reclaim or cleanup of its device runs: those ask once, at their
+ *      start, whether a stream captures, and one that begins later meets
+ *      their waits for the streams' work (HOST: HIPPO_BACKEND_ERROR; on a
+ *      GPU the runtime invalidates the capture).  Announce it
+ *      (capture_announce) and begin it once those calls returned.
  *
  * Quick start (see also hippo_load() at the end of this file):
  *
