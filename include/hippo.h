@@ -416,7 +416,12 @@ typedef struct hippo_api {
   /* native_stream: a hipStream_t (HIP), or a stream from emu_stream_create
    * (HOST, DRY); NULL is the default stream (HIP's NULL stream, the
    * emulated default stream).  One manager per native stream: attaching
-   * the same stream twice gives HIPPO_BUSY. */
+   * the same stream twice gives HIPPO_BUSY.  HIP's NULL stream is unusable
+   * while a blocking stream of the device captures (the runtime refuses
+   * it): calls on its manager then answer HIPPO_GRAPH_RECORDING until
+   * that capture ended.  hippo leaves the runtime's last error
+   * (hipGetLastError) as the caller left it after the answers it handles
+   * itself (out of memory, an event not ready, that refusal). */
   hippo_status (*stream_attach)(hippo_device *device, void *native_stream,
                                 hippo_stream **stream);
   /* Frees every page of the stream; live reservations are dropped.  What

@@ -174,6 +174,20 @@ static void unrelax(const gpu_backend *g, const relaxed_scope *rs) {
 }
 
 /* A runtime call's error code as a status (last_error set on failure). */
+/* An error answer of the runtime that hippo handles itself (out of
+ * memory before it frees cached pages and retries, an event not ready
+ * yet, the legacy stream's "another stream captures"): the runtime keeps
+ * it as the thread's last error, which the caller's own check after its
+ * next kernel launch (cudaGetLastError, PyTorch's
+ * C10_CUDA_KERNEL_LAUNCH_CHECK) would then report against that launch.
+ * Reset it, as PyTorch's caching allocator does after the same answers;
+ * a sticky error (a kernel's fault) survives the reset, so nothing of the
+ * caller's is lost. */
+static void handled(const hippo__gpu_rt *rt) {
+  if (rt->get_last_error)
+    (void)rt->get_last_error();
+}
+
 #define RT(g, expr, name, hint)                                                \
   ((err = (expr)) == HIPPO__GPU_SUCCESS                                        \
        ? HIPPO_SUCCESS                                                         \
@@ -255,7 +269,12 @@ static hippo_status gpu_page_alloc(hippo__backend *be, uint64_t size,
     relax(g, &rs);
     err = g->rt->malloc_(&p, (size_t)size);
     unrelax(g, &rs);
-    st = RT(g, err, "Malloc", "release or clean up device memory");
+    if (err == HIPPO__GPU_OUT_OF_MEMORY)
+      handled(g->rt); /* the caller frees cached pages and retries */
+    st = RT(g, err, "Malloc",
+            err == HIPPO__GPU_OUT_OF_MEMORY
+                ? "release or clean up device memory"
+                : NULL);
     if (st == HIPPO_SUCCESS && !p)
       st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "%s Malloc of %llu bytes returned NULL",
@@ -436,6 +455,8 @@ static hippo_status gpu_event_query(hippo__backend *be, void *event,
   err = g->rt->event_query(event);
   unrelax(g, &rs);
   *done = err == HIPPO__GPU_SUCCESS;
+  if (err == HIPPO__GPU_NOT_READY)
+    handled(g->rt);
   if (err == HIPPO__GPU_SUCCESS || err == HIPPO__GPU_NOT_READY)
     return HIPPO_SUCCESS;
   return hippo__gpu_fail(g->rt, err, "EventQuery", NULL);
@@ -459,14 +480,25 @@ static hippo_status gpu_capture_status(hippo__backend *be, void *stream,
     return st;
   err = g->rt->stream_is_capturing(stream, &cs);
   if (err == HIPPO__GPU_CAPTURE_IMPLICIT) {
-    /* The legacy default stream cannot even be asked while another stream
-     * of the device captures in global mode: a capture is in progress, so
-     * answer "capturing" (nothing may move).  Its id belongs to the other
-     * stream, which answers it; here it is unknown (0). */
-    *capturing = true;
-    if (capture_id)
-      *capture_id = 0;
-    return leave(g, &sc, HIPPO_SUCCESS);
+    /* The legacy default stream, while a blocking stream of the device
+     * captures: the runtime refuses work on it until that capture ends
+     * (CUDA: "the legacy stream is in an unusable state"), so nothing may
+     * be asked of the driver for it -- no page, no copy, no event.  It
+     * records no graph of its own, so there is no id to hold for: the
+     * call is refused as one made during a capture, and the caller
+     * retries once the capture ended. */
+    handled(g->rt);
+    return leave(g, &sc,
+                 hippo__error_set(HIPPO_GRAPH_RECORDING,
+                                  "%s StreamIsCapturing: the legacy default "
+                                  "stream is unusable while another stream "
+                                  "of the device captures (%s, %d); retry "
+                                  "once that capture ended, or attach a "
+                                  "stream of your own",
+                                  g->rt->name,
+                                  hippo__gpu_err_name(g->rt->flavor, g->rt,
+                                                      err),
+                                  err));
   }
   if (err == HIPPO__GPU_INVALID_HANDLE)
     return leave(g, &sc,
@@ -489,6 +521,18 @@ static hippo_status gpu_capture_status(hippo__backend *be, void *stream,
       return leave(g, &sc, hippo__gpu_fail(g->rt, err,
                                            "StreamGetCaptureInfo", NULL));
   }
+  if (*capturing && capture_id && id == 0)
+    /* CUDA gives the id only for an active capture: an invalidated one
+     * (still to be ended) may answer none, and 0 would read as "not
+     * capturing" (backend.h) */
+    return leave(g, &sc,
+                 hippo__error_set(HIPPO_GRAPH_RECORDING,
+                                  "%s StreamGetCaptureInfo: stream %p is "
+                                  "capturing (status %d) but the runtime "
+                                  "gives no capture id, as for a capture "
+                                  "it invalidated; end the capture, then "
+                                  "retry",
+                                  g->rt->name, stream, cs));
   if (capture_id)
     *capture_id = *capturing ? (uint64_t)id : 0;
   return leave(g, &sc, HIPPO_SUCCESS);

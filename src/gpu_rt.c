@@ -66,6 +66,7 @@ static const sym syms[] = {
     {NULL, "cudaGetDeviceProperties", AT(device_properties), false},
     {"hipThreadExchangeStreamCaptureMode",
      "cudaThreadExchangeStreamCaptureMode", AT(exchange_capture_mode), false},
+    {"hipGetLastError", "cudaGetLastError", AT(get_last_error), false},
 };
 #undef AT
 

@@ -121,6 +121,7 @@ typedef struct hippo__gpu_rt {
   int (*device_name)(char *name, int len, int dev); /* HIP */
   int (*device_properties)(void *props, int dev);   /* CUDA: name first */
   int (*exchange_capture_mode)(int *mode); /* the thread's capture mode */
+  int (*get_last_error)(void); /* returns and resets the thread's last error */
 } hippo__gpu_rt;
 
 /* The runtime of `flavor`, loaded once.  HIPPO_NO_DEVICE when no library

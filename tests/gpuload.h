@@ -83,6 +83,7 @@ typedef struct gl_rt {
   int (*free_async)(void *ptr, void *stream);
   const char *(*error_name)(int err);
   int (*runtime_version)(int *version);
+  int (*peek_last_error)(void); /* the thread's last error, kept */
 } gl_rt;
 
 /* dlsym's object pointer stored into a function pointer field. */
@@ -152,6 +153,7 @@ static inline bool gl_fill(gl_rt *rt, void *lib, char *why, size_t len) {
   (void)gl_sym(lib, p, "FreeAsync", &rt->free_async);
   (void)gl_sym(lib, p, "GetErrorName", &rt->error_name);
   (void)gl_sym(lib, p, "RuntimeGetVersion", &rt->runtime_version);
+  (void)gl_sym(lib, p, "PeekAtLastError", &rt->peek_last_error);
   rt->version = 0;
   if (rt->runtime_version)
     (void)rt->runtime_version(&rt->version);

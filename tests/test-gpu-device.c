@@ -325,6 +325,81 @@ START_TEST(test_global_capture_elsewhere) {
 }
 END_TEST
 
+/* ---- the runtime's last error ---------------------------------------------- */
+
+/* The runtime's last error after a hippo call is what the caller left
+ * there: the answers hippo handles itself -- an event not ready while a
+ * released slice waits, out of memory (a reservation larger than the
+ * device), the legacy stream asked while a blocking stream captures --
+ * are reset, or the caller's check after its next launch
+ * (cudaGetLastError) would report them against it.  And that legacy
+ * stream, unusable while the capture runs, refuses hippo's calls with
+ * HIPPO_GRAPH_RECORDING (it took pages as if idle) until the capture
+ * ended. */
+#define PEEK_CLEAN(rt, what)                                                   \
+  do {                                                                         \
+    if ((rt).peek_last_error) {                                                \
+      int peek_ = (rt).peek_last_error();                                      \
+      ck_assert_msg(peek_ == GL_SUCCESS, "%s: the runtime's last error is "   \
+                    "%s (%d)", what, gl_err(&(rt), peek_), peek_);            \
+    }                                                                          \
+  } while (0)
+
+START_TEST(test_last_error_untouched) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_gpu(api, 0);
+  void *na, *nb, *blocking = NULL, *graph = NULL;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_stream *legacy = NULL;
+  hippo_handle x, y, z = 0;
+  void *src, *dst;
+  gl_rt rt;
+
+  load_runtime(api, dev, &rt);
+  ck_assert_ptr_nonnull(rt.peek_last_error);
+  /* a copy queued on b that a released slice of a waits for */
+  x = tu_reserve(api, a, 4 * KiB);
+  y = tu_reserve(api, b, MiB);
+  src = ptr_of(tu_addr(api, b, y));
+  dst = ptr_of(tu_addr(api, a, x));
+  RT_OK(rt, rt.memcpy_async(dst, src, 4 * KiB, GL_MEMCPY_D2D, nb));
+  CK_OK(api, api->record_use(a, x, b));
+  CK_OK(api, api->release(a, x));
+  x = tu_reserve(api, a, 4 * KiB); /* asks the event: not ready (fake) */
+  PEEK_CLEAN(rt, "a reservation that asked a waiting event");
+  /* out of memory: a reservation larger than the device */
+  CK_STATUS(api, api->reserve(a, tu_info(api, dev).total_memory - MiB,
+                              HIPPO_MODE_AUTO, &z),
+            HIPPO_OUT_OF_MEMORY);
+  PEEK_CLEAN(rt, "a reservation the device had no memory for");
+  RT_OK(rt, rt.stream_sync(nb));
+  /* the legacy stream while a blocking stream captures */
+  CK_OK(api, api->stream_attach(dev, NULL, &legacy));
+  RT_OK(rt, rt.stream_create(&blocking, 0));
+  RT_OK(rt, rt.begin_capture(blocking, GL_CAPTURE_GLOBAL));
+  z = 0;
+  CK_STATUS(api, api->reserve(legacy, 4 * KiB, HIPPO_MODE_AUTO, &z),
+            HIPPO_GRAPH_RECORDING);
+  CK_ERROR_HAS(api, "legacy default stream is unusable");
+  ck_assert_uint_eq(z, 0);
+  PEEK_CLEAN(rt, "a reservation on the legacy stream during the capture");
+  RT_OK(rt, rt.end_capture(blocking, &graph));
+  if (graph)
+    RT_OK(rt, rt.graph_destroy(graph));
+  z = tu_reserve(api, legacy, 4 * KiB); /* usable again */
+  CK_OK(api, api->release(legacy, z));
+  CK_CHECK(api, dev);
+  CK_OK(api, api->stream_detach(legacy));
+  RT_OK(rt, rt.stream_destroy(blocking));
+  CK_OK(api, api->release(a, x));
+  CK_OK(api, api->release(b, y));
+  tu_detach(api, dev, b, nb);
+  tu_detach(api, dev, a, na);
+  CK_OK(api, api->device_close(dev));
+  gl_close(&rt);
+}
+END_TEST
+
 /* ---- relocation ---------------------------------------------------------- */
 
 #define R_STREAMS 2
@@ -570,6 +645,7 @@ int main(void) {
   tcase_add_test(tc, test_real_capture);
   tcase_add_test(tc, test_announced_capture);
   tcase_add_test(tc, test_global_capture_elsewhere);
+  tcase_add_test(tc, test_last_error_untouched);
   suite_add_tcase(s, tc);
   tc = tcase_create("memory");
   tcase_set_timeout(tc, 300);

@@ -35,6 +35,12 @@
  *                       long after it freed, all outside the lock: a slow
  *                       driver, so that calls of several threads overlap
  *                       (tests/test-stress.c)
+ * The thread's last error (GetLastError, PeekAtLastError) is what the
+ * last failing Malloc, EventQuery or StreamIsCapturing answered, as a
+ * runtime keeps it; the legacy default stream (NULL), asked whether it
+ * captures while a blocking stream (flags 0) of the device captures,
+ * answers StreamCaptureImplicit (906), as CUDA documents.
+ *
  *   FAKE_GPU_REUSE      1: a freed allocation is kept and the next Malloc
  *                       that fits in it (any thread's, any smaller size)
  *                       gets its address back, as a driver reuses address
@@ -74,7 +80,8 @@
 
 enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NODEV = 100,
        E_BADDEV = 101, E_HANDLE = 400, E_NOT_READY = 600,
-       E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901 };
+       E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901,
+       E_CAPTURE_IMPLICIT = 906 };
 enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 };
 
 enum { OP_COPY, OP_FREE };
@@ -109,6 +116,7 @@ typedef struct fstream {
   int capture_mode;         /* while capturing: the mode it began in */
   pthread_t capture_thread; /* and the thread that began it */
   bool invalidated;         /* an unsafe call broke the capture */
+  unsigned flags;           /* StreamCreateWithFlags' (1: non-blocking) */
   struct fstream *next;
 } fstream;
 
@@ -141,6 +149,22 @@ static size_t used[64];
 static unsigned long long next_capture = 1;
 static _Thread_local int current;
 static _Thread_local int thread_mode; /* MODE_GLOBAL until exchanged */
+static _Thread_local int last_error;  /* GetLastError's */
+
+/* An answer of a call that keeps the thread's last error. */
+static int answer(int err) {
+  if (err != OK)
+    last_error = err;
+  return err;
+}
+
+EXPORT int FN(GetLastError)(void) {
+  int err = last_error;
+  last_error = OK;
+  return err;
+}
+
+EXPORT int FN(PeekAtLastError)(void) { return last_error; }
 
 static uint64_t env_u64(const char *name, uint64_t dflt) {
   const char *v = getenv(name);
@@ -377,7 +401,13 @@ static falloc *fresh(size_t size) {
   return a;
 }
 
+static int malloc_answer(void **p, size_t size);
+
 EXPORT int FN(Malloc)(void **p, size_t size) {
+  return answer(malloc_answer(p, size));
+}
+
+static int malloc_answer(void **p, size_t size) {
   uint64_t mem = env_u64("FAKE_GPU_MEMORY", UINT64_C(1) << 30);
   falloc *a;
   if (!p)
@@ -505,11 +535,11 @@ EXPORT int FN(DeviceSynchronize)(void) {
 
 EXPORT int FN(StreamCreateWithFlags)(void **out, unsigned flags) {
   fstream *s;
-  (void)flags;
   slow();
   s = calloc(1, sizeof *s);
   if (!s)
     return E_OOM;
+  s->flags = flags;
   s->magic = STREAM_MAGIC;
   s->device = current;
   pthread_mutex_lock(&mu);
@@ -574,12 +604,18 @@ EXPORT int cudaStreamGetDevice(void *stream, int *dev) {
 
 EXPORT int FN(StreamIsCapturing)(void *stream, int *status) {
   fstream *s;
+  int err;
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
+  err = s ? OK : E_HANDLE;
   if (s)
     *status = s->capturing ? 1 : 0;
+  if (s && !stream) /* the legacy stream: a blocking stream capturing? */
+    for (fstream *o = streams; o; o = o->next)
+      if (o->capturing && !(o->flags & 1) && o->device == current)
+        err = E_CAPTURE_IMPLICIT;
   pthread_mutex_unlock(&mu);
-  return s ? OK : E_HANDLE;
+  return answer(err);
 }
 
 EXPORT int FN(StreamGetCaptureInfo)(void *stream, int *status,
@@ -774,7 +810,7 @@ EXPORT int FN(EventQuery)(void *event) {
               ? OK
               : E_NOT_READY;
   pthread_mutex_unlock(&mu);
-  return err;
+  return answer(err);
 }
 
 EXPORT int FN(EventSynchronize)(void *event) {
