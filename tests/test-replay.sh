@@ -179,6 +179,12 @@ replay --backend dry --quiet --json "$tmp/kept.json" "$tmp/reloc.csv"
 expect_status "--json over a file" 0
 if grep -q '"events": 8,' "$tmp/kept.json"; then pass "--json replaced it"
 else fail "--json did not replace the file"; fi
+ln -s kept.json "$tmp/kept-link.json"
+replay --backend dry --quiet --json "$tmp/kept-link.json" "$tmp/reloc.csv"
+expect_status "--json through a symbolic link" 0
+if [ -L "$tmp/kept-link.json" ] && grep -q '"events": 8,' "$tmp/kept.json"
+then pass "--json through a link: the link stays, its file is replaced"
+else fail "--json through a link: the link was replaced"; fi
 if command -v mkfifo >/dev/null 2>&1 && mkfifo "$tmp/fifo"; then
   cat "$tmp/fifo" >/dev/null &
   replay --backend dry --capacity 1 --json "$tmp/fifo" "$tmp/reloc.csv"

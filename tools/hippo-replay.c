@@ -880,7 +880,9 @@ static void write_json(FILE *f, const struct session *s,
 struct output {
   const char *path; /* as given */
   FILE *f;          /* NULL: not open */
-  char *tmp;        /* the temporary file renamed to path; NULL: in place */
+  char *tmp;        /* the temporary file renamed to `to`; NULL: in place */
+  char *to;         /* path, or the file a symbolic link there names (the
+                       link stays a link) */
 };
 
 /* The file a path names (`-`: stdout's), as device and inode; false when
@@ -939,7 +941,7 @@ static bool output_open(struct output *out, const char *path) {
   int fd;
   mode_t mask;
   out->path = path;
-  out->tmp = NULL;
+  out->tmp = out->to = NULL;
   if (strcmp(path, "-") == 0) {
     out->f = stdout;
     return true;
@@ -954,12 +956,17 @@ static bool output_open(struct output *out, const char *path) {
    * would; the rename would otherwise replace it */
   if (access(path, F_OK) == 0 && access(path, W_OK) != 0)
     goto fail;
-  out->tmp = malloc(strlen(path) + sizeof ".XXXXXX");
+  /* a link to a file: the file is replaced, beside itself */
+  out->to = lstat(path, &st) == 0 && S_ISLNK(st.st_mode) ? realpath(path, NULL)
+                                                         : strdup(path);
+  if (!out->to)
+    goto fail;
+  out->tmp = malloc(strlen(out->to) + sizeof ".XXXXXX");
   if (!out->tmp) {
     errno = ENOMEM;
     goto fail;
   }
-  strcpy(out->tmp, path);
+  strcpy(out->tmp, out->to);
   strcat(out->tmp, ".XXXXXX");
   fd = mkstemp(out->tmp);
   if (fd < 0)
@@ -976,7 +983,8 @@ fail:
   fprintf(stderr, "hippo-replay: cannot write %s: %s; nothing was "
           "replayed\n", path, strerror(errno));
   free(out->tmp);
-  out->tmp = NULL;
+  free(out->to);
+  out->tmp = out->to = NULL;
   out->f = NULL;
   return false;
 }
@@ -994,7 +1002,7 @@ static bool output_close(struct output *out, bool wrote) {
   else if (fclose(out->f) != 0)
     ok = false;
   out->f = NULL;
-  if (ok && wrote && out->tmp && rename(out->tmp, out->path) != 0)
+  if (ok && wrote && out->tmp && rename(out->tmp, out->to) != 0)
     ok = false;
   if (!ok && wrote)
     fprintf(stderr, "hippo-replay: cannot write %s: %s\n", output_name(out),
@@ -1002,7 +1010,8 @@ static bool output_close(struct output *out, bool wrote) {
   if (out->tmp && (!ok || !wrote))
     (void)unlink(out->tmp);
   free(out->tmp);
-  out->tmp = NULL;
+  free(out->to);
+  out->tmp = out->to = NULL;
   return ok || !wrote;
 }
 
@@ -1019,7 +1028,8 @@ int main(int argc, char **argv) {
   hippo_status st;
   struct progress pg;
   struct trace_options topt;
-  struct output json_out = {NULL, NULL, NULL}, svg_out = {NULL, NULL, NULL};
+  struct output json_out = {NULL, NULL, NULL, NULL},
+                svg_out = {NULL, NULL, NULL, NULL};
   FILE *summary;
   bool json_written = false, svg_written = false;
 
