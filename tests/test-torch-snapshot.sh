@@ -181,6 +181,24 @@ refused() {
   if grep -qF -- "$2" "$err"; then pass "$1: says '$2'"
   else fail "$1: does not say '$2'"; fi
 }
+# expect_csv NAME LINES: the output's lines that are no comment, joined
+# with spaces, are LINES.
+expect_csv() {
+  got=$(grep -v '^#' "$out" | tr '\n' ' ')
+  if [ "$got" = "$2" ]; then pass "$1: the lines '$2'"
+  else fail "$1: the lines '$got', expected '$2'"; fi
+}
+
+# expect_lines NAME LINE...: each LINE is a whole line of the output.
+expect_lines() {
+  name=$1
+  shift
+  for line in "$@"; do
+    if grep -qxF -- "$line" "$out"; then pass "$name: '$line'"
+    else fail "$name: no '$line'"; fi
+  done
+}
+
 run --device 2 "$tmp/snap.pickle"
 refused "--device 2" "torch-snapshot-to-csv.py: $tmp/snap.pickle: no trace for device 2 (it has 2)"
 run "$tmp/no-such.pickle"
@@ -246,15 +264,11 @@ pickle.dump({"device_traces": [[
   open(sys.argv[1], "wb"))' "$tmp/twice.pickle"
 run "$tmp/twice.pickle"
 expect_status "a free repeated" 0
-if [ "$(grep -v '^#' "$out" | tr '\n' ' ')" = "op,id,size,stream a,1,8,0 f,1,8,0 " ]
-then pass "a free repeated: one reservation, one release"
-else fail "a free repeated: '$(grep -v '^#' "$out" | tr '\n' ' ')'"; fi
-for note in "# frees at an address freed already (nothing live there; ignored): 1" \
-    "# blocks live before recording began, reserved first: 0 (0 freed in the trace, 0 still live at the snapshot)" \
-    "# the snapshot has no 'segments': blocks allocated before recording and never freed in the trace are not known, so not reserved"; do
-  if grep -qxF -- "$note" "$out"; then pass "a free repeated: '$note'"
-  else fail "a free repeated: no '$note'"; fi
-done
+expect_csv "a free repeated" "op,id,size,stream a,1,8,0 f,1,8,0 "
+expect_lines "a free repeated" \
+  "# frees at an address freed already (nothing live there; ignored): 1" \
+  "# blocks live before recording began, reserved first: 0 (0 freed in the trace, 0 still live at the snapshot)" \
+  "# the snapshot has no 'segments': blocks allocated before recording and never freed in the trace are not known, so not reserved"
 
 # Text from the pickle or a file name goes into comment lines: a newline
 # in an action's name cannot start a line of its own, and what no UTF-8
@@ -267,14 +281,10 @@ pickle.dump({"device_traces": [[
 cp "$tmp/names.pickle" "$tmp/$(printf 'n\377.pickle')"
 run "$tmp/$(printf 'n\377.pickle')"
 expect_status "odd text in names" 0
-if [ "$(grep -v '^#' "$out" | tr '\n' ' ')" = "op,id,size,stream a,1,8,0 " ]
-then pass "odd text in names: only the header and the one reservation"
-else fail "odd text in names: '$(grep -v '^#' "$out" | tr '\n' ' ')'"; fi
-for line in "# torch-snapshot-to-csv.py: $tmp/n?.pickle, device 0" \
-    "# trace entries: alloc 1, x?op,id,size,stream?a,77,5,0 1, ? 1"; do
-  if grep -qxF -- "$line" "$out"; then pass "odd text in names: '$line'"
-  else fail "odd text in names: no '$line'"; fi
-done
+expect_csv "odd text in names" "op,id,size,stream a,1,8,0 "
+expect_lines "odd text in names" \
+  "# torch-snapshot-to-csv.py: $tmp/n?.pickle, device 0" \
+  "# trace entries: alloc 1, x?op,id,size,stream?a,77,5,0 1, ? 1"
 # A size past 64 bits (hippo-replay reads 64-bit numbers).
 python3 -c 'import pickle, sys
 pickle.dump({"device_traces": [[
