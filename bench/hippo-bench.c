@@ -224,13 +224,13 @@ static void dev_open(bench_dev *b, uint64_t capacity,
   desc.alignment = A_ALIGN;
   desc.layout = layout;
   CHECK(api->device_open(&desc, &b->dev), "device_open (DRY)");
-  CHECK(api->emu_stream_create(b->dev, &b->native), "emu_stream_create");
+  CHECK(tool_emu(api)->stream_create(b->dev, &b->native), "emu_stream_create");
   CHECK(api->stream_attach(b->dev, b->native, &b->stream), "stream_attach");
 }
 
 static void dev_close(bench_dev *b) {
   CHECK(api->stream_detach(b->stream), "stream_detach");
-  CHECK(api->emu_stream_destroy(b->dev, b->native), "emu_stream_destroy");
+  CHECK(tool_emu(api)->stream_destroy(b->dev, b->native), "emu_stream_destroy");
   CHECK(api->device_close(b->dev), "device_close");
   memset(b, 0, sizeof *b);
 }
@@ -1001,7 +1001,7 @@ static void workload_c(const options *o) {
     desc.layout = NULL;
     CHECK(api->device_open(&desc, &dev), "C: device_open (DRY)");
     for (unsigned s = 0; s < t.nstreams; s++) {
-      CHECK(api->emu_stream_create(dev, &native[s]), "C: emu_stream_create");
+      CHECK(tool_emu(api)->stream_create(dev, &native[s]), "C: emu_stream_create");
       CHECK(api->stream_attach(dev, native[s], &streams[s]),
             "C: stream_attach");
     }
@@ -1054,7 +1054,7 @@ static void workload_c(const options *o) {
     }
     for (unsigned s = 0; s < t.nstreams; s++) {
       CHECK(api->stream_detach(streams[s]), "C: stream_detach");
-      CHECK(api->emu_stream_destroy(dev, native[s]), "C: emu_stream_destroy");
+      CHECK(tool_emu(api)->stream_destroy(dev, native[s]), "C: emu_stream_destroy");
     }
     CHECK(api->device_close(dev), "C: device_close");
   }
@@ -1198,15 +1198,15 @@ static void w_case(const options *o, uint32_t count, double *ns,
   desc.backend = HIPPO_BACKEND_HOST;
   desc.capacity = GiB;
   CHECK(api->device_open(&desc, &dev), "W: device_open (HOST)");
-  CHECK(api->emu_stream_create(dev, &na), "W: emu_stream_create");
-  CHECK(api->emu_stream_create(dev, &nb), "W: emu_stream_create");
+  CHECK(tool_emu(api)->stream_create(dev, &na), "W: emu_stream_create");
+  CHECK(tool_emu(api)->stream_create(dev, &nb), "W: emu_stream_create");
   CHECK(api->stream_attach(dev, na, &a), "W: stream_attach");
   CHECK(api->stream_attach(dev, nb, &b), "W: stream_attach");
   CHECK(api->reserve(b, 4096, HIPPO_MODE_AUTO, &bs), "W: reserve");
   CHECK(api->reserve(b, 4096, HIPPO_MODE_AUTO, &bd), "W: reserve");
   CHECK(api->resolve(b, bs, &src, NULL), "W: resolve");
   CHECK(api->resolve(b, bd, &dst, NULL), "W: resolve");
-  CHECK(api->emu_copy(dev, nb, dst, src, 4096), "W: emu_copy");
+  CHECK(tool_emu(api)->copy(dev, nb, dst, src, 4096), "W: emu_copy");
   for (uint32_t i = 0; i < count; i++) {
     CHECK(api->reserve(a, 64 * KiB, HIPPO_MODE_AUTO, &x), "W: reserve");
     CHECK(api->record_use(a, x, b), "W: record_use");
@@ -1221,9 +1221,9 @@ static void w_case(const options *o, uint32_t count, double *ns,
     t[rep] = (bench_now_ns() - t0) / pairs;
   }
   c0.struct_size = c1.struct_size = sizeof c0;
-  CHECK(api->emu_counters(dev, &c0), "W: emu_counters");
+  CHECK(tool_emu(api)->counters(dev, &c0), "W: emu_counters");
   CHECK(api->reserve(a, 64 * KiB, HIPPO_MODE_AUTO, &x), "W: reserve");
-  CHECK(api->emu_counters(dev, &c1), "W: emu_counters");
+  CHECK(tool_emu(api)->counters(dev, &c1), "W: emu_counters");
   CHECK(api->release(a, x), "W: release");
   *queries = c1.calls[HIPPO_CALL_EVENT] - c0.calls[HIPPO_CALL_EVENT];
   memset(&u, 0, sizeof u);
@@ -1233,13 +1233,13 @@ static void w_case(const options *o, uint32_t count, double *ns,
     bench_fatal("W: %llu slices waiting, expected %u",
                 (unsigned long long)u.slices_waiting, count);
   dev_check(dev, "W");
-  CHECK(api->emu_stream_sync(dev, nb), "W: emu_stream_sync");
+  CHECK(tool_emu(api)->stream_sync(dev, nb), "W: emu_stream_sync");
   CHECK(api->release(b, bs), "W: release");
   CHECK(api->release(b, bd), "W: release");
   CHECK(api->stream_detach(a), "W: stream_detach");
   CHECK(api->stream_detach(b), "W: stream_detach");
-  CHECK(api->emu_stream_destroy(dev, na), "W: emu_stream_destroy");
-  CHECK(api->emu_stream_destroy(dev, nb), "W: emu_stream_destroy");
+  CHECK(tool_emu(api)->stream_destroy(dev, na), "W: emu_stream_destroy");
+  CHECK(tool_emu(api)->stream_destroy(dev, nb), "W: emu_stream_destroy");
   CHECK(api->device_close(dev), "W: device_close");
   *ns = bench_median(t, reps);
   *min = bench_minimum(t, reps);
@@ -1310,12 +1310,12 @@ static void workload_r(const options *o) {
     desc.capacity = 4 * GiB;
     desc.layout = &layout;
     CHECK(api->device_open(&desc, &dev), "R: device_open (HOST)");
-    CHECK(api->emu_stream_create(dev, &native), "R: emu_stream_create");
+    CHECK(tool_emu(api)->stream_create(dev, &native), "R: emu_stream_create");
     CHECK(api->stream_attach(dev, native, &s), "R: stream_attach");
     for (int i = 0; i < R_SLICES; i++) {
       CHECK(api->reserve(s, R_SLICE, HIPPO_MODE_AUTO, &h[i]), "R: reserve");
       CHECK(api->resolve(s, h[i], &ptr, &size), "R: resolve");
-      CHECK(api->emu_write(dev, ptr, pattern, R_SLICE), "R: emu_write");
+      CHECK(tool_emu(api)->write(dev, ptr, pattern, R_SLICE), "R: emu_write");
     }
     /* a larger request: the 5 MiB pages become outdated */
     CHECK(api->reserve(s, 256 * MiB, HIPPO_MODE_AUTO, &big), "R: reserve");
@@ -1332,7 +1332,7 @@ static void workload_r(const options *o) {
     for (int i = 0; i < R_SLICES; i++) { /* untimed: the bytes moved */
       unsigned char *back = bench_xmalloc(R_SLICE);
       CHECK(api->resolve(s, h[i], &ptr, &size), "R: resolve");
-      CHECK(api->emu_read(dev, ptr, back, R_SLICE), "R: emu_read");
+      CHECK(tool_emu(api)->read(dev, ptr, back, R_SLICE), "R: emu_read");
       if (memcmp(back, pattern, R_SLICE) != 0)
         bench_fatal("R: slice %d lost its bytes in the move", i);
       free(back);
@@ -1340,7 +1340,7 @@ static void workload_r(const options *o) {
     }
     CHECK(api->release(s, big), "R: release");
     CHECK(api->stream_detach(s), "R: stream_detach");
-    CHECK(api->emu_stream_destroy(dev, native), "R: emu_stream_destroy");
+    CHECK(tool_emu(api)->stream_destroy(dev, native), "R: emu_stream_destroy");
     CHECK(api->device_close(dev), "R: device_close");
 
     /* the same bytes, from memory written once, into fresh memory */
@@ -1413,7 +1413,7 @@ static double f_replay(const c_trace *t, hippo_preset preset, int policy,
   desc.layout = &layout;
   CHECK(api->device_open(&desc, &dev), "F: device_open (DRY)");
   for (unsigned s = 0; s < t->nstreams; s++) {
-    CHECK(api->emu_stream_create(dev, &native[s]), "F: emu_stream_create");
+    CHECK(tool_emu(api)->stream_create(dev, &native[s]), "F: emu_stream_create");
     CHECK(api->stream_attach(dev, native[s], &streams[s]), "F: stream_attach");
   }
   for (size_t i = 0; i < t->nev; i++) {
@@ -1437,7 +1437,7 @@ static double f_replay(const c_trace *t, hippo_preset preset, int policy,
   }
   for (unsigned s = 0; s < t->nstreams; s++) {
     CHECK(api->stream_detach(streams[s]), "F: stream_detach");
-    CHECK(api->emu_stream_destroy(dev, native[s]), "F: emu_stream_destroy");
+    CHECK(tool_emu(api)->stream_destroy(dev, native[s]), "F: emu_stream_destroy");
   }
   CHECK(api->device_close(dev), "F: device_close");
   free(handles);
@@ -1531,19 +1531,20 @@ int main(int argc, char **argv) {
   parse_options(argc, argv, &o);
   if (tool_load("hippo-bench", o.plugin, &lib, &api) != HIPPO_SUCCESS)
     exit(1);
-  if (api->struct_size < offsetof(hippo_api, emu_copy) + sizeof(void *))
+  if (!HIPPO_API_HAS(api, relocate_with))
     bench_fatal("plugin '%s' has a table of %u bytes; the bench needs one with "
           "relocate_with",
           o.plugin, api->struct_size);
-  printf("hippo-bench: plugin %s (ABI v%u)\n", o.plugin, api->abi_version);
+  printf("hippo-bench: plugin %s (ABI %u.%u)\n", o.plugin,
+         api->abi_version >> 16, api->abi_version & 0xffffu);
   if (o.versus) {
     const hippo_api *this_api = api;
     if (tool_load("hippo-bench", o.versus, &other_lib, &other) !=
         HIPPO_SUCCESS)
       exit(1);
     api = this_api;
-    printf("hippo-bench: versus %s (ABI v%u)\n", o.versus,
-           other->abi_version);
+    printf("hippo-bench: versus %s (ABI %u.%u)\n", o.versus,
+           other->abi_version >> 16, other->abi_version & 0xffffu);
   }
 
   if (o.run_a) {

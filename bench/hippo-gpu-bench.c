@@ -312,13 +312,13 @@ static hippo_status dev_try_open(int32_t ordinal, hippo_device **dev) {
 
 static void dev_open(bench_dev *b, const options *o) {
   CHECK(dev_try_open(o->device, &b->dev), "device_open (HIP)");
-  CHECK(api->emu_stream_create(b->dev, &b->native), "emu_stream_create");
+  CHECK(tool_emu(api)->stream_create(b->dev, &b->native), "emu_stream_create");
   CHECK(api->stream_attach(b->dev, b->native, &b->stream), "stream_attach");
 }
 
 static void dev_close(bench_dev *b) {
   CHECK(api->stream_detach(b->stream), "stream_detach");
-  CHECK(api->emu_stream_destroy(b->dev, b->native), "emu_stream_destroy");
+  CHECK(tool_emu(api)->stream_destroy(b->dev, b->native), "emu_stream_destroy");
   CHECK(api->device_close(b->dev), "device_close");
   memset(b, 0, sizeof *b);
 }
@@ -536,11 +536,11 @@ static void r_samples(bench_dev *b, const hippo_handle *h, uint64_t slice,
       for (uint64_t i = 0; i < R_SAMPLE; i++)
         want[i] = (unsigned char)(k * 7 + end * 3 + i * 131u + (i >> 9));
       if (!verify) {
-        CHECK(api->emu_write(b->dev, ptr_of(at), want, R_SAMPLE),
+        CHECK(tool_emu(api)->write(b->dev, ptr_of(at), want, R_SAMPLE),
               "R: emu_write");
         continue;
       }
-      CHECK(api->emu_read(b->dev, ptr_of(at), buf, R_SAMPLE), "R: emu_read");
+      CHECK(tool_emu(api)->read(b->dev, ptr_of(at), buf, R_SAMPLE), "R: emu_read");
       if (memcmp(buf, want, R_SAMPLE) != 0)
         bench_fatal("R: slice %d lost its bytes in the move (%s end)", k,
               end ? "last" : "first");
@@ -661,7 +661,7 @@ int main(int argc, char **argv) {
   parse_options(argc, argv, &o);
   if (tool_load("hippo-gpu-bench", o.plugin, &lib, &api) != HIPPO_SUCCESS)
     exit(1);
-  if (api->struct_size < offsetof(hippo_api, capture_announce) + sizeof(void *))
+  if (!HIPPO_API_HAS(api, capture_announce))
     bench_fatal("plugin '%s' has a table of %u bytes; the bench needs one with "
           "capture_announce",
           o.plugin, api->struct_size);
@@ -690,7 +690,8 @@ int main(int argc, char **argv) {
            info.total_memory / MiB, info.alignment);
     printf("runtime:  %s (hippo's); the bench's calls: %s %d (%s)\n",
            info.runtime, rt.name, rt.version, rt.path);
-    printf("plugin:   %s (ABI v%u)\n", o.plugin, api->abi_version);
+    printf("plugin:   %s (ABI %u.%u)\n", o.plugin, api->abi_version >> 16,
+           api->abi_version & 0xffffu);
     printf("machine:  %s, %s, %ld cores\n", un.machine, cpu,
            sysconf(_SC_NPROCESSORS_ONLN));
     printf("counts:   %u reps, %" PRIu64 " allocations (batches of %" PRIu64

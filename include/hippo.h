@@ -5,25 +5,40 @@
  * table of function pointers (hippo_api).  Everything a host runtime uses is
  * declared in this file; nothing else is public.
  *
- * Rules of the ABI (v1):
- *  - The table only ever grows at its end.  A caller checks
- *    api->struct_size before calling a slot added after v1.
- *  - Every struct that crosses the ABI starts with `uint32_t struct_size`.
- *    The plugin accepts a caller's struct that is smaller (an older caller:
+ * ABI 1.0.  From 1.0 on the ABI only grows at its ends: slots are added at
+ * the end of the tables, fields at the end of the structs, values to the
+ * lists; nothing is removed, moved or given another meaning.
+ *
+ * Rules of the ABI:
+ *  - Every struct that crosses the ABI starts with `uint32_t struct_size`,
+ *    the tables (hippo_api, hippo_emu_api) included.  A caller learns
+ *    whether the plugin has a slot or a field with HIPPO_API_HAS and
+ *    HIPPO_HAS (below): a table or an output struct smaller than the
+ *    caller's header ends before what the plugin does not know.  No
+ *    struct is nested in another (a list of structs is an array beside
+ *    its stride, as hippo_layout.pools), so every struct can grow.
+ *  - The plugin accepts a caller's struct that is smaller (an older caller:
  *    the missing fields take their zero defaults) or larger (a newer caller:
  *    the extra bytes must be zero) and rejects a size it cannot interpret
- *    (below 8, not a multiple of 8 -- every field ends on a multiple of 8 --
- *    or with non-zero bytes it does not know) with HIPPO_INVALID_ARGUMENT.  Output structs are filled up to the smaller of
- *    the two sizes: a larger caller's bytes past the plugin's struct are
+ *    (below 8, above 65536, not a multiple of 8 -- every field ends on a
+ *    multiple of 8 -- or with non-zero bytes it does not know) with
+ *    HIPPO_INVALID_ARGUMENT.  Output structs are filled up to the smaller
+ *    of the two sizes: a larger caller's bytes past the plugin's struct are
  *    zeroed (the fields it does not know read as zero), a smaller
  *    caller's struct gets nothing past its struct_size, and a refused
  *    size gets nothing written.
  *  - No struct is passed by value; every enum travels as a fixed-width
  *    integer.
- *  - Every call returns a hippo_status.  On failure, last_error() returns a
- *    message for the calling thread naming what failed (the argument, the
- *    pool and field, the backend call and its error code) and what to do.
- *    A failed call leaves every live reservation intact.
+ *  - Every call returns a hippo_status (the three diagnostics slots return
+ *    text).  On failure, last_error() returns a message for the calling
+ *    thread naming what failed (the argument, the pool and field, the
+ *    backend call and its error code) and what to do.  A failed call
+ *    leaves every live reservation intact.
+ *  - Lifetimes: the table from hippo_plugin_entry, the emulation table and
+ *    the strings of status_string and status_name stay valid until the
+ *    plugin is unloaded (dlclose).  last_error's string belongs to the
+ *    calling thread and stays valid until that thread's next call into the
+ *    plugin; copy it to keep it.
  *  - A device or stream pointer is checked: NULL, one closed or detached
  *    (its memory stays valid while the plugin is loaded), and one of
  *    another copy of the plugin are HIPPO_INVALID_ARGUMENT.  A pointer
@@ -42,6 +57,28 @@
  *      their waits for the streams' work (HOST: HIPPO_BACKEND_ERROR; on a
  *      GPU the runtime invalidates the capture).  Announce it
  *      (capture_announce) and begin it once those calls returned.
+ *  - What a call may cost is written beside each slot of hippo_api, in
+ *    brackets:
+ *      [no wait]  takes at most the stream's own lock (held by other
+ *                 calls on the same stream only for as long as they
+ *                 need it) and calls no driver;
+ *      [capture?] on HIP, asks the driver whether the stream captures
+ *                 (hipStreamIsCapturing), once per call, unless the
+ *                 host runtime announces the stream's captures
+ *                 (capture_announce: then no call); HOST and DRY read a
+ *                 word instead;
+ *      [driver]   may call the driver (allocate or free a page, record
+ *                 or query an event); hipFree and hipMalloc may
+ *                 themselves wait for the device;
+ *      [device]   takes the device's lock and may wait for other calls
+ *                 of the device (one at a time: install, cleanup,
+ *                 relocation of every stream, detach, check);
+ *      [sync]     may wait for queued GPU work: of every stream of the
+ *                 device (relocation's copies), or of the streams that
+ *                 used a reservation (record_use's events).
+ *    reserve and release on a free slice are [no wait] plus [capture?]
+ *    (the fast path); a reservation that needs a page is [driver], and
+ *    its out-of-memory retry may be [sync] (docs/design.md).
  *
  * Quick start (see also hippo_load() at the end of this file):
  *
@@ -72,9 +109,23 @@
 extern "C" {
 #endif
 
-/* ABI versions this header describes. */
-#define HIPPO_ABI_VERSION 1u     /* newest version this header knows */
-#define HIPPO_ABI_VERSION_MIN 1u /* oldest version a v1 plugin still serves */
+/* ABI versions: major << 16 | minor.  A plugin serves every caller of its
+ * major version; within it, what a minor version added is found by size
+ * (HIPPO_API_HAS, HIPPO_HAS).  The tables of versions before 1.0 (plain
+ * 1) are refused. */
+#define HIPPO_ABI_MAKE(major, minor) ((uint32_t)(major) << 16 | (minor))
+#define HIPPO_ABI_VERSION HIPPO_ABI_MAKE(1, 0)     /* this header's */
+#define HIPPO_ABI_VERSION_MIN HIPPO_ABI_MAKE(1, 0) /* oldest served */
+
+/* Whether the struct at `p` (of type `type`, as the caller's header knows
+ * it; its struct_size set by the plugin) holds `field`: a plugin built
+ * with an older header fills a smaller struct. */
+#define HIPPO_HAS(type, p, field)                                              \
+  ((p)->struct_size >=                                                         \
+   offsetof(type, field) + sizeof(((const type *)0)->field))
+/* Whether the plugin's table has `slot` (hippo_api) -- check before
+ * calling a slot added after the version a caller must work with. */
+#define HIPPO_API_HAS(api, slot) HIPPO_HAS(hippo_api, api, slot)
 
 /* ------------------------------------------------------------------------ */
 /* Status codes: one list, from which the enum, the names and the messages
@@ -147,11 +198,11 @@ typedef uint32_t hippo_backend;
 typedef uint32_t hippo_pool_kind;
 
 /* Layout presets (hippo_layout.preset). */
-#define HIPPO_PRESET_SUB_SLICES 0u      /* sliced ladder + exclusive tail */
-#define HIPPO_PRESET_EXCLUSIVE_PAGES 1u /* log-spaced exclusive buckets */
-#define HIPPO_PRESET_CUSTOM 2u          /* hippo_layout.pools */
-#define HIPPO_PRESET_ADAPTIVE 3u        /* small sliced pool + ARENA + tail;
+#define HIPPO_PRESET_ADAPTIVE 0u        /* small sliced pool + ARENA + tail;
                                            the default (layout NULL) */
+#define HIPPO_PRESET_SUB_SLICES 1u      /* sliced ladder + exclusive tail */
+#define HIPPO_PRESET_EXCLUSIVE_PAGES 2u /* log-spaced exclusive buckets */
+#define HIPPO_PRESET_CUSTOM 3u          /* hippo_layout.pools */
 typedef uint32_t hippo_preset;
 
 /* Allocation modes (reserve's mode argument). */
@@ -166,7 +217,8 @@ typedef uint32_t hippo_mode;
 #define HIPPO_CALL_SYNC 3u
 #define HIPPO_CALL_EVENT 4u
 #define HIPPO_CALL_CAPTURE_QUERY 5u
-#define HIPPO_CALL_KINDS 6u
+#define HIPPO_CALL_KINDS 6u /* kinds this header knows; grows with the ABI
+                               (hippo_emu_counters.calls is last) */
 typedef uint32_t hippo_call_kind;
 
 /* Why a relocation runs (relocate_with's reason, reports).  Each says where
@@ -289,7 +341,7 @@ typedef struct hippo_device_info {
   uint64_t alignment;     /* slice alignment in bytes */
   hippo_preset preset;    /* the preset of the installed layout */
   uint32_t pool_count;    /* dynamic pools per stream */
-  /* Added after v1 (NUL-terminated strings; empty when unknown). */
+  /* NUL-terminated strings; empty when unknown. */
   char name[64];          /* the device: "NVIDIA H200", ...; HOST/DRY:
                              "HOST (emulated in host memory)",
                              "DRY (no memory)" */
@@ -310,7 +362,6 @@ typedef struct hippo_usage {
   uint64_t peak_bytes_in_use;    /* highest bytes_in_use seen */
   uint64_t peak_bytes_reserved;  /* highest bytes_reserved seen */
   uint64_t pages;                /* pages held from the driver */
-  /* Added after v1 (an older caller's smaller struct gets the above). */
   uint64_t relocations;          /* relocations that moved slices */
   uint64_t slices_relocated;     /* slices moved, ever */
   uint64_t bytes_relocated;      /* bytes copied by relocations, ever */
@@ -329,11 +380,11 @@ typedef struct hippo_usage {
                                     waits on; cleanup waits for it) */
 } hippo_usage;
 
-/* One pool of a stream. */
+/* One pool of a stream (pool_report; its options in force, such as a page
+ * shrunk to a cap, come in a hippo_pool_options beside it). */
 typedef struct hippo_pool_report {
   uint32_t struct_size;
   hippo_pool_kind kind;
-  hippo_pool_options options;   /* as in force (page shrunk to a cap, ...) */
   uint64_t pages;               /* pages held now */
   uint64_t peak_pages;          /* most pages held at once */
   uint64_t allocations;         /* live reservations */
@@ -344,7 +395,6 @@ typedef struct hippo_pool_report {
   uint64_t bytes_free;          /* reserved bytes not in a live slice */
   uint64_t largest_free;        /* largest free slice (fragmentation =
                                    1 - largest_free / bytes_free) */
-  /* Added after v1. */
   uint64_t current_page_size;   /* SLICED, ARENA: size of the next page */
   uint64_t outdated_pages;      /* ARENA: pages that serve nothing new */
   uint64_t outdated_bytes;      /* ARENA: their bytes */
@@ -354,15 +404,6 @@ typedef struct hippo_pool_report {
   uint64_t bytes_guarded;       /* see hippo_usage */
 } hippo_pool_report;
 
-/* One failure of a relocation. */
-typedef struct hippo_relocation_failure {
-  hippo_stream *stream;   /* the stream whose memory was moving */
-  hippo_status status;    /* the backend's status */
-  uint32_t step;          /* HIPPO_RELOCATION_STEP_* */
-  uint64_t slices;        /* slices that stayed where they were */
-  uint64_t bytes;         /* their bytes */
-} hippo_relocation_failure;
-
 /* What a relocation did (relocate_with, relocation_report). */
 typedef struct hippo_relocation_report {
   uint32_t struct_size;
@@ -370,7 +411,8 @@ typedef struct hippo_relocation_report {
   hippo_relocation_need need;    /* the need seen (HIPPO_RELOCATE_WANTED) */
   uint32_t outcome;              /* HIPPO_RELOCATION_* */
   uint32_t streams;              /* streams whose memory was looked at */
-  uint32_t failure_count;        /* failures; the first 4 are below */
+  uint32_t failure_count;        /* failures: relocation_failure reads
+                                    each, 0 .. failure_count - 1 */
   uint64_t slices_moved;
   uint64_t bytes_moved;
   uint64_t pages_emptied;        /* pages the moves emptied */
@@ -380,14 +422,23 @@ typedef struct hippo_relocation_report {
   uint64_t pages_no_room;        /* pages left whole: no room for a slice */
   uint64_t pages_guarded;        /* pages left whole: guarded by a capture */
   uint64_t bytes_stranded;       /* destinations kept: a wait failed */
-  hippo_relocation_failure failures[4];
 } hippo_relocation_report;
 
-/* Backend counters (HOST and DRY devices). */
+/* One failure of a relocation (relocation_failure). */
+typedef struct hippo_relocation_failure {
+  uint32_t struct_size;
+  hippo_status status;    /* the backend's status */
+  uint32_t step;          /* HIPPO_RELOCATION_STEP_* */
+  uint32_t reserved0;
+  hippo_stream *stream;   /* the stream whose memory was moving */
+  uint64_t slices;        /* slices that stayed where they were */
+  uint64_t bytes;         /* their bytes */
+} hippo_relocation_failure;
+
+/* Backend counters (emulation's counters). */
 typedef struct hippo_emu_counters {
   uint32_t struct_size;
   uint32_t reserved0;
-  uint64_t calls[HIPPO_CALL_KINDS];  /* backend calls by kind, since open */
   uint64_t pages_held;               /* pages allocated and not freed */
   uint64_t bytes_held;               /* their bytes */
   uint64_t peak_bytes_held;
@@ -395,86 +446,149 @@ typedef struct hippo_emu_counters {
   uint64_t bytes_copied;             /* device-to-device bytes copied
                                         (HOST: once a copy ran; HIP: once
                                         it was queued) */
+  /* Backend calls by kind (HIPPO_CALL_*), since open.  Last, so it grows
+   * with the kinds: the plugin fills (struct_size - offsetof(calls)) / 8
+   * of them. */
+  uint64_t calls[HIPPO_CALL_KINDS];
 } hippo_emu_counters;
 
 /* ------------------------------------------------------------------------ */
-/* The entry table, v1, and the slots added after it (check struct_size). */
-typedef struct hippo_api {
-  uint32_t abi_version; /* the version negotiated */
-  uint32_t struct_size; /* sizeof(hippo_api) of the plugin */
+/* The emulation table (hippo_api.emulation): test-only calls, apart from
+ * the production table, so one behaviour suite runs on every backend.
+ * HOST and DRY emulate a device; on HIP they drive the real runtime:
+ * stream_create makes a non-blocking stream, capture_begin/_end a
+ * relaxed-mode capture whose graph is destroyed at the end, read / write
+ * copy synchronously between the host and bytes inside a page hippo
+ * holds, copy queues a device-to-device copy on the stream; fault
+ * injection and counters work on every backend.  Every slot may call the
+ * driver and wait. */
+typedef struct hippo_emu_api {
+  uint32_t struct_size; /* sizeof(hippo_emu_api) of the plugin */
+  uint32_t reserved0;
+  hippo_status (*stream_create)(hippo_device *device, void **native_stream);
+  /* Refused (HIPPO_BUSY) while the stream is attached. */
+  hippo_status (*stream_destroy)(hippo_device *device, void *native_stream);
+  hippo_status (*capture_begin)(hippo_device *device, void *native_stream,
+                                uint64_t *capture_id);
+  hippo_status (*capture_end)(hippo_device *device, void *native_stream);
+  /* Fail the nth (1 = next) backend call of `kind` with `status`, a
+   * status a backend call can fail with (HIPPO_INVALID_ARGUMENT ..
+   * HIPPO_INTERNAL); nth == 0 clears the injection of that kind (status
+   * then ignored).  A kind >= HIPPO_CALL_KINDS, another status, or an nth
+   * too far to count is HIPPO_INVALID_ARGUMENT. */
+  hippo_status (*inject_fault)(hippo_device *device, hippo_call_kind kind,
+                               uint64_t nth, hippo_status status);
+  /* Synchronous host access to device bytes inside a page hippo holds
+   * (HOST, HIP; DRY has no bytes and answers HIPPO_UNSUPPORTED). */
+  hippo_status (*read)(hippo_device *device, const void *device_ptr,
+                       void *host, uint64_t size);
+  hippo_status (*write)(hippo_device *device, void *device_ptr,
+                        const void *host, uint64_t size);
+  hippo_status (*counters)(hippo_device *device,
+                           hippo_emu_counters *counters);
+  /* Queue a device-to-device copy on an emulated stream (or the default
+   * stream); on HOST and DRY it runs when the stream's work is waited
+   * for, as a kernel would; on HIP it is a MemcpyAsync.  Both ranges must
+   * lie inside pages hippo holds. */
+  hippo_status (*copy)(hippo_device *device, void *native_stream, void *dst,
+                       const void *src, uint64_t size);
+  /* Run an emulated stream's queued work now, as a device finishing it
+   * would (HOST, DRY; HIP: StreamSynchronize). */
+  hippo_status (*stream_sync)(hippo_device *device, void *native_stream);
+} hippo_emu_api;
 
-  /* Diagnostics. */
+/* The entry table.  What each call may cost: see "What a call may cost"
+ * at the top ([no wait], [capture?], [driver], [device], [sync]). */
+typedef struct hippo_api {
+  uint32_t struct_size; /* sizeof(hippo_api) of the plugin */
+  uint32_t abi_version; /* the plugin's own, HIPPO_ABI_MAKE(major, minor) */
+
+  /* Diagnostics.  [no wait] */
   const char *(*status_string)(hippo_status status); /* message, never NULL */
   const char *(*status_name)(hippo_status status);   /* "HIPPO_..." */
   const char *(*last_error)(void); /* calling thread's last failure, or "" */
 
   /* Devices and streams. */
+  /* [driver] loads the GPU runtime (HIP, AUTO) and asks it about the
+   * device. */
   hippo_status (*device_open)(const hippo_device_desc *desc,
                               hippo_device **device);
+  /* [driver][device] frees what graphs kept; HIPPO_BUSY while streams
+   * are attached. */
   hippo_status (*device_close)(hippo_device *device);
+  /* [driver] (free memory) */
   hippo_status (*device_info)(hippo_device *device, hippo_device_info *info);
-  /* native_stream: a hipStream_t (HIP), or a stream from emu_stream_create
-   * (HOST, DRY); NULL is the default stream (HIP's NULL stream, the
-   * emulated default stream).  One manager per native stream: attaching
-   * the same stream twice gives HIPPO_BUSY.  HIP's NULL stream is unusable
-   * while a blocking stream of the device captures (the runtime refuses
-   * it): calls on its manager then answer HIPPO_GRAPH_RECORDING until
-   * that capture ended.  hippo leaves the runtime's last error
-   * (hipGetLastError) as the caller left it after the answers it handles
-   * itself (out of memory, an event not ready, that refusal). */
+  /* [driver][device] native_stream: a hipStream_t (HIP), or a stream
+   * from emulation's stream_create (HOST, DRY); NULL is the default
+   * stream (HIP's NULL stream, the emulated default stream).  One manager
+   * per native stream: attaching the same stream twice gives HIPPO_BUSY.
+   * HIP's NULL stream is unusable while a blocking stream of the device
+   * captures (the runtime refuses it): calls on its manager then answer
+   * HIPPO_GRAPH_RECORDING until that capture ended.  hippo leaves the
+   * runtime's last error (hipGetLastError) as the caller left it after
+   * the answers it handles itself (out of memory, an event not ready,
+   * that refusal). */
   hippo_status (*stream_attach)(hippo_device *device, void *native_stream,
                                 hippo_stream **stream);
-  /* Frees every page of the stream; live reservations are dropped.  What
-   * other streams use (record_use) is waited for first; pages holding
-   * slices a graph not yet retired may use stay, with the device, until
-   * graph_retire or device_close.  Such a page whose free failed once the
-   * graph was retired is tried again at the next stream_detach,
-   * graph_retire or cleanup(device, NULL). */
+  /* [driver][device][sync] Frees every page of the stream; live
+   * reservations are dropped.  What other streams use (record_use) is
+   * waited for first; pages holding slices a graph not yet retired may
+   * use stay, with the device, until graph_retire or device_close.  Such
+   * a page whose free failed once the graph was retired is tried again
+   * at the next stream_detach, graph_retire or cleanup(device, NULL). */
   hippo_status (*stream_detach)(hippo_stream *stream);
 
   /* Layouts. */
-  /* Refused (nothing changed) with HIPPO_POOLS_IN_USE while the dynamic
-   * pools hold live reservations; *bytes_in_use (may be NULL) then gets
-   * their bytes. */
+  /* [driver][device] Refused (nothing changed) with HIPPO_POOLS_IN_USE
+   * while the dynamic pools hold live reservations; *bytes_in_use (may
+   * be NULL) then gets their bytes. */
   hippo_status (*pools_install)(hippo_device *device,
                                 const hippo_layout *layout,
                                 uint64_t *bytes_in_use);
 
-  /* Reservations. */
+  /* Reservations.  reserve and release: [no wait][capture?] on the fast
+   * path (a free slice fits, nothing waits); [driver] when a page is
+   * taken or given back (periodic deallocation: after the stream's lock
+   * is dropped), or an event of record_use is polled; reserve's
+   * out-of-memory retry may also [sync] (it relocates outdated pages
+   * before it fails, unless a stream captures). */
   hippo_status (*reserve)(hippo_stream *stream, uint64_t size,
                           hippo_mode mode, hippo_handle *handle);
   hippo_status (*release)(hippo_stream *stream, hippo_handle handle);
-  /* *device_ptr: the address now (valid until the next relocation or
-   * cleanup on the device); size may be NULL. */
+  /* [no wait][capture?] *device_ptr: the address now (valid until the
+   * next relocation or cleanup on the device); size may be NULL. */
   hippo_status (*resolve)(hippo_stream *stream, hippo_handle handle,
                           void **device_ptr, uint64_t *size);
-  /* Another attached stream of the device (`user`) uses the reservation:
-   * at its release hippo records an event on `user`, and the bytes are
-   * reused only once the work `user` had queued by then has finished
-   * (polled at the owner's later reservations, waited for by cleanup and
-   * detach).  While `user` captures a graph, the reservation is guarded
-   * for that graph instead (graph_retire).  Released while `user`
-   * captures, the event is recorded once that capture ended (a record
-   * during it would be baked into the graph and mark nothing): the bytes
-   * wait until then, and cleanup answers HIPPO_GRAPH_RECORDING meanwhile.
-   * The reservation does not move until then.  Once per (reservation, user); user == stream: nothing to
-   * do. */
+  /* [driver] Another attached stream of the device (`user`) uses the
+   * reservation: at its release hippo records an event on `user`, and
+   * the bytes are reused only once the work `user` had queued by then
+   * has finished (polled at the owner's later reservations, waited for
+   * by cleanup and detach).  While `user` captures a graph, the
+   * reservation is guarded for that graph instead (graph_retire).
+   * Released while `user` captures, the event is recorded once that
+   * capture ended (a record during it would be baked into the graph and
+   * mark nothing): the bytes wait until then, and cleanup answers
+   * HIPPO_GRAPH_RECORDING meanwhile.  The reservation does not move until
+   * then.  Once per (reservation, user); user == stream: nothing to do. */
   hippo_status (*record_use)(hippo_stream *stream, hippo_handle handle,
                              hippo_stream *user);
-  /* Persistent windows: nested; the stream is persistent while any is open. */
+  /* [no wait] Persistent windows: nested; the stream is persistent while
+   * any is open. */
   hippo_status (*persistent_begin)(hippo_stream *stream);
   hippo_status (*persistent_end)(hippo_stream *stream);
 
-  /* Relocation: move the live slices of outdated ARENA pages onto current
-   * pages (device-to-device copies on the relocating stream, after every
+  /* Relocation: [driver][sync], and [device] for every stream's.  Move
+   * the live slices of outdated ARENA pages onto current pages
+   * (device-to-device copies on the relocating stream, after every
    * stream of the device finished its queued work), so the same handles
    * resolve to the new addresses, then give the emptied pages back.  A
    * pointer from resolve is valid until the next relocation or cleanup on
-   * the device.  Skipped (HIPPO_SUCCESS, nothing moves) while any stream of
-   * the device captures or when nothing is outdated.  A slice that cannot
-   * move (no room, a failed call) stays where it is with its bytes; the
-   * failures are collected, and the first one's status is returned after
-   * everything else was done (relocation_report has them all).
+   * the device.  Skipped (HIPPO_SUCCESS, nothing moves, no wait) while
+   * any stream of the device captures or when nothing is outdated.  A
+   * slice that cannot move (no room, a failed call) stays where it is
+   * with its bytes; the failures are collected, and the first one's
+   * status is returned after everything else was done
+   * (relocation_failure reads them all).
    * relocate: the stream's memory (reason EXPLICIT: only room already
    * held).  relocate_when_wanted: only when relocation_need says so.
    * relocate_device: every stream's (reason CAPTURE, may add pages: call
@@ -482,103 +596,87 @@ typedef struct hippo_api {
   hippo_status (*relocate)(hippo_stream *stream);
   hippo_status (*relocate_when_wanted)(hippo_stream *stream);
   hippo_status (*relocate_device)(hippo_device *device);
-  /* Frees every empty page of every stream (stream == NULL: also those a
-   * detached stream left for a graph since retired) or of one.  Waits
-   * for the copies that left destinations stranded (a failed relocation
-   * wait) and frees them. */
-  hippo_status (*cleanup)(hippo_device *device, hippo_stream *stream);
-  /* Refused with HIPPO_GRAPH_RECORDING (naming the stream) while a stream
-   * captures; else relocate (EXPLICIT) then cleanup, of one stream or
-   * (NULL) every stream. */
-  hippo_status (*reclaim)(hippo_device *device, hippo_stream *stream);
-  /* The host runtime destroyed the graph of capture_id: what hippo kept
-   * for it (the slices reserved, resolved or released on a stream while
-   * it captured) may move and be reused again.  An id hippo guarded
-   * nothing under is HIPPO_INVALID_ARGUMENT; retiring twice is harmless;
-   * while a stream still captures the id, HIPPO_GRAPH_RECORDING.  Asking
-   * the streams may fail (the driver's error); nothing changes on any
-   * failure: retire again.  A graph never retired keeps its slices until
-   * device_close. */
-  hippo_status (*graph_retire)(hippo_device *device, uint64_t capture_id);
-
-  /* Figures. stream == NULL: the device's sum. */
-  hippo_status (*usage)(hippo_device *device, hippo_stream *stream,
-                        hippo_usage *usage);
-  hippo_status (*pool_report)(hippo_stream *stream, uint32_t pool_index,
-                              hippo_pool_report *report);
-  /* Verifies every invariant of the device's bookkeeping (tests, debug). */
-  hippo_status (*check)(hippo_device *device);
-
-  /* Emulation, for tests (one behaviour suite runs on every backend).
-   * HOST and DRY emulate a device; on HIP these drive the real runtime:
-   * emu_stream_create makes a non-blocking stream, emu_capture_begin/_end
-   * a relaxed-mode capture whose graph is destroyed at the end, emu_read /
-   * emu_write copy synchronously between the host and bytes inside a page
-   * hippo holds, emu_copy queues a device-to-device copy on the stream;
-   * fault injection and counters work on every backend. */
-  hippo_status (*emu_stream_create)(hippo_device *device, void **native_stream);
-  hippo_status (*emu_stream_destroy)(hippo_device *device, void *native_stream);
-  hippo_status (*emu_capture_begin)(hippo_device *device, void *native_stream,
-                                    uint64_t *capture_id);
-  hippo_status (*emu_capture_end)(hippo_device *device, void *native_stream);
-  /* Fail the nth (1 = next) backend call of `kind` with `status`, a
-   * status a backend call can fail with (HIPPO_INVALID_ARGUMENT ..
-   * HIPPO_INTERNAL); nth == 0 clears the injection of that kind (status
-   * then ignored).  A kind >= HIPPO_CALL_KINDS, another status, or an nth
-   * too far to count is HIPPO_INVALID_ARGUMENT. */
-  hippo_status (*emu_inject_fault)(hippo_device *device, hippo_call_kind kind,
-                                   uint64_t nth, hippo_status status);
-  /* Synchronous host access to device bytes inside a page hippo holds
-   * (HOST, HIP; DRY has no bytes and answers HIPPO_UNSUPPORTED). */
-  hippo_status (*emu_read)(hippo_device *device, const void *device_ptr,
-                           void *host, uint64_t size);
-  hippo_status (*emu_write)(hippo_device *device, void *device_ptr,
-                            const void *host, uint64_t size);
-  hippo_status (*emu_counters)(hippo_device *device,
-                               hippo_emu_counters *counters);
-
-  /* ---- Added after v1: check api->struct_size before calling. ---- */
-  /* What the stream's memory wants now (cheap: no driver call). */
-  hippo_status (*relocation_need)(hippo_stream *stream,
-                                  hippo_relocation_need *need);
   /* Relocate for `reason`: the memory of `stream`, or (stream NULL) of
    * every stream of the device.  report may be NULL.  An unknown reason
    * is HIPPO_INVALID_ARGUMENT: nothing runs, *report is not written. */
   hippo_status (*relocate_with)(hippo_device *device, hippo_stream *stream,
                                 hippo_relocate_reason reason,
                                 hippo_relocation_report *report);
-  /* The last relocation of `stream`, or (NULL) the device's last. */
+  /* [no wait] What the stream's memory wants now. */
+  hippo_status (*relocation_need)(hippo_stream *stream,
+                                  hippo_relocation_need *need);
+  /* [no wait] The last relocation of `stream`, or (NULL) the device's
+   * last. */
   hippo_status (*relocation_report)(hippo_device *device,
                                     hippo_stream *stream,
                                     hippo_relocation_report *report);
-  /* Emulation: queue a device-to-device copy on an emulated stream (or the
-   * default stream); on HOST and DRY it runs when the stream's work is
-   * waited for, as a kernel would; on HIP it is a MemcpyAsync.  Both ranges
-   * must lie inside pages hippo holds. */
-  hippo_status (*emu_copy)(hippo_device *device, void *native_stream,
-                           void *dst, const void *src, uint64_t size);
-  /* Emulation: run an emulated stream's queued work now, as a device
-   * finishing it would (HOST, DRY; HIP: StreamSynchronize). */
-  hippo_status (*emu_stream_sync)(hippo_device *device, void *native_stream);
-  /* A host runtime that announces its captures saves hippo a driver
-   * question (hipStreamIsCapturing) at every reserve, release and resolve
-   * on a HIP stream: after BEGINS (checked with the driver, which gives
-   * the capture id) and until ENDED (checked too), hippo takes the stream
-   * as capturing, and between an ENDED and the next BEGINS as not; QUERY
-   * goes back to asking the driver.  A BEGINS while the driver says the
-   * stream does not capture is HIPPO_INVALID_ARGUMENT, an ENDED while it
-   * still captures HIPPO_GRAPH_RECORDING.  HOST and DRY devices read their
-   * emulated streams' state at no cost and only check announcements.
-   * hippo frees no page while a stream of the device captures, as far as
-   * it knows: capture only on attached streams (a driver free would break
-   * the capture). */
+  /* [no wait] Failure `index` (0 .. failure_count - 1) of that report,
+   * in the order they happened; another index is
+   * HIPPO_INVALID_ARGUMENT. */
+  hippo_status (*relocation_failure)(hippo_device *device,
+                                     hippo_stream *stream, uint32_t index,
+                                     hippo_relocation_failure *failure);
+  /* [driver][device][sync] Frees every empty page of every stream
+   * (stream == NULL: also those a detached stream left for a graph since
+   * retired) or of one.  Waits for the work of the streams that used
+   * released reservations (record_use), and for the copies that left
+   * destinations stranded (a failed relocation wait), and frees them. */
+  hippo_status (*cleanup)(hippo_device *device, hippo_stream *stream);
+  /* [driver][device][sync] Refused with HIPPO_GRAPH_RECORDING (naming the
+   * stream) while a stream captures; else relocate (EXPLICIT) then
+   * cleanup, of one stream or (NULL) every stream. */
+  hippo_status (*reclaim)(hippo_device *device, hippo_stream *stream);
+
+  /* Graph captures. */
+  /* [capture?][device] (may free pages: [driver]) The host runtime
+   * destroyed the graph of capture_id: what hippo kept for it (the
+   * slices reserved, resolved or released on a stream while it captured)
+   * may move and be reused again.  An id hippo guarded nothing under is
+   * HIPPO_INVALID_ARGUMENT; retiring twice is harmless; while a stream
+   * still captures the id, HIPPO_GRAPH_RECORDING.  Asking the streams may
+   * fail (the driver's error); nothing changes on any failure: retire
+   * again.  A graph never retired keeps its slices until device_close. */
+  hippo_status (*graph_retire)(hippo_device *device, uint64_t capture_id);
+  /* [driver] (one question) A host runtime that announces its captures
+   * saves hippo the driver question (hipStreamIsCapturing) at every
+   * reserve, release and resolve on a HIP stream: after BEGINS (checked
+   * with the driver, which gives the capture id) and until ENDED
+   * (checked too), hippo takes the stream as capturing, and between an
+   * ENDED and the next BEGINS as not -- so an ENDED right after
+   * stream_attach makes a stream that never captures cost no driver call
+   * at all; QUERY goes back to asking the driver.  A BEGINS while the
+   * driver says the stream does not capture is HIPPO_INVALID_ARGUMENT, an
+   * ENDED while it still captures HIPPO_GRAPH_RECORDING.  HOST and DRY
+   * devices read their emulated streams' state at no cost and only check
+   * announcements.  hippo frees no page while a stream of the device
+   * captures, as far as it knows: capture only on attached streams (a
+   * driver free would break the capture). */
   hippo_status (*capture_announce)(hippo_stream *stream,
                                    hippo_capture_announcement what);
+
+  /* Figures. */
+  /* [no wait], stream == NULL: [device] (the device's sum, one moment:
+   * every stream's lock held together). */
+  hippo_status (*usage)(hippo_device *device, hippo_stream *stream,
+                        hippo_usage *usage);
+  /* [no wait] Pool pool_index of the stream (0: its persistent pool);
+   * options (may be NULL) gets the pool's options in force. */
+  hippo_status (*pool_report)(hippo_stream *stream, uint32_t pool_index,
+                              hippo_pool_report *report,
+                              hippo_pool_options *options);
+  /* [device] Verifies every invariant of the device's bookkeeping
+   * (tests, debug): O(slices). */
+  hippo_status (*check)(hippo_device *device);
+
+  /* [no wait] The emulation table (hippo_emu_api): every backend has
+   * one; calls a backend cannot emulate answer HIPPO_UNSUPPORTED. */
+  hippo_status (*emulation)(const hippo_emu_api **emu);
 } hippo_api;
 
-/* The one exported symbol.  *abi_version: in, the newest version the caller
- * knows; out, the newest both support.  A caller asking for 0 or for a
- * version older than HIPPO_ABI_VERSION_MIN gets HIPPO_INCOMPATIBLE_ABI. */
+/* The one exported symbol.  *abi_version: in, the version the caller's
+ * header knows (HIPPO_ABI_VERSION); out, the newest both support.  A
+ * caller of another major version gets HIPPO_INCOMPATIBLE_ABI (and, in
+ * *abi_version, the plugin's). */
 typedef hippo_status (*hippo_plugin_entry_fn)(uint32_t *abi_version,
                                               const hippo_api **api);
 hippo_status hippo_plugin_entry(uint32_t *abi_version, const hippo_api **api);
@@ -652,12 +750,22 @@ static inline hippo_status hippo_load(const char *path, void **handle,
   if (st != HIPPO_SUCCESS || !table || version < HIPPO_ABI_VERSION_MIN ||
       version > HIPPO_ABI_VERSION) {
     snprintf(err, 512,
-             "hippo_load: '%s' serves no ABI version in [%u, %u] "
-             "(it answered %u, status %d)",
-             path, HIPPO_ABI_VERSION_MIN, HIPPO_ABI_VERSION, version,
-             (int)st);
+             "hippo_load: '%s' serves no ABI version in [%u.%u, %u.%u] "
+             "(it answered %u.%u, status %d)",
+             path, HIPPO_ABI_VERSION_MIN >> 16, HIPPO_ABI_VERSION_MIN & 0xffff,
+             HIPPO_ABI_VERSION >> 16, HIPPO_ABI_VERSION & 0xffff,
+             version >> 16, version & 0xffff, (int)st);
     dlclose(lib);
     return st != HIPPO_SUCCESS ? st : HIPPO_INCOMPATIBLE_ABI;
+  }
+  /* every slot of 1.0 is there (the last one, emulation, is) */
+  if (!HIPPO_API_HAS(table, emulation)) {
+    snprintf(err, 512,
+             "hippo_load: '%s' hands out a table of %u bytes, smaller than "
+             "ABI 1.0's",
+             path, table->struct_size);
+    dlclose(lib);
+    return HIPPO_INCOMPATIBLE_ABI;
   }
   *handle = lib;
   *api = table;

@@ -134,6 +134,14 @@ AC_DEFUN([HIPPO_SANITIZERS], [
       [AC_MSG_ERROR([the compiler cannot build with -fsanitize=$enable_sanitizers])])
   ])
   AM_CONDITIONAL([HAVE_SANITIZERS], [test "x$hippo_sanitizers" != xno])
+  # Check's per-test timeouts, scaled in a sanitizer build (make check sets
+  # CK_TIMEOUT_MULTIPLIER unless the caller did): ThreadSanitizer runs the
+  # threaded tests 5-15 times slower, AddressSanitizer about 2-3 times.
+  AS_CASE([$hippo_sanitizers],
+    [*thread*], [HIPPO_CK_TIMEOUT_MULTIPLIER=10],
+    [no], [HIPPO_CK_TIMEOUT_MULTIPLIER=1],
+    [HIPPO_CK_TIMEOUT_MULTIPLIER=3])
+  AC_SUBST([HIPPO_CK_TIMEOUT_MULTIPLIER])
 ])
 
 # HIPPO_FUZZ: --enable-fuzz builds tests/fuzz/hippo-fuzz, the fuzz driver

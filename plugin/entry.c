@@ -1,4 +1,5 @@
-/* entry.c -- the plugin's one exported symbol and its v1 table.
+/* entry.c -- the plugin's one exported symbol, its table (ABI 1.0) and
+ * the emulation table.
  *
  * This layer checks every argument (NULL pointers, the objects' magic,
  * struct sizes of any version) before the core sees it, and turns caller
@@ -33,8 +34,18 @@ _Static_assert(sizeof(hippo_pool_options) % 8 == 0 &&
                    sizeof(hippo_device_info) % 8 == 0 &&
                    sizeof(hippo_usage) % 8 == 0 &&
                    sizeof(hippo_pool_report) % 8 == 0 &&
-                   sizeof(hippo_emu_counters) % 8 == 0,
+                   sizeof(hippo_relocation_report) % 8 == 0 &&
+                   sizeof(hippo_relocation_failure) % 8 == 0 &&
+                   sizeof(hippo_emu_counters) % 8 == 0 &&
+                   offsetof(hippo_emu_counters, calls) % 8 == 0 &&
+                   sizeof(hippo_api) % 8 == 0 &&
+                   sizeof(hippo_emu_api) % 8 == 0,
                "ABI structs are multiples of 8 bytes");
+/* Every table and struct starts with its size (hippo.h). */
+_Static_assert(offsetof(hippo_api, struct_size) == 0 &&
+                   offsetof(hippo_emu_api, struct_size) == 0 &&
+                   offsetof(hippo_relocation_failure, struct_size) == 0,
+               "tables and structs start with struct_size");
 
 #define CHECK_NOT_NULL(p, call, name)                                          \
   do {                                                                         \
@@ -433,6 +444,25 @@ static hippo_status api_relocation_report(hippo_device *device,
                            "hippo_relocation_report");
 }
 
+static hippo_status api_relocation_failure(hippo_device *device,
+                                           hippo_stream *stream,
+                                           uint32_t index,
+                                           hippo_relocation_failure *failure) {
+  hippo_relocation_failure mine;
+  hippo_status st;
+  CHECK_DEVICE(device, "relocation_failure");
+  CHECK_NOT_NULL(failure, "relocation_failure", "failure");
+  CHECK_OPTIONAL_STREAM(device, stream, "relocation_failure");
+  if ((st = hippo__struct_out_ok(failure, MIN_STRUCT,
+                                 "hippo_relocation_failure")) != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "relocation_failure");
+  st = hippo__relocation_failure(device, stream, index, &mine);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  return hippo__struct_out(failure, &mine, sizeof mine, MIN_STRUCT,
+                           "hippo_relocation_failure");
+}
+
 static hippo_status api_relocation_need(hippo_stream *stream,
                                         hippo_relocation_need *need) {
   CHECK_STREAM(stream, "relocation_need");
@@ -478,14 +508,25 @@ static hippo_status api_usage(hippo_device *device, hippo_stream *stream,
 }
 
 static hippo_status api_pool_report(hippo_stream *stream, uint32_t index,
-                                    hippo_pool_report *report) {
+                                    hippo_pool_report *report,
+                                    hippo_pool_options *options) {
   hippo_pool_report mine;
+  hippo_pool_options opt;
   hippo_status st;
   CHECK_STREAM(stream, "pool_report");
   CHECK_NOT_NULL(report, "pool_report", "report");
-  st = hippo__pool_report_get(stream, index, &mine);
+  if ((st = hippo__struct_out_ok(report, MIN_STRUCT, "hippo_pool_report")) !=
+          HIPPO_SUCCESS ||
+      (options && (st = hippo__struct_out_ok(options, MIN_STRUCT,
+                                             "hippo_pool_options")) !=
+                      HIPPO_SUCCESS))
+    return hippo__error_wrap(st, "pool_report"); /* nothing written */
+  st = hippo__pool_report_get(stream, index, &mine, &opt);
   if (st != HIPPO_SUCCESS)
     return st;
+  if (options)
+    (void)hippo__struct_out(options, &opt, sizeof opt, MIN_STRUCT,
+                            "hippo_pool_options");
   return hippo__struct_out(report, &mine, sizeof mine, MIN_STRUCT,
                            "hippo_pool_report");
 }
@@ -591,10 +632,30 @@ static hippo_status api_emu_counters(hippo_device *device,
   return device->be->ops->emu_counters(device->be, counters);
 }
 
-/* ---- the table and the entry --------------------------------------------------- */
-static const hippo_api api_v1 = {
-    .abi_version = 1,
+/* ---- the tables and the entry --------------------------------------------------- */
+static const hippo_emu_api emu_api = {
+    .struct_size = sizeof(hippo_emu_api),
+    .stream_create = api_emu_stream_create,
+    .stream_destroy = api_emu_stream_destroy,
+    .capture_begin = api_emu_capture_begin,
+    .capture_end = api_emu_capture_end,
+    .inject_fault = api_emu_inject_fault,
+    .read = api_emu_read,
+    .write = api_emu_write,
+    .counters = api_emu_counters,
+    .copy = api_emu_copy,
+    .stream_sync = api_emu_stream_sync,
+};
+
+static hippo_status api_emulation(const hippo_emu_api **emu) {
+  CHECK_NOT_NULL(emu, "emulation", "emu");
+  *emu = &emu_api;
+  return HIPPO_SUCCESS;
+}
+
+static const hippo_api api_table = {
     .struct_size = sizeof(hippo_api),
+    .abi_version = HIPPO_ABI_VERSION,
     .status_string = hippo__status_string,
     .status_name = hippo__status_name,
     .last_error = api_last_error,
@@ -613,26 +674,18 @@ static const hippo_api api_v1 = {
     .relocate = api_relocate,
     .relocate_when_wanted = api_relocate_when_wanted,
     .relocate_device = api_relocate_device,
+    .relocate_with = api_relocate_with,
+    .relocation_need = api_relocation_need,
+    .relocation_report = api_relocation_report,
+    .relocation_failure = api_relocation_failure,
     .cleanup = api_cleanup,
     .reclaim = api_reclaim,
     .graph_retire = api_graph_retire,
+    .capture_announce = api_capture_announce,
     .usage = api_usage,
     .pool_report = api_pool_report,
     .check = api_check,
-    .emu_stream_create = api_emu_stream_create,
-    .emu_stream_destroy = api_emu_stream_destroy,
-    .emu_capture_begin = api_emu_capture_begin,
-    .emu_capture_end = api_emu_capture_end,
-    .emu_inject_fault = api_emu_inject_fault,
-    .emu_read = api_emu_read,
-    .emu_write = api_emu_write,
-    .emu_counters = api_emu_counters,
-    .relocation_need = api_relocation_need,
-    .relocate_with = api_relocate_with,
-    .relocation_report = api_relocation_report,
-    .emu_copy = api_emu_copy,
-    .emu_stream_sync = api_emu_stream_sync,
-    .capture_announce = api_capture_announce,
+    .emulation = api_emulation,
 };
 
 EXPORT hippo_status hippo_plugin_entry(uint32_t *abi_version,
@@ -641,17 +694,23 @@ EXPORT hippo_status hippo_plugin_entry(uint32_t *abi_version,
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "hippo_plugin_entry: abi_version and api must "
                             "not be NULL");
-  if (*abi_version < HIPPO_ABI_VERSION_MIN) {
+  /* a caller of another major version (or of a table before 1.0) */
+  if (*abi_version >> 16 != HIPPO_ABI_VERSION >> 16 ||
+      *abi_version < HIPPO_ABI_VERSION_MIN) {
     uint32_t asked = *abi_version;
     *abi_version = HIPPO_ABI_VERSION;
     return hippo__error_set(HIPPO_INCOMPATIBLE_ABI,
                             "hippo_plugin_entry: the loader asked for ABI "
-                            "version %u; this plugin serves versions %u to "
-                            "%u",
-                            asked, HIPPO_ABI_VERSION_MIN, HIPPO_ABI_VERSION);
+                            "version %u.%u; this plugin serves %u.%u to "
+                            "%u.%u",
+                            asked >> 16, asked & 0xffffu,
+                            HIPPO_ABI_VERSION_MIN >> 16,
+                            HIPPO_ABI_VERSION_MIN & 0xffffu,
+                            HIPPO_ABI_VERSION >> 16,
+                            HIPPO_ABI_VERSION & 0xffffu);
   }
   if (*abi_version > HIPPO_ABI_VERSION)
     *abi_version = HIPPO_ABI_VERSION;
-  *api = &api_v1;
+  *api = &api_table;
   return HIPPO_SUCCESS;
 }

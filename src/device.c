@@ -118,6 +118,7 @@ hippo_status hippo__device_close(hippo_device *dev) {
   for (uint32_t i = 0; i < dev->event_count; i++)
     (void)dev->be->ops->event_destroy(dev->be, dev->events[i]);
   free(dev->events);
+  free(dev->last_failures.v);
   hippo__mutex_fini(&dev->lock);
   hippo__mutex_fini(&dev->natives_lock);
   pthread_cond_destroy(&dev->natives_idle);
@@ -193,14 +194,17 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
   }
   if (dev->stream_count == dev->stream_cap) {
     uint32_t cap = dev->stream_cap ? dev->stream_cap * 2 : 8;
-    hippo_stream **grown = realloc(dev->streams, cap * sizeof *grown);
+    hippo_stream **grown;
     void **natives = NULL;
-    if (grown)
-      dev->streams = grown;
-    /* readers of natives hold natives_lock: move it under that lock */
+    /* streams and natives are read holding either the device lock or the
+     * natives lock (view_open, the out-of-memory message): both move
+     * holding both */
     hippo__mutex_take(&dev->natives_lock);
-    if (grown)
+    grown = realloc(dev->streams, cap * sizeof *grown);
+    if (grown) {
+      dev->streams = grown;
       natives = realloc(dev->natives, cap * sizeof *natives);
+    }
     if (natives)
       dev->natives = natives;
     hippo__mutex_drop(&dev->natives_lock);

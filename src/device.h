@@ -56,6 +56,7 @@ struct hippo_device {
                                while one is open */
   pthread_cond_t natives_idle; /* signalled when natives_users drops to 0 */
   hippo_relocation_report last_report;
+  hippo__failures last_failures; /* last_report's */
   /* Graph guards (guard.h): the registry, and the streams detached while
    * a graph still held slices of theirs (retained[0 .. retained_count),
    * each with holds > 0, its native stream forgotten), under the device

@@ -88,6 +88,7 @@ void hippo__manager_fini(hippo_stream *s) {
   free(s->uses);
   free(s->waits);
   free(s->wait_users);
+  free(s->last_failures.v);
   for (uint32_t i = 0; i < s->leaving.count; i++) /* device_close */
     if (be->ops->page_free(be, s->leaving.pages[i].addr,
                            s->leaving.pages[i].size) == HIPPO_SUCCESS)
@@ -492,6 +493,12 @@ static hippo_status reserve_retry(hippo_stream *s, uint64_t size,
       hippo__lock_drop(&s->lock);
       (void)hippo__manager_flush(s, true);
       hippo__lock_take(&s->lock);
+      /* another thread of the stream may have taken the table's room
+       * meanwhile: make it again before a pool serves (nothing to undo) */
+      st = hippo__handles_make_room(&s->handles);
+      if (st != HIPPO_SUCCESS)
+        return hippo__error_wrap(st, "reserve(%llu B)",
+                                 (unsigned long long)size);
     }
     st = reserve_in(s, size, persistent, pool, ref);
     if (st == HIPPO_OUT_OF_MEMORY)
@@ -1498,7 +1505,8 @@ hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out) {
 }
 
 hippo_status hippo__pool_report_get(hippo_stream *s, uint32_t index,
-                                    hippo_pool_report *out) {
+                                    hippo_pool_report *out,
+                                    hippo_pool_options *options) {
   hippo_status st = HIPPO_SUCCESS;
   hippo__lock_take(&s->lock);
   if (index >= s->pool_count)
@@ -1506,8 +1514,10 @@ hippo_status hippo__pool_report_get(hippo_stream *s, uint32_t index,
                           "pool_report: pool index %u, but the stream has %u "
                           "pools (0 is the persistent pool)",
                           index, s->pool_count);
-  else
+  else {
     s->pools[index]->ops->report(s->pools[index], out);
+    *options = s->pools[index]->opt;
+  }
   hippo__lock_drop(&s->lock);
   return st;
 }

@@ -114,6 +114,7 @@ struct hippo_stream {
   uint32_t movable_count;
   uint64_t relocations, slices_relocated, bytes_relocated;
   hippo_relocation_report last_report;
+  hippo__failures last_failures; /* last_report's */
   void *shell;               /* what the caller knows this stream as (the
                                 plugin's pointer), named in reports */
   uint64_t holds;            /* graph holds on this stream's slices (the
@@ -178,8 +179,10 @@ uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s);
 uint64_t hippo__manager_stranded_locked(const hippo_stream *s);
 void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out);
 hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out);
+/* The report and the options in force of pool `index`. */
 hippo_status hippo__pool_report_get(hippo_stream *s, uint32_t index,
-                                    hippo_pool_report *out);
+                                    hippo_pool_report *out,
+                                    hippo_pool_options *options);
 hippo_status hippo__manager_check_locked(const hippo_stream *s);
 
 #endif /* HIPPO_MANAGER_H */

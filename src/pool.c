@@ -116,7 +116,6 @@ void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out) {
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   out->kind = pool->kind;
-  out->options = pool->opt;
   out->pages = pool->pages;
   out->peak_pages = pool->peak_pages;
   out->allocations = pool->allocations;

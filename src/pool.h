@@ -128,6 +128,15 @@ typedef struct hippo__reloc_plan {
   hippo_status page_status;  /* a destination page refused: its status */
 } hippo__reloc_plan;
 
+/* The failures of a relocation (relocation.c), in the order they
+ * happened.  Invariant: v[0 .. count) are kept; the report's failure_count
+ * is at least count (a failure that found no host memory is counted, not
+ * kept). */
+typedef struct hippo__failures {
+  hippo_relocation_failure *v;
+  uint32_t count, cap;
+} hippo__failures;
+
 /* What relocation can see of a pool, in O(1).  Two shapes compare equal
  * when nothing relocation looks at has changed (the stall memo). */
 typedef struct hippo__reloc_shape {

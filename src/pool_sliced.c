@@ -1148,8 +1148,6 @@ static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
   const sliced *p = (const sliced *)pool;
   settle(p);
   hippo__pool_report_head(pool, out);
-  if (!p->arena)
-    out->options.page_size = p->page_size;
   out->current_page_size = p->page_size;
   out->outdated_pages = p->closed_pages;
   out->outdated_bytes = p->closed_bytes;
@@ -1824,6 +1822,7 @@ hippo_status hippo__pool_sliced_create(hippo__backend *be,
   if (!p)
     return HIPPO_OUT_OF_MEMORY;
   p->max_pages = max_pages;
+  p->head.opt.page_size = page_size; /* in force: shrunk to a cap */
   *out = &p->head;
   return HIPPO_SUCCESS;
 }

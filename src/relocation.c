@@ -8,11 +8,6 @@
 
 #include "relocation.h"
 
-#define REPORT_FAILURES 4u /* hippo_relocation_report.failures */
-_Static_assert(sizeof(((hippo_relocation_report *)0)->failures) /
-                       sizeof(hippo_relocation_failure) ==
-                   REPORT_FAILURES,
-               "the report keeps REPORT_FAILURES failures");
 
 /* ---- need ---------------------------------------------------------------- */
 
@@ -104,6 +99,7 @@ typedef struct run {
   hippo__reloc_plan plans[HIPPO__MAX_POOLS + 1]; /* by movable index */
   uint64_t slices, bytes;       /* planned moves */
   hippo_relocation_report rep;
+  hippo__failures fails;        /* rep's failures */
 } run;
 
 static void report_init(hippo_relocation_report *r,
@@ -113,32 +109,51 @@ static void report_init(hippo_relocation_report *r,
   r->reason = reason;
 }
 
-/* The message of a relocation's first failure, for last_error. */
+/* The message of a relocation's first failure, for last_error, and its
+ * status. */
 typedef struct first_error {
   hippo__error_kept text;
+  hippo_status status;
   bool set;
 } first_error;
 
-/* Note a failure; the first one's message is kept for last_error. */
-static void fail(hippo_relocation_report *r, first_error *first,
-                 const hippo_stream *s, hippo_status st, uint32_t step,
-                 uint64_t slices, uint64_t bytes) {
-  if (!first->set) {
-    hippo__error_keep(&first->text);
-    first->set = true;
+/* One more failure kept in f (a failure with no host memory to keep it is
+ * only counted by its report). */
+static void failures_push(hippo__failures *f,
+                          const hippo_relocation_failure *one) {
+  if (f->count == f->cap) {
+    uint32_t cap = f->cap ? f->cap * 2 : 4;
+    hippo_relocation_failure *grown = realloc(f->v, cap * sizeof *grown);
+    if (!grown)
+      return;
+    f->v = grown;
+    f->cap = cap;
   }
-  if (r->failure_count < REPORT_FAILURES)
-    r->failures[r->failure_count] = (hippo_relocation_failure){
-        .stream = s->shell,
-        .status = st,
-        .step = step,
-        .slices = slices,
-        .bytes = bytes};
-  r->failure_count++;
+  f->v[f->count++] = *one;
 }
 
-static hippo_status first_status(const hippo_relocation_report *r) {
-  return r->failure_count ? r->failures[0].status : HIPPO_SUCCESS;
+void hippo__failures_free(hippo__failures *f) {
+  free(f->v);
+  memset(f, 0, sizeof *f);
+}
+
+/* Note a failure; the first one's message is kept for last_error. */
+static void fail(hippo_relocation_report *r, hippo__failures *f,
+                 first_error *first, const hippo_stream *s, hippo_status st,
+                 uint32_t step, uint64_t slices, uint64_t bytes) {
+  hippo_relocation_failure one = {.struct_size = sizeof one,
+                                  .status = st,
+                                  .step = step,
+                                  .stream = s->shell,
+                                  .slices = slices,
+                                  .bytes = bytes};
+  if (!first->set) {
+    hippo__error_keep(&first->text);
+    first->status = st;
+    first->set = true;
+  }
+  failures_push(f, &one);
+  r->failure_count++;
 }
 
 /* Plan every movable pool of the run's stream. */
@@ -156,7 +171,8 @@ static void plan_stream(run *u, first_error *first) {
         plan->page_status != HIPPO_POOL_CAPACITY_EXCEEDED)
       st = plan->page_status;
     if (st != HIPPO_SUCCESS)
-      fail(&u->rep, first, s, st, HIPPO_RELOCATION_STEP_PAGE, 0, 0);
+      fail(&u->rep, &u->fails, first, s, st, HIPPO_RELOCATION_STEP_PAGE, 0,
+           0);
     u->slices += plan->count;
     u->bytes += plan->bytes;
     u->rep.pages_no_room += plan->pages_no_room;
@@ -210,13 +226,13 @@ static void move_stream(run *u, first_error *first) {
       copy_st = be->ops->copy(be, s->native, mv->dst, mv->src, mv->bytes);
     }
   if (copy_st != HIPPO_SUCCESS)
-    fail(&u->rep, first, s, copy_st, HIPPO_RELOCATION_STEP_COPY, u->slices,
-         u->bytes);
+    fail(&u->rep, &u->fails, first, s, copy_st, HIPPO_RELOCATION_STEP_COPY,
+         u->slices, u->bytes);
   /* always wait: a queued copy may still write its destination */
   wait_st = be->ops->stream_sync(be, s->native);
   if (wait_st != HIPPO_SUCCESS) {
-    fail(&u->rep, first, s, wait_st, HIPPO_RELOCATION_STEP_WAIT, u->slices,
-         u->bytes);
+    fail(&u->rep, &u->fails, first, s, wait_st, HIPPO_RELOCATION_STEP_WAIT,
+         u->slices, u->bytes);
     abort_stream(u, true);
     return;
   }
@@ -263,7 +279,8 @@ static void finish_stream(run *u, first_error *first) {
     hippo_status st = p->ops->reloc_drain(p, &u->rep.pages_freed,
                                           &u->rep.bytes_freed);
     if (st != HIPPO_SUCCESS)
-      fail(&u->rep, first, s, st, HIPPO_RELOCATION_STEP_FREE, 0, 0);
+      fail(&u->rep, &u->fails, first, s, st, HIPPO_RELOCATION_STEP_FREE, 0,
+           0);
     /* a pool that moved nothing is not tried again until it changes --
      * unless a backend call failed: that may pass, so the need stays */
     p->stalled = u->rep.slices_moved == 0 && u->rep.failure_count == 0;
@@ -275,12 +292,12 @@ static void finish_stream(run *u, first_error *first) {
   u->rep.outcome = outcome_of(&u->rep);
 }
 
-/* Adds a stream's report into the device's. */
-static void report_add(hippo_relocation_report *to,
-                       const hippo_relocation_report *from) {
-  for (uint32_t i = 0; i < from->failure_count && i < REPORT_FAILURES; i++)
-    if (to->failure_count + i < REPORT_FAILURES)
-      to->failures[to->failure_count + i] = from->failures[i];
+/* Adds a stream's report (and its failures) into the device's. */
+static void report_add(hippo_relocation_report *to, hippo__failures *tof,
+                       const hippo_relocation_report *from,
+                       const hippo__failures *fromf) {
+  for (uint32_t i = 0; i < fromf->count; i++)
+    failures_push(tof, &fromf->v[i]);
   to->failure_count += from->failure_count;
   to->slices_moved += from->slices_moved;
   to->bytes_moved += from->bytes_moved;
@@ -302,7 +319,7 @@ static void report_add(hippo_relocation_report *to,
 static hippo_status relocate_runs(hippo_device *dev, run *runs, uint32_t n,
                                   hippo_relocate_reason reason,
                                   hippo_relocation_report *rep,
-                                  const char *call) {
+                                  hippo__failures *fails, const char *call) {
   first_error first = {.set = false};
   hippo__error_kept kept;
   uint64_t slices = 0;
@@ -344,7 +361,8 @@ static hippo_status relocate_runs(hippo_device *dev, run *runs, uint32_t n,
     return HIPPO_SUCCESS;
   }
   if (st != HIPPO_SUCCESS) {
-    fail(rep, &first, runs[0].s, st, HIPPO_RELOCATION_STEP_FINISH, 0, 0);
+    fail(rep, fails, &first, runs[0].s, st, HIPPO_RELOCATION_STEP_FINISH, 0,
+         0);
     rep->outcome = HIPPO_RELOCATION_FAILED;
     return st;
   }
@@ -360,7 +378,7 @@ static hippo_status relocate_runs(hippo_device *dev, run *runs, uint32_t n,
     if (st != HIPPO_SUCCESS) {
       for (uint32_t i = 0; i < n; i++)
         if (runs[i].slices) {
-          fail(&runs[i].rep, &first, runs[i].s, st,
+          fail(&runs[i].rep, &runs[i].fails, &first, runs[i].s, st,
                HIPPO_RELOCATION_STEP_FINISH, runs[i].slices, runs[i].bytes);
           abort_stream(&runs[i], false);
         }
@@ -379,12 +397,12 @@ static hippo_status relocate_runs(hippo_device *dev, run *runs, uint32_t n,
       continue;
     }
     finish_stream(&runs[i], &first);
-    report_add(rep, &runs[i].rep);
+    report_add(rep, fails, &runs[i].rep, &runs[i].fails);
   }
   rep->outcome = outcome_of(rep);
   if (rep->failure_count) {
     hippo__error_restore(&first.text);
-    return hippo__error_wrap(first_status(rep),
+    return hippo__error_wrap(first.status,
                              "%s: %u relocation failures (slices that could "
                              "not move stayed where they were, their bytes "
                              "intact; relocation_report names each); the "
@@ -394,14 +412,36 @@ static hippo_status relocate_runs(hippo_device *dev, run *runs, uint32_t n,
   return HIPPO_SUCCESS;
 }
 
-/* Keep the reports: each stream's, and the device's last. */
+/* Keep the reports and their failures: each stream's, and the device's
+ * last (the runs' and *fails are emptied). */
 static void keep_reports(hippo_device *dev, run *runs, uint32_t n,
-                         const hippo_relocation_report *rep) {
-  for (uint32_t i = 0; i < n; i++)
-    runs[i].s->last_report = runs[i].rep;
+                         const hippo_relocation_report *rep,
+                         hippo__failures *fails) {
+  hippo__failures old;
+  for (uint32_t i = 0; i < n; i++) {
+    hippo_stream *s = runs[i].s;
+    s->last_report = runs[i].rep;
+    hippo__failures_free(&s->last_failures);
+    s->last_failures = runs[i].fails;
+    memset(&runs[i].fails, 0, sizeof runs[i].fails);
+  }
   hippo__mutex_take(&dev->natives_lock);
   dev->last_report = *rep;
+  old = dev->last_failures;
+  dev->last_failures = *fails;
   hippo__mutex_drop(&dev->natives_lock);
+  memset(fails, 0, sizeof *fails);
+  hippo__failures_free(&old);
+}
+
+/* The stream's last report says `outcome` (nothing planned, no
+ * failure). */
+static void report_nothing(hippo_stream *s, hippo_relocate_reason reason,
+                           uint32_t outcome) {
+  report_init(&s->last_report, reason);
+  s->last_report.streams = 1;
+  s->last_report.outcome = outcome;
+  s->last_failures.count = 0;
 }
 
 hippo_status hippo__relocate_locked(hippo_stream *s,
@@ -409,25 +449,21 @@ hippo_status hippo__relocate_locked(hippo_stream *s,
                                     hippo_relocation_report *report) {
   run *u;
   hippo_relocation_report rep;
+  hippo__failures fails = {NULL, 0, 0};
   hippo_status st;
   if (reason == HIPPO_RELOCATE_WANTED &&
       hippo__relocation_need_locked(s) == HIPPO_NEED_NOTHING) {
     /* the common answer, in O(1): the stream's report says so, the
      * device's keeps the last relocation that looked at pages */
-    if (s->last_report.outcome != HIPPO_RELOCATION_NOT_WANTED) {
-      report_init(&s->last_report, reason);
-      s->last_report.streams = 1;
-      s->last_report.outcome = HIPPO_RELOCATION_NOT_WANTED;
-    }
+    if (s->last_report.outcome != HIPPO_RELOCATION_NOT_WANTED)
+      report_nothing(s, reason, HIPPO_RELOCATION_NOT_WANTED);
     if (report)
       *report = s->last_report;
     return HIPPO_SUCCESS;
   }
   if (reason != HIPPO_RELOCATE_WANTED && !has_work(s, reason)) {
     /* nothing outdated: no plan to make (the out-of-memory path asks) */
-    report_init(&s->last_report, reason);
-    s->last_report.streams = 1;
-    s->last_report.outcome = HIPPO_RELOCATION_NOTHING_TO_MOVE;
+    report_nothing(s, reason, HIPPO_RELOCATION_NOTHING_TO_MOVE);
     if (report)
       *report = s->last_report;
     return HIPPO_SUCCESS;
@@ -437,8 +473,8 @@ hippo_status hippo__relocate_locked(hippo_stream *s,
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "relocate: host memory for a plan");
   u->s = s;
-  st = relocate_runs(s->device, u, 1, reason, &rep, "relocate");
-  keep_reports(s->device, u, 1, &rep);
+  st = relocate_runs(s->device, u, 1, reason, &rep, &fails, "relocate");
+  keep_reports(s->device, u, 1, &rep, &fails);
   if (report)
     *report = rep;
   free(u);
@@ -453,6 +489,7 @@ static hippo_status relocate_all_locked(hippo_device *dev,
   uint32_t n = dev->stream_count;
   run *runs = calloc(n ? n : 1, sizeof *runs);
   hippo_relocation_report rep;
+  hippo__failures fails = {NULL, 0, 0};
   hippo_status st;
   if (!runs)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
@@ -460,8 +497,8 @@ static hippo_status relocate_all_locked(hippo_device *dev,
                             call, n);
   for (uint32_t i = 0; i < n; i++)
     runs[i].s = dev->streams[i];
-  st = relocate_runs(dev, runs, n, reason, &rep, call);
-  keep_reports(dev, runs, n, &rep);
+  st = relocate_runs(dev, runs, n, reason, &rep, &fails, call);
+  keep_reports(dev, runs, n, &rep, &fails);
   if (report)
     *report = rep;
   free(runs);
@@ -534,6 +571,41 @@ hippo_status hippo__relocation_report(hippo_device *dev, hippo_stream *s,
   }
   out->struct_size = sizeof *out;
   return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__relocation_failure(hippo_device *dev, hippo_stream *s,
+                                       uint32_t index,
+                                       hippo_relocation_failure *out) {
+  hippo_status st = HIPPO_SUCCESS;
+  const hippo_relocation_report *rep;
+  const hippo__failures *f;
+  if (s) {
+    hippo__lock_take(&s->lock);
+    rep = &s->last_report;
+    f = &s->last_failures;
+  } else {
+    hippo__mutex_take(&dev->natives_lock);
+    rep = &dev->last_report;
+    f = &dev->last_failures;
+  }
+  if (index >= rep->failure_count)
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "relocation_failure: index %u, but the last "
+                          "relocation %s had %u failures",
+                          index, s ? "of the stream" : "of the device",
+                          rep->failure_count);
+  else if (index >= f->count)
+    st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                          "relocation_failure: failure %u of %u found no "
+                          "host memory to be kept",
+                          index, rep->failure_count);
+  else
+    *out = f->v[index];
+  if (s)
+    hippo__lock_drop(&s->lock);
+  else
+    hippo__mutex_drop(&dev->natives_lock);
+  return st;
 }
 
 hippo_status hippo__relocation_need(hippo_stream *s,

@@ -88,5 +88,11 @@ hippo_status hippo__relocation_report(hippo_device *dev, hippo_stream *s,
                                       hippo_relocation_report *out);
 hippo_status hippo__relocation_need(hippo_stream *s,
                                     hippo_relocation_need *need);
+/* Failure `index` of the last report of `s` (NULL: the device's). */
+hippo_status hippo__relocation_failure(hippo_device *dev, hippo_stream *s,
+                                       uint32_t index,
+                                       hippo_relocation_failure *out);
+/* Frees a failure list. */
+void hippo__failures_free(hippo__failures *f);
 
 #endif /* HIPPO_RELOCATION_H */

@@ -18,39 +18,57 @@
 START_TEST(test_negotiate_equal) {
   hippo_plugin_entry_fn entry = tu_entry();
   const hippo_api *api = NULL;
-  uint32_t v = 1;
+  uint32_t v = HIPPO_ABI_VERSION;
+  ck_assert_uint_eq(HIPPO_ABI_VERSION, HIPPO_ABI_MAKE(1, 0));
+  ck_assert_uint_eq(HIPPO_ABI_VERSION, 0x10000);
   ck_assert_int_eq(entry(&v, &api), HIPPO_SUCCESS);
-  ck_assert_uint_eq(v, 1);
+  ck_assert_uint_eq(v, HIPPO_ABI_MAKE(1, 0));
   ck_assert_ptr_nonnull(api);
-  ck_assert_uint_eq(api->abi_version, 1);
+  ck_assert_uint_eq(api->abi_version, HIPPO_ABI_MAKE(1, 0));
   ck_assert_uint_eq(api->struct_size, sizeof(hippo_api));
 }
 END_TEST
 
+/* A caller of a newer 1.x gets 1.0 (and finds the slots it may call by
+ * size, HIPPO_API_HAS). */
 START_TEST(test_negotiate_newer_loader) {
   hippo_plugin_entry_fn entry = tu_entry();
   const hippo_api *api = NULL;
-  const uint32_t asks[] = {2, 7, UINT32_MAX};
+  const uint32_t asks[] = {HIPPO_ABI_MAKE(1, 1), HIPPO_ABI_MAKE(1, 7),
+                           HIPPO_ABI_MAKE(1, 0xffff)};
   for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
     uint32_t v = asks[i];
     api = NULL;
     ck_assert_int_eq(entry(&v, &api), HIPPO_SUCCESS);
-    ck_assert_uint_eq(v, 1);
+    ck_assert_uint_eq(v, HIPPO_ABI_MAKE(1, 0));
     ck_assert_ptr_nonnull(api);
-    ck_assert_uint_eq(api->abi_version, 1);
+    ck_assert_uint_eq(api->abi_version, HIPPO_ABI_MAKE(1, 0));
   }
 }
 END_TEST
 
+/* 0, the tables before 1.0 (plain 1, 2, ...: their layout differs) and
+ * another major version are refused, and the plugin says what it
+ * serves. */
 START_TEST(test_negotiate_zero) {
   hippo_plugin_entry_fn entry = tu_entry();
-  const hippo_api *api = NULL;
   const hippo_api *tab = tu_api();
-  uint32_t v = 0;
-  ck_assert_int_eq(entry(&v, &api), HIPPO_INCOMPATIBLE_ABI);
-  ck_assert_ptr_null(api); /* no table for a version it does not serve */
-  ck_assert_uint_eq(v, 1); /* it says what it serves */
-  CK_ERROR_HAS(tab, "version 0");
+  const uint32_t asks[] = {0, 1, 2, 0xffff, HIPPO_ABI_MAKE(2, 0),
+                           HIPPO_ABI_MAKE(0, 9), UINT32_MAX};
+  for (size_t i = 0; i < sizeof asks / sizeof asks[0]; i++) {
+    const hippo_api *api = NULL;
+    uint32_t v = asks[i];
+    ck_assert_int_eq(entry(&v, &api), HIPPO_INCOMPATIBLE_ABI);
+    ck_assert_ptr_null(api); /* no table for a version it does not serve */
+    ck_assert_uint_eq(v, HIPPO_ABI_MAKE(1, 0)); /* what it serves */
+    CK_ERROR_HAS(tab, "serves 1.0 to 1.0");
+  }
+  {
+    const hippo_api *api = NULL;
+    uint32_t v = 1;
+    ck_assert_int_eq(entry(&v, &api), HIPPO_INCOMPATIBLE_ABI);
+    CK_ERROR_HAS(tab, "version 0.1");
+  }
 }
 END_TEST
 
@@ -69,9 +87,16 @@ END_TEST
 
 START_TEST(test_table) {
   const hippo_api *api = tu_api();
+  const hippo_emu_api *emu = NULL;
   ck_assert_uint_eq(api->struct_size, sizeof(hippo_api));
-  ck_assert_uint_eq(api->abi_version, 1);
-  /* Every v1 slot is filled. */
+  ck_assert_uint_eq(api->abi_version, HIPPO_ABI_MAKE(1, 0));
+  /* the size comes first, as in every struct; the 1.0 table ends with
+   * emulation */
+  ck_assert_uint_eq(offsetof(hippo_api, struct_size), 0);
+  ck_assert(HIPPO_API_HAS(api, emulation));
+  ck_assert_uint_eq(sizeof(hippo_api),
+                    offsetof(hippo_api, emulation) + sizeof api->emulation);
+  /* Every slot is filled, of both tables. */
   {
     const unsigned char *at = (const unsigned char *)api;
     size_t first = offsetof(hippo_api, status_string);
@@ -81,6 +106,43 @@ START_TEST(test_table) {
       ck_assert_msg(slot != NULL, "hippo_api slot at offset %zu is NULL", off);
     }
   }
+  CK_STATUS(api, api->emulation(NULL), HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "emu must not be NULL");
+  CK_OK(api, api->emulation(&emu));
+  ck_assert_ptr_nonnull(emu);
+  ck_assert_uint_eq(emu->struct_size, sizeof(hippo_emu_api));
+  {
+    const unsigned char *at = (const unsigned char *)emu;
+    size_t first = offsetof(hippo_emu_api, stream_create);
+    for (size_t off = first; off < sizeof(hippo_emu_api);
+         off += sizeof(void *)) {
+      void *slot;
+      memcpy(&slot, at + off, sizeof slot);
+      ck_assert_msg(slot != NULL, "hippo_emu_api slot at offset %zu is NULL",
+                    off);
+    }
+  }
+}
+END_TEST
+
+/* HIPPO_HAS and HIPPO_API_HAS read a size: a field or slot past it is not
+ * there. */
+START_TEST(test_has_macros) {
+  hippo_api small;
+  hippo_usage u;
+  memset(&small, 0, sizeof small);
+  small.struct_size = (uint32_t)offsetof(hippo_api, relocate_with);
+  ck_assert(HIPPO_API_HAS(&small, relocate_device));
+  ck_assert(!HIPPO_API_HAS(&small, relocate_with));
+  ck_assert(!HIPPO_API_HAS(&small, emulation));
+  small.struct_size = sizeof small;
+  ck_assert(HIPPO_API_HAS(&small, emulation));
+  TU_SIZED(u);
+  u.struct_size = (uint32_t)offsetof(hippo_usage, relocations);
+  ck_assert(HIPPO_HAS(hippo_usage, &u, pages));
+  ck_assert(!HIPPO_HAS(hippo_usage, &u, relocations));
+  u.struct_size += 4; /* half a field is no field */
+  ck_assert(!HIPPO_HAS(hippo_usage, &u, relocations));
 }
 END_TEST
 
@@ -222,8 +284,8 @@ START_TEST(test_two_copies) {
   }
   CK_OK(a, a->stream_detach(sa));
   CK_OK(b, b->stream_detach(sb));
-  CK_OK(a, a->emu_stream_destroy(da, na));
-  CK_OK(b, b->emu_stream_destroy(db, nb));
+  CK_OK(a, tu_emu(a)->stream_destroy(da, na));
+  CK_OK(b, tu_emu(b)->stream_destroy(db, nb));
   CK_OK(a, a->device_close(da));
   CK_OK(b, b->device_close(db));
   dlclose(la);
@@ -494,8 +556,8 @@ START_TEST(test_pool_options_newer) {
   CK_OK(api, api->pools_install(dev, &l, NULL));
   s = tu_attach(api, dev, &native);
   /* The stride was honoured: pool 2 has the second pool's options. */
-  ck_assert_uint_eq(tu_report(api, s, 2).options.page_size, 2 * TU_MiB);
-  ck_assert_uint_eq(tu_report(api, s, 2).options.max_slice_size,
+  ck_assert_uint_eq(tu_options(api, s, 2).page_size, 2 * TU_MiB);
+  ck_assert_uint_eq(tu_options(api, s, 2).max_slice_size,
                     512 * TU_KiB);
   tu_detach(api, dev, s, native);
   pools[1].future = 1; /* a field this plugin does not know */
@@ -558,25 +620,32 @@ START_TEST(test_output_smaller) {
     ck_assert_uint_eq(i.streams, 1);
     assert_canary(&i, size, sizeof i, "device_info");
   }
-  /* pool_report: up to kind, then up to pages */
+  /* pool_report: up to kind, then up to pages; its options up to
+   * page_size */
   {
     hippo_pool_report r;
-    uint32_t size = (uint32_t)offsetof(hippo_pool_report, options);
+    hippo_pool_options o;
+    uint32_t size = (uint32_t)offsetof(hippo_pool_report, pages);
     memset(&r, CANARY, sizeof r);
     r.struct_size = size;
-    CK_OK(api, api->pool_report(s, 1, &r));
+    CK_OK(api, api->pool_report(s, 1, &r, NULL));
     ck_assert_uint_eq(r.struct_size, size);
     ck_assert_uint_eq(r.kind, HIPPO_POOL_SLICED);
     assert_canary(&r, size, sizeof r, "pool_report");
     size = (uint32_t)offsetof(hippo_pool_report, peak_pages);
     memset(&r, CANARY, sizeof r);
     r.struct_size = size;
-    CK_OK(api, api->pool_report(s, 1, &r));
+    memset(&o, CANARY, sizeof o);
+    o.struct_size = (uint32_t)offsetof(hippo_pool_options, max_slice_size);
+    CK_OK(api, api->pool_report(s, 1, &r, &o));
     ck_assert_uint_eq(r.struct_size, size);
-    ck_assert_uint_eq(r.options.struct_size, sizeof(hippo_pool_options));
-    ck_assert_uint_eq(r.options.page_size, TU_MiB);
     ck_assert_uint_eq(r.pages, 1);
     assert_canary(&r, size, sizeof r, "pool_report");
+    ck_assert_uint_eq(o.struct_size,
+                      offsetof(hippo_pool_options, max_slice_size));
+    ck_assert_uint_eq(o.kind, HIPPO_POOL_SLICED);
+    ck_assert_uint_eq(o.page_size, TU_MiB);
+    assert_canary(&o, o.struct_size, sizeof o, "pool_report's options");
   }
   /* too small to hold even the prefix */
   {
@@ -655,20 +724,20 @@ START_TEST(test_bad_device) {
     CK_STATUS(api, api->cleanup(d, NULL), HIPPO_INVALID_ARGUMENT);
     CK_STATUS(api, api->usage(d, NULL, &u), HIPPO_INVALID_ARGUMENT);
     CK_STATUS(api, api->check(d), HIPPO_INVALID_ARGUMENT);
-    CK_STATUS(api, api->emu_stream_create(d, &native),
+    CK_STATUS(api, tu_emu(api)->stream_create(d, &native),
               HIPPO_INVALID_ARGUMENT);
     ck_assert_ptr_null(native);
-    CK_STATUS(api, api->emu_stream_destroy(d, NULL), HIPPO_INVALID_ARGUMENT);
-    CK_STATUS(api, api->emu_capture_begin(d, NULL, &id),
+    CK_STATUS(api, tu_emu(api)->stream_destroy(d, NULL), HIPPO_INVALID_ARGUMENT);
+    CK_STATUS(api, tu_emu(api)->capture_begin(d, NULL, &id),
               HIPPO_INVALID_ARGUMENT);
-    CK_STATUS(api, api->emu_capture_end(d, NULL), HIPPO_INVALID_ARGUMENT);
+    CK_STATUS(api, tu_emu(api)->capture_end(d, NULL), HIPPO_INVALID_ARGUMENT);
     CK_STATUS(api,
-              api->emu_inject_fault(d, HIPPO_CALL_ALLOC, 1,
+              tu_emu(api)->inject_fault(d, HIPPO_CALL_ALLOC, 1,
                                     HIPPO_OUT_OF_MEMORY),
               HIPPO_INVALID_ARGUMENT);
-    CK_STATUS(api, api->emu_read(d, buf, buf, 1), HIPPO_INVALID_ARGUMENT);
-    CK_STATUS(api, api->emu_write(d, buf, buf, 1), HIPPO_INVALID_ARGUMENT);
-    CK_STATUS(api, api->emu_counters(d, &c), HIPPO_INVALID_ARGUMENT);
+    CK_STATUS(api, tu_emu(api)->read(d, buf, buf, 1), HIPPO_INVALID_ARGUMENT);
+    CK_STATUS(api, tu_emu(api)->write(d, buf, buf, 1), HIPPO_INVALID_ARGUMENT);
+    CK_STATUS(api, tu_emu(api)->counters(d, &c), HIPPO_INVALID_ARGUMENT);
   }
 }
 END_TEST
@@ -743,7 +812,7 @@ START_TEST(test_bad_stream) {
     CK_STATUS(api, api->persistent_begin(s), HIPPO_INVALID_ARGUMENT);
     CK_STATUS(api, api->persistent_end(s), HIPPO_INVALID_ARGUMENT);
     CK_STATUS(api, api->stream_detach(s), HIPPO_INVALID_ARGUMENT);
-    CK_STATUS(api, api->pool_report(s, 0, &r), HIPPO_INVALID_ARGUMENT);
+    CK_STATUS(api, api->pool_report(s, 0, &r, NULL), HIPPO_INVALID_ARGUMENT);
     if (s) { /* NULL means "the device" for usage and cleanup */
       CK_STATUS(api, api->usage(dev, s, &u), HIPPO_INVALID_ARGUMENT);
       CK_STATUS(api, api->cleanup(dev, s), HIPPO_INVALID_ARGUMENT);
@@ -775,18 +844,18 @@ START_TEST(test_bad_arguments) {
   CK_STATUS(api, api->stream_attach(dev, NULL, NULL), HIPPO_INVALID_ARGUMENT);
   CK_STATUS(api, api->usage(dev, s, NULL), HIPPO_INVALID_ARGUMENT);
   CK_STATUS(api, api->device_info(dev, NULL), HIPPO_INVALID_ARGUMENT);
-  CK_STATUS(api, api->pool_report(s, 0, NULL), HIPPO_INVALID_ARGUMENT);
+  CK_STATUS(api, api->pool_report(s, 0, NULL, NULL), HIPPO_INVALID_ARGUMENT);
   CK_STATUS(api, api->pools_install(dev, NULL, NULL), HIPPO_INVALID_ARGUMENT);
-  CK_STATUS(api, api->emu_counters(dev, NULL), HIPPO_INVALID_ARGUMENT);
+  CK_STATUS(api, tu_emu(api)->counters(dev, NULL), HIPPO_INVALID_ARGUMENT);
   {
     hippo_pool_report r = {.struct_size = sizeof r};
     /* the default preset (ADAPTIVE): small, arena, tail, persistent */
     uint32_t n = tu_usage(api, dev, s).pool_count;
     ck_assert_uint_eq(n, 4);
-    CK_OK(api, api->pool_report(s, n - 1, &r));
-    CK_STATUS(api, api->pool_report(s, n, &r), HIPPO_INVALID_ARGUMENT);
+    CK_OK(api, api->pool_report(s, n - 1, &r, NULL));
+    CK_STATUS(api, api->pool_report(s, n, &r, NULL), HIPPO_INVALID_ARGUMENT);
     CK_ERROR_HAS(api, "pool index 4");
-    CK_STATUS(api, api->pool_report(s, UINT32_MAX, &r),
+    CK_STATUS(api, api->pool_report(s, UINT32_MAX, &r, NULL),
               HIPPO_INVALID_ARGUMENT);
   }
   /* a stream of another device */
@@ -852,6 +921,7 @@ static Suite *abi_suite(void) {
   tcase_add_test(tc, test_negotiate_zero);
   tcase_add_test(tc, test_negotiate_null);
   tcase_add_test(tc, test_table);
+  tcase_add_test(tc, test_has_macros);
   suite_add_tcase(s, tc);
   tc = tcase_create("load");
   tcase_add_test(tc, test_load_missing_file);

@@ -55,7 +55,7 @@ expect_rows "W summary" "^\| W \| (0|64|1024) slices waiting on one user's queue
 cp "$HIPPO_PLUGIN" "$tmp/versus.so"
 bench --quick --versus "$tmp/versus.so"
 expect_status "V" 0
-expect_rows "V" "^hippo-bench: versus $tmp/versus.so \(ABI v1\)$" 1
+expect_rows "V" "^hippo-bench: versus $tmp/versus.so \(ABI 1.0\)$" 1
 expect_rows "V" "^## V: " 1
 expect_rows "V" "^(uniform|log2) p=0\.[56] +$num +$num +$num +$num +[0-9]+\.[0-9]{3}$" 4
 expect_rows "V alone" "^## A: " 0

@@ -307,7 +307,7 @@ START_TEST(test_fault_alloc_oom_retried) {
   stream_pair a = attach(api, dev);
   hippo_handle h[5];
   hippo_emu_counters c;
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_ALLOC, 2,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_ALLOC, 2,
                                    HIPPO_OUT_OF_MEMORY));
   for (int i = 0; i < 4; i++) /* four slices of 256 KiB fill page 1 */
     h[i] = tu_reserve(api, a.s, 256 * TU_KiB);
@@ -407,7 +407,7 @@ START_TEST(test_fault_alloc_backend_error) {
   }
   before = tu_usage(api, dev, a.s);
   c0 = tu_counters(api, dev);
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_ALLOC, 1,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_ALLOC, 1,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->reserve(a.s, 1000, HIPPO_MODE_AUTO, &failed),
             HIPPO_BACKEND_ERROR);
@@ -445,7 +445,7 @@ START_TEST(test_fault_free) {
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 2 * TU_MiB);
   /* the first free (stream a's page) fails; b's page still goes back */
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_FREE, 1,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->cleanup(dev, NULL), HIPPO_BACKEND_ERROR);
   CK_ERROR_HAS(api, "injected fault");
@@ -615,8 +615,8 @@ START_TEST(test_usage_exact) {
 
   r = tu_report(api, a.s, 1);
   ck_assert_uint_eq(r.kind, HIPPO_POOL_SLICED);
-  ck_assert_uint_eq(r.options.page_size, TU_MiB);
-  ck_assert_uint_eq(r.options.max_slice_size, 256 * TU_KiB);
+  ck_assert_uint_eq(tu_options(api, a.s, 1).page_size, TU_MiB);
+  ck_assert_uint_eq(tu_options(api, a.s, 1).max_slice_size, 256 * TU_KiB);
   ck_assert_uint_eq(r.pages, 1);
   ck_assert_uint_eq(r.peak_pages, 1);
   ck_assert_uint_eq(r.allocations, 3); /* the zero-size one is in no pool */
@@ -821,7 +821,7 @@ START_TEST(test_install) {
   CK_ERROR_HAS(api, "4500");
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_info(api, dev).pool_count, 1);
-  ck_assert_uint_eq(tu_report(api, a.s, 1).options.page_size, TU_MiB);
+  ck_assert_uint_eq(tu_options(api, a.s, 1).page_size, TU_MiB);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).allocations, 4);
   CK_OK(api, api->release(a.s, d1));
   CK_OK(api, api->release(a.s, d2));
@@ -850,8 +850,8 @@ START_TEST(test_install) {
     ck_assert_uint_eq(u.pool_count, 3);
     ck_assert_uint_eq(u.allocations, 1);
     ck_assert_uint_eq(u.bytes_in_use, 700);
-    ck_assert_uint_eq(tu_report(api, a.s, 1).options.page_size, 2 * TU_MiB);
-    ck_assert_uint_eq(tu_report(api, b.s, 2).options.page_size, 8 * TU_MiB);
+    ck_assert_uint_eq(tu_options(api, a.s, 1).page_size, 2 * TU_MiB);
+    ck_assert_uint_eq(tu_options(api, b.s, 2).page_size, 8 * TU_MiB);
   }
   /* the new layout routes */
   d1 = tu_reserve(api, a.s, TU_MiB);
@@ -1054,7 +1054,7 @@ START_TEST(test_cleanup_during_capture) {
   hippo_handle h = tu_reserve(api, b.s, 1000);
   uint64_t id = 0;
   CK_OK(api, api->release(b.s, h)); /* b holds an empty page */
-  CK_OK(api, api->emu_capture_begin(dev, a.native, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, a.native, &id));
   ck_assert_uint_ne(id, 0);
   CK_STATUS(api, api->cleanup(dev, NULL), HIPPO_GRAPH_RECORDING);
   CK_ERROR_HAS(api, "capturing");
@@ -1071,7 +1071,7 @@ START_TEST(test_cleanup_during_capture) {
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, TU_MiB);
-  CK_OK(api, api->emu_capture_end(dev, a.native));
+  CK_OK(api, tu_emu(api)->capture_end(dev, a.native));
   CK_OK(api, api->cleanup(dev, NULL));
   CK_CHECK(api, dev);
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 0);
@@ -1098,7 +1098,7 @@ START_TEST(test_busy) {
   ck_assert_uint_eq(info.streams, 2);
   CK_STATUS(api, api->device_close(dev), HIPPO_BUSY);
   CK_ERROR_HAS(api, "attached");
-  CK_STATUS(api, api->emu_stream_destroy(dev, a.native), HIPPO_BUSY);
+  CK_STATUS(api, tu_emu(api)->stream_destroy(dev, a.native), HIPPO_BUSY);
   CK_CHECK(api, dev);
   CK_OK(api, api->stream_detach(dflt));
   CK_STATUS(api, api->device_close(dev), HIPPO_BUSY);
@@ -1132,9 +1132,9 @@ START_TEST(test_attach_unknown_native) {
   hippo_device *dev2 = tu_open(api, backends[_i], 64 * TU_MiB, NULL);
   void *n2 = NULL, *gone = NULL;
   hippo_stream *s = NULL;
-  CK_OK(api, api->emu_stream_create(dev2, &n2));
-  CK_OK(api, api->emu_stream_create(dev, &gone));
-  CK_OK(api, api->emu_stream_destroy(dev, gone));
+  CK_OK(api, tu_emu(api)->stream_create(dev2, &n2));
+  CK_OK(api, tu_emu(api)->stream_create(dev, &gone));
+  CK_OK(api, tu_emu(api)->stream_destroy(dev, gone));
   CK_STATUS(api, api->stream_attach(dev, n2, &s), HIPPO_INVALID_ARGUMENT);
   CK_STATUS(api, api->stream_attach(dev, (void *)&fake_native, &s),
             HIPPO_INVALID_ARGUMENT);
@@ -1142,7 +1142,7 @@ START_TEST(test_attach_unknown_native) {
   ck_assert_ptr_null(s);
   CK_OK(api, api->cleanup(dev, NULL));
   CK_CHECK(api, dev);
-  CK_OK(api, api->emu_stream_destroy(dev2, n2));
+  CK_OK(api, tu_emu(api)->stream_destroy(dev2, n2));
   CK_OK(api, api->device_close(dev));
   CK_OK(api, api->device_close(dev2));
 }
@@ -1166,7 +1166,7 @@ START_TEST(test_capture_guard_oom_retry) {
   dev = tu_open(api, backends[_i], 2 * TU_MiB + 512 * TU_KiB, &l.layout);
   a = attach(api, dev);
   b = attach(api, dev);
-  CK_OK(api, api->emu_capture_begin(dev, b.native, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, b.native, &id));
   small = tu_reserve(api, a.s, 64 * TU_KiB);
   CK_OK(api, api->release(a.s, small));
   c0 = tu_counters(api, dev);
@@ -1180,7 +1180,7 @@ START_TEST(test_capture_guard_oom_retry) {
                 "a page was freed while the stream captured");
   ck_assert_uint_eq(c1.pages_held, 1);
   CK_CHECK(api, dev);
-  CK_OK(api, api->emu_capture_end(dev, b.native));
+  CK_OK(api, tu_emu(api)->capture_end(dev, b.native));
   big = tu_reserve(api, a.s, 512 * TU_KiB); /* now the retry may free */
   CK_OK(api, api->release(a.s, big));
   CK_CHECK(api, dev);
@@ -1256,7 +1256,7 @@ START_TEST(test_capture_tick_backoff) {
   b = attach(api, dev);
   CK_OK(api, api->capture_announce(a.s, HIPPO_CAPTURE_QUERY));
   CK_OK(api, api->capture_announce(b.s, HIPPO_CAPTURE_QUERY));
-  CK_OK(api, api->emu_capture_begin(dev, b.native, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, b.native, &id));
   h = tu_reserve(api, a.s, 1000);
   CK_OK(api, api->release(a.s, h)); /* due two reservations later */
   q0 = tu_counters(api, dev).calls[HIPPO_CALL_CAPTURE_QUERY];
@@ -1274,7 +1274,7 @@ START_TEST(test_capture_tick_backoff) {
                 "reservations", (unsigned long long)(q1 - q0));
   ck_assert_uint_gt(q1 - q0, 10000);
   ck_assert_uint_gt(q1 - q0, 0);
-  CK_OK(api, api->emu_capture_end(dev, b.native));
+  CK_OK(api, tu_emu(api)->capture_end(dev, b.native));
   for (i = 0; i < 1025 && tu_counters(api, dev).pages_held != 0; i++) {
     z = tu_reserve(api, a.s, 0);
     CK_OK(api, api->release(a.s, z));
@@ -1299,7 +1299,7 @@ START_TEST(test_capture_guard_tick) {
   dev = tu_open(api, backends[_i], 64 * TU_MiB, &l.layout);
   a = attach(api, dev);
   b = attach(api, dev);
-  CK_OK(api, api->emu_capture_begin(dev, b.native, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, b.native, &id));
   h = tu_reserve(api, a.s, 1000);
   CK_OK(api, api->release(a.s, h)); /* the page is empty from clock 1 */
   for (int i = 0; i < 4; i++) {
@@ -1310,7 +1310,7 @@ START_TEST(test_capture_guard_tick) {
   ck_assert_msg(tu_counters(api, dev).calls[HIPPO_CALL_FREE] == 0,
                 "periodic deallocation freed a page during a capture");
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
-  CK_OK(api, api->emu_capture_end(dev, b.native));
+  CK_OK(api, tu_emu(api)->capture_end(dev, b.native));
   for (int i = 0; i < 4; i++) {
     z = tu_reserve(api, a.s, 0);
     CK_OK(api, api->release(a.s, z));
@@ -1364,7 +1364,7 @@ START_TEST(test_detach_free_fails) {
   hippo_device *dev = open_1m(api, backends[_i]);
   stream_pair a = attach(api, dev);
   hippo_handle h = tu_reserve(api, a.s, 1000);
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_FREE, 1,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->stream_detach(a.s), HIPPO_BACKEND_ERROR);
   CK_ERROR_HAS(api, "stays attached");
@@ -1385,13 +1385,13 @@ START_TEST(test_detach_while_capturing) {
   stream_pair a = attach(api, dev), b = attach(api, dev);
   uint64_t id = 0;
   tu_reserve(api, b.s, 1000);
-  CK_OK(api, api->emu_capture_begin(dev, a.native, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, a.native, &id));
   CK_STATUS(api, api->stream_detach(b.s), HIPPO_GRAPH_RECORDING);
   CK_STATUS(api, api->stream_detach(a.s), HIPPO_GRAPH_RECORDING);
   ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], 0);
   ck_assert_uint_eq(tu_usage(api, dev, b.s).allocations, 1);
   CK_CHECK(api, dev);
-  CK_OK(api, api->emu_capture_end(dev, a.native));
+  CK_OK(api, tu_emu(api)->capture_end(dev, a.native));
   CLOSE(api, dev, a, b);
 }
 END_TEST
@@ -1405,7 +1405,7 @@ START_TEST(test_install_free_fails) {
   stream_pair a = attach(api, dev);
   tu_layout l;
   CK_OK(api, api->release(a.s, tu_reserve(api, a.s, 1000)));
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_FREE, 1,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_FREE, 1,
                                    HIPPO_BACKEND_ERROR));
   /* the pages leave the old pools under the locks and are freed after
    * them: a free that fails keeps that page held by its stream (counted),
@@ -1530,8 +1530,8 @@ START_TEST(test_attach_backend_failure) {
   hippo_device *dev = open_1m(api, backends[_i]);
   hippo_stream *s = NULL;
   void *n = NULL;
-  CK_OK(api, api->emu_stream_create(dev, &n));
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_CAPTURE_QUERY, 1,
+  CK_OK(api, tu_emu(api)->stream_create(dev, &n));
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_CAPTURE_QUERY, 1,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->stream_attach(dev, n, &s), HIPPO_BACKEND_ERROR);
   CK_ERROR_HAS(api, "injected");
@@ -1539,7 +1539,7 @@ START_TEST(test_attach_backend_failure) {
   ck_assert_uint_eq(tu_info(api, dev).streams, 0);
   CK_OK(api, api->stream_attach(dev, n, &s)); /* the retry works */
   CK_OK(api, api->stream_detach(s));
-  CK_OK(api, api->emu_stream_destroy(dev, n));
+  CK_OK(api, tu_emu(api)->stream_destroy(dev, n));
   CK_OK(api, api->device_close(dev));
 }
 END_TEST
@@ -1553,13 +1553,13 @@ START_TEST(test_handle_of_detached_stream) {
   hippo_handle ha = tu_reserve(api, a.s, 1000), hb;
   void *n = NULL;
   detach(api, dev, a);
-  CK_OK(api, api->emu_stream_create(dev, &n));
+  CK_OK(api, tu_emu(api)->stream_create(dev, &n));
   for (int i = 0; i < 4095; i++) {
     hippo_stream *s = NULL;
     CK_OK(api, api->stream_attach(dev, n, &s));
     CK_OK(api, api->stream_detach(s));
   }
-  CK_OK(api, api->emu_stream_destroy(dev, n));
+  CK_OK(api, tu_emu(api)->stream_destroy(dev, n));
   b = attach(api, dev);
   hb = tu_reserve(api, b.s, 2048);
   ck_assert_uint_ne(ha, hb);
@@ -1578,13 +1578,13 @@ START_TEST(test_foreign_handle_after_many_streams) {
   stream_pair a = attach(api, dev), b;
   hippo_handle ha = tu_reserve(api, a.s, 1000), hb;
   void *n = NULL;
-  CK_OK(api, api->emu_stream_create(dev, &n));
+  CK_OK(api, tu_emu(api)->stream_create(dev, &n));
   for (int i = 0; i < 4095; i++) {
     hippo_stream *s = NULL;
     CK_OK(api, api->stream_attach(dev, n, &s));
     CK_OK(api, api->stream_detach(s));
   }
-  CK_OK(api, api->emu_stream_destroy(dev, n));
+  CK_OK(api, tu_emu(api)->stream_destroy(dev, n));
   b = attach(api, dev);
   hb = tu_reserve(api, b.s, 1000);
   ck_assert_msg(ha != hb, "two live streams handed out the same handle %#llx",

@@ -438,7 +438,7 @@ START_TEST(test_relocation_readback) {
     ck_assert_uint_eq(tu_report(api, s[i], POOL_ARENA).current_page_size,
                       9 * MiB);
     ck_assert_uint_eq(tu_report(api, s[i], POOL_ARENA).outdated_pages, 1);
-    CK_OK(api, api->emu_copy(dev, n[i], ptr_of(tu_addr(api, s[i], h[i][0])),
+    CK_OK(api, tu_emu(api)->copy(dev, n[i], ptr_of(tu_addr(api, s[i], h[i][0])),
                              ptr_of(tu_addr(api, s[i], staging[i])),
                              size[0]));
     for (int k = 0; k < R_SLICES; k++)

@@ -54,7 +54,7 @@ START_TEST(test_released_not_reused) {
   warm = tu_reserve(api, s, 64 * KiB); /* the warm-up takes the page */
   CK_OK(api, api->release(s, warm));
   allocs = tu_counters(api, dev).calls[HIPPO_CALL_ALLOC];
-  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, n, &id));
   h1 = tu_reserve(api, s, 64 * KiB); /* from room held */
   a1 = tu_addr(api, s, h1);
   for (int i = 0; i < 10000; i++) /* a capture loop resolving it again */
@@ -76,7 +76,7 @@ START_TEST(test_released_not_reused) {
   ck_assert_uint_eq(guarded(api, dev, NULL), 64 * KiB);
   ck_assert_uint_eq(holds(api, dev, s), 1);
   CK_CHECK(api, dev);
-  CK_OK(api, api->emu_capture_end(dev, n));
+  CK_OK(api, tu_emu(api)->capture_end(dev, n));
   /* after the capture, before retire: the guarded bytes stay out of use,
    * on this stream and (their page never goes back) on any other */
   h2 = tu_reserve(api, s, 64 * KiB);
@@ -129,7 +129,7 @@ START_TEST(test_capture_needs_page) {
 
   for (int i = 0; i < 3; i++) /* 768 KiB of the 1 MiB page */
     h[i] = tu_reserve(api, a, 256 * KiB);
-  CK_OK(api, api->emu_capture_begin(dev, na, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, na, &id));
   allocs = tu_counters(api, dev).calls[HIPPO_CALL_ALLOC];
   before = tu_usage(api, dev, a);
   x = tu_reserve(api, a, 256 * KiB); /* the page's last 256 KiB */
@@ -147,17 +147,17 @@ START_TEST(test_capture_needs_page) {
   ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC],
                     allocs + 1);
   CK_CHECK(api, dev);
-  CK_OK(api, api->emu_capture_end(dev, na));
+  CK_OK(api, tu_emu(api)->capture_end(dev, na));
   {
     /* failed reservations guard nothing: a capture that only failed has
      * nothing to retire (found by the fuzz driver) */
     void *nc;
     hippo_stream *c = tu_attach(api, dev, &nc);
     uint64_t idc;
-    CK_OK(api, api->emu_capture_begin(dev, nc, &idc));
+    CK_OK(api, tu_emu(api)->capture_begin(dev, nc, &idc));
     CK_STATUS(api, api->reserve(c, 4096, HIPPO_MODE_AUTO, &y),
               HIPPO_GRAPH_NEEDS_PAGE);
-    CK_OK(api, api->emu_capture_end(dev, nc));
+    CK_OK(api, tu_emu(api)->capture_end(dev, nc));
     CK_STATUS(api, api->graph_retire(dev, idc), HIPPO_INVALID_ARGUMENT);
     CK_ERROR_HAS(api, "guarded nothing");
     tu_detach(api, dev, c, nc);
@@ -191,7 +191,7 @@ START_TEST(test_zero_frees_while_recording) {
   a = tu_attach(api, dev, &na);
   b = tu_attach(api, dev, &nb);
   h = tu_reserve(api, a, 4096);
-  CK_OK(api, api->emu_capture_begin(dev, nb, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id));
   frees = tu_counters(api, dev).calls[HIPPO_CALL_FREE];
   CK_OK(api, api->release(a, h)); /* the page empties, due at once */
   for (int i = 0; i < 8; i++) {
@@ -210,7 +210,7 @@ START_TEST(test_zero_frees_while_recording) {
   ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], frees);
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
   CK_CHECK(api, dev);
-  CK_OK(api, api->emu_capture_end(dev, nb));
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
   /* the ticks backed off while the gate said no (1, 2, 4, ...
    * reservations): the page goes within 16 now */
   for (int i = 0; i < 16 && tu_counters(api, dev).pages_held; i++) {
@@ -249,10 +249,10 @@ START_TEST(test_resolved_not_moved) {
   tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, s, a), MiB, 9);
   big = tu_reserve(api, s, 8 * MiB); /* grows: a's page is outdated */
   old = tu_addr(api, s, a);
-  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, n, &id));
   CK_OK(api, api->resolve(s, a, &p, NULL)); /* the graph bakes it in */
   ck_assert_uint_eq((uint64_t)(uintptr_t)p, old);
-  CK_OK(api, api->emu_capture_end(dev, n));
+  CK_OK(api, tu_emu(api)->capture_end(dev, n));
   ck_assert_uint_eq(holds(api, dev, s), 1);
   ck_assert_uint_eq(guarded(api, dev, s), 0); /* held, still live */
   memset(&rep, 0, sizeof rep);
@@ -295,9 +295,9 @@ START_TEST(test_detach_retains) {
   tu_layout l;
   h = tu_reserve(api, a, 64 * KiB);
   (void)tu_reserve(api, a, 64 * KiB); /* live at detach: dropped */
-  CK_OK(api, api->emu_capture_begin(dev, na, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, na, &id));
   CK_OK(api, api->release(a, h)); /* guarded */
-  CK_OK(api, api->emu_capture_end(dev, na));
+  CK_OK(api, tu_emu(api)->capture_end(dev, na));
   CK_STATUS(api,
             api->pools_install(dev, tu_layout_sliced(&l, MiB, MiB), NULL),
             HIPPO_POOLS_IN_USE);
@@ -314,15 +314,15 @@ START_TEST(test_detach_retains) {
   ck_assert_uint_eq(guarded(api, dev, NULL), 0);
   CK_CHECK(api, dev);
   /* never retired: the page stays until device_close */
-  CK_OK(api, api->emu_capture_begin(dev, nb, &id2));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id2));
   k = tu_reserve(api, b, 0);
   CK_STATUS(api, api->reserve(b, 4096, HIPPO_MODE_AUTO, &k),
             HIPPO_GRAPH_NEEDS_PAGE);
-  CK_OK(api, api->emu_capture_end(dev, nb));
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
   k = tu_reserve(api, b, 4096);
-  CK_OK(api, api->emu_capture_begin(dev, nb, &id2));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id2));
   CK_OK(api, api->release(b, k));
-  CK_OK(api, api->emu_capture_end(dev, nb));
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
   tu_detach(api, dev, b, nb);
   ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
   CK_CHECK(api, dev);
@@ -349,7 +349,7 @@ START_TEST(test_page_pools_guard) {
   CK_OK(api, api->release(s, w));
   CK_OK(api, api->reserve(s, 8192, HIPPO_MODE_PERSISTENT, &w));
   CK_OK(api, api->release(s, w)); /* and a free persistent page */
-  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, n, &id));
   h = tu_reserve(api, s, MiB);
   a = tu_addr(api, s, h);
   CK_OK(api, api->release(s, h));
@@ -358,7 +358,7 @@ START_TEST(test_page_pools_guard) {
   CK_OK(api, api->release(s, w));
   ck_assert_uint_eq(guarded(api, dev, s), MiB + 8192);
   ck_assert_uint_eq(tu_report(api, s, 0).bytes_guarded, 8192);
-  CK_OK(api, api->emu_capture_end(dev, n));
+  CK_OK(api, tu_emu(api)->capture_end(dev, n));
   x = tu_reserve(api, s, MiB); /* a new page, not the guarded one */
   ck_assert_uint_ne(tu_addr(api, s, x), a);
   CK_OK(api, api->reserve(s, 8192, HIPPO_MODE_PERSISTENT, &y));
@@ -397,7 +397,7 @@ START_TEST(test_use_order) {
   CK_OK(api, api->record_use(a, x, b)); /* once per user */
   CK_OK(api, api->record_use(a, x, a)); /* the owner: nothing to do */
   /* b's work: a copy of x, queued, not run */
-  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+  CK_OK(api, tu_emu(api)->copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
                            (const void *)(uintptr_t)ax, 64 * KiB));
   CK_OK(api, api->release(a, x));
   u = tu_usage(api, dev, a);
@@ -408,7 +408,7 @@ START_TEST(test_use_order) {
   r1 = tu_reserve(api, a, 64 * KiB); /* before b's work ran: not x */
   ck_assert_uint_ne(tu_addr(api, a, r1), ax);
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
-  CK_OK(api, api->emu_stream_sync(dev, nb)); /* b's work runs */
+  CK_OK(api, tu_emu(api)->stream_sync(dev, nb)); /* b's work runs */
   r2 = tu_reserve(api, a, 64 * KiB); /* after: x again */
   ck_assert_uint_eq(tu_addr(api, a, r2), ax);
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
@@ -440,7 +440,7 @@ START_TEST(test_use_faults) {
   ax = tu_addr(api, a, x);
   q = tu_reserve(api, a, 64 * KiB); /* keeps the page from emptying */
   CK_OK(api, api->record_use(a, x, b));
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_EVENT, 1,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_EVENT, 1,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->release(a, x), HIPPO_BACKEND_ERROR);
   CK_ERROR_HAS(api, "record_use");
@@ -451,7 +451,7 @@ START_TEST(test_use_faults) {
   CK_OK(api, api->release(a, x));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
   /* the event is done (nothing queued on b): but the query fails */
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_EVENT, 1,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_EVENT, 1,
                                    HIPPO_BACKEND_ERROR));
   r = tu_reserve(api, a, 64 * KiB);
   ck_assert_uint_ne(tu_addr(api, a, r), ax);
@@ -489,7 +489,7 @@ START_TEST(test_use_failed_detach) {
   CK_OK(api, api->record_use(a, x, b));
   CK_OK(api, api->record_use(c, y, b));
   /* the second event record (c's use, after a's) fails */
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_EVENT, 2,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_EVENT, 2,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->stream_detach(b), HIPPO_BACKEND_ERROR);
   CK_ERROR_HAS(api, "nothing was released");
@@ -499,13 +499,13 @@ START_TEST(test_use_failed_detach) {
   bd = tu_reserve(api, b, 4096);
   CK_OK(api, api->resolve(b, bs, &src, NULL));
   CK_OK(api, api->resolve(b, bd, &dst, NULL));
-  CK_OK(api, api->emu_copy(dev, nb, dst, src, 4096));
+  CK_OK(api, tu_emu(api)->copy(dev, nb, dst, src, 4096));
   /* x's release records b's work now: its bytes wait for the copy */
   CK_OK(api, api->release(a, x));
   r = tu_reserve(api, a, 64 * KiB);
   ck_assert_uint_ne(tu_addr(api, a, r), ax);
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
-  CK_OK(api, api->emu_stream_sync(dev, nb));
+  CK_OK(api, tu_emu(api)->stream_sync(dev, nb));
   CK_OK(api, api->cleanup(dev, a));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
   CK_CHECK(api, dev);
@@ -545,7 +545,7 @@ START_TEST(test_use_failed_owner_detach) {
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
   /* the detach records and waits for x's use (event calls 1 and 2), then
    * waits for y's wait: the third fails */
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_EVENT, 3,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_EVENT, 3,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->stream_detach(a), HIPPO_BACKEND_ERROR);
   CK_ERROR_HAS(api, "nothing was released");
@@ -554,13 +554,13 @@ START_TEST(test_use_failed_owner_detach) {
   /* b goes on reading x; x's release waits for that */
   CK_OK(api, api->resolve(a, x, &src, NULL));
   CK_OK(api, api->resolve(b, bd, &dst, NULL));
-  CK_OK(api, api->emu_copy(dev, nb, dst, src, 64 * KiB));
+  CK_OK(api, tu_emu(api)->copy(dev, nb, dst, src, 64 * KiB));
   CK_OK(api, api->release(a, x));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 2);
   r = tu_reserve(api, a, 64 * KiB);
   ck_assert_uint_ne(tu_addr(api, a, r), ax);
   tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, a, r), 64 * KiB, 62);
-  CK_OK(api, api->emu_stream_sync(dev, nb)); /* the copy runs */
+  CK_OK(api, tu_emu(api)->stream_sync(dev, nb)); /* the copy runs */
   tu_verify_at(api, dev, dst, 64 * KiB, 61, __FILE__, __LINE__);
   CK_OK(api, api->cleanup(dev, a));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
@@ -615,10 +615,10 @@ START_TEST(test_use_poll_per_user) {
     CK_OK(api, api->record_use(a, x[i], i < 48 ? b : c));
   CK_OK(api, api->resolve(b, bs, &p, NULL));
   CK_OK(api, api->resolve(b, bd, &q, NULL));
-  CK_OK(api, api->emu_copy(dev, nb, q, p, 4096)); /* queued, not run */
+  CK_OK(api, tu_emu(api)->copy(dev, nb, q, p, 4096)); /* queued, not run */
   CK_OK(api, api->resolve(a, k1, &p, NULL));
   CK_OK(api, api->resolve(a, k2, &q, NULL));
-  CK_OK(api, api->emu_copy(dev, nc, q, p, 4096));
+  CK_OK(api, tu_emu(api)->copy(dev, nc, q, p, 4096));
   /* three of b's, then one of c's: the two users' waits interleave */
   for (int k = 0, nextb = 0, nextc = 48; k < 64; k++)
     CK_OK(api, api->release(a, x[k % 4 == 3 ? nextc++ : nextb++]));
@@ -627,9 +627,9 @@ START_TEST(test_use_poll_per_user) {
 
   for (int k = 0; k < 4; k++) {
     if (steps[_i][k] == SYNC_B)
-      CK_OK(api, api->emu_stream_sync(dev, nb));
+      CK_OK(api, tu_emu(api)->stream_sync(dev, nb));
     else if (steps[_i][k] == SYNC_C)
-      CK_OK(api, api->emu_stream_sync(dev, nc));
+      CK_OK(api, tu_emu(api)->stream_sync(dev, nc));
     else if (steps[_i][k] == DETACH_C)
       CK_OK(api, api->stream_detach(c));
     CK_CHECK(api, dev);
@@ -647,7 +647,7 @@ START_TEST(test_use_poll_per_user) {
   CK_OK(api, api->release(a, k2));
   CK_OK(api, api->release(b, bs));
   CK_OK(api, api->release(b, bd));
-  CK_OK(api, api->emu_stream_destroy(dev, nc));
+  CK_OK(api, tu_emu(api)->stream_destroy(dev, nc));
   tu_detach(api, dev, a, na);
   tu_detach(api, dev, b, nb);
   CK_OK(api, api->device_close(dev));
@@ -668,7 +668,7 @@ START_TEST(test_use_detach) {
   tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, a, x), 64 * KiB, 33);
   y = tu_reserve(api, b, 64 * KiB);
   CK_OK(api, api->record_use(a, x, b));
-  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+  CK_OK(api, tu_emu(api)->copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
                            (const void *)(uintptr_t)tu_addr(api, a, x),
                            64 * KiB));
   tu_detach(api, dev, a, na); /* waits for b's copy, then frees */
@@ -714,9 +714,9 @@ START_TEST(test_use_released_while_capturing) {
   tu_fill(api, dev, (void *)(uintptr_t)ax, 64 * KiB, 45);
   y = tu_reserve(api, b, 64 * KiB);
   CK_OK(api, api->record_use(a, x, b));
-  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+  CK_OK(api, tu_emu(api)->copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
                            (const void *)(uintptr_t)ax, 64 * KiB));
-  CK_OK(api, api->emu_capture_begin(dev, nb, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id));
   CK_OK(api, api->release(a, x));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
   CK_CHECK(api, dev);
@@ -725,12 +725,12 @@ START_TEST(test_use_released_while_capturing) {
   tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, a, r1), 64 * KiB, 46);
   CK_STATUS(api, api->cleanup(dev, a), HIPPO_GRAPH_RECORDING);
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
-  CK_OK(api, api->emu_capture_end(dev, nb));
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
   r2 = tu_reserve(api, a, 64 * KiB); /* marked now; the copy is queued */
   ck_assert_uint_ne(tu_addr(api, a, r2), ax);
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
   CK_CHECK(api, dev);
-  CK_OK(api, api->emu_stream_sync(dev, nb)); /* b's copy runs */
+  CK_OK(api, tu_emu(api)->stream_sync(dev, nb)); /* b's copy runs */
   r3 = tu_reserve(api, a, 64 * KiB); /* x again */
   ck_assert_uint_eq(tu_addr(api, a, r3), ax);
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
@@ -745,18 +745,18 @@ START_TEST(test_use_released_while_capturing) {
   CK_OK(api, api->cleanup(dev, b));
   ck_assert_uint_eq(tu_usage(api, dev, b).bytes_reserved, 0);
   CK_OK(api, api->record_use(a, r3, b));
-  CK_OK(api, api->emu_copy(dev, nb, (void *)(uintptr_t)tu_addr(api, a, keep),
+  CK_OK(api, tu_emu(api)->copy(dev, nb, (void *)(uintptr_t)tu_addr(api, a, keep),
                            (const void *)(uintptr_t)ax, 64 * KiB));
-  CK_OK(api, api->emu_capture_begin(dev, nb, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id));
   CK_OK(api, api->release(a, r3));
-  CK_OK(api, api->emu_capture_end(dev, nb));
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
   CK_OK(api, api->stream_detach(b));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
   CK_CHECK(api, dev); /* the wait no longer names b */
   r4 = tu_reserve(api, a, 64 * KiB); /* b's copy is queued: not x */
   ck_assert_uint_ne(tu_addr(api, a, r4), ax);
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
-  CK_OK(api, api->emu_stream_destroy(dev, nb)); /* runs the copy */
+  CK_OK(api, tu_emu(api)->stream_destroy(dev, nb)); /* runs the copy */
   CK_OK(api, api->cleanup(dev, a));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
   tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, a, keep), 64 * KiB,
@@ -786,9 +786,9 @@ START_TEST(test_use_by_capture) {
   uint64_t id, ax;
   x = tu_reserve(api, a, 64 * KiB);
   ax = tu_addr(api, a, x);
-  CK_OK(api, api->emu_capture_begin(dev, nb, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id));
   CK_OK(api, api->record_use(a, x, b));
-  CK_OK(api, api->emu_capture_end(dev, nb));
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_guarded, 1);
   CK_OK(api, api->release(a, x));
   r = tu_reserve(api, a, 64 * KiB);
@@ -825,7 +825,7 @@ START_TEST(test_capture_announce) {
   CK_STATUS(api, api->capture_announce(s, HIPPO_CAPTURE_BEGINS),
             HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "does not capture");
-  CK_OK(api, api->emu_capture_begin(dev, n, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, n, &id));
   CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_BEGINS));
   CK_STATUS(api, api->capture_announce(s, HIPPO_CAPTURE_ENDED),
             HIPPO_GRAPH_RECORDING);
@@ -833,7 +833,7 @@ START_TEST(test_capture_announce) {
   h = tu_reserve(api, s, 64 * KiB);
   a = tu_addr(api, s, h);
   CK_OK(api, api->release(s, h));
-  CK_OK(api, api->emu_capture_end(dev, n));
+  CK_OK(api, tu_emu(api)->capture_end(dev, n));
   CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_ENDED));
   r = tu_reserve(api, s, 64 * KiB); /* guarded: not the same bytes */
   ck_assert_uint_ne(tu_addr(api, s, r), a);
@@ -861,7 +861,7 @@ struct retire_loop {
   hippo_stream *s;
   hippo_handle h;
   atomic_bool stop;
-  long rounds;
+  atomic_long rounds; /* read by the checking thread */
   hippo_status first_bad;
 };
 
@@ -870,11 +870,11 @@ static void *retire_rounds(void *arg) {
   while (!atomic_load(&r->stop) && r->first_bad == HIPPO_SUCCESS) {
     uint64_t id = 0;
     void *ptr;
-    hippo_status st = r->api->emu_capture_begin(r->dev, r->native, &id);
+    hippo_status st = tu_emu(r->api)->capture_begin(r->dev, r->native, &id);
     if (st == HIPPO_SUCCESS)
       st = r->api->resolve(r->s, r->h, &ptr, NULL); /* a hold */
     if (st == HIPPO_SUCCESS)
-      st = r->api->emu_capture_end(r->dev, r->native);
+      st = tu_emu(r->api)->capture_end(r->dev, r->native);
     if (st == HIPPO_SUCCESS)
       st = r->api->graph_retire(r->dev, id);
     if (st != HIPPO_SUCCESS)
@@ -893,9 +893,10 @@ START_TEST(test_retire_beside_check) {
   r.s = tu_attach(api, r.dev, &r.native);
   r.h = tu_reserve(api, r.s, 4 * KiB);
   atomic_init(&r.stop, false);
+  atomic_init(&r.rounds, 0);
   ck_assert_int_eq(pthread_create(&t, NULL, retire_rounds, &r), 0);
   /* until the other thread made 2,000 rounds, or 20,000 checks passed */
-  while (checks < 20000 && r.rounds < 2000) {
+  while (checks < 20000 && atomic_load(&r.rounds) < 2000) {
     if (api->check(r.dev) != HIPPO_SUCCESS)
       bad++;
     checks++;
@@ -903,7 +904,7 @@ START_TEST(test_retire_beside_check) {
   atomic_store(&r.stop, true);
   ck_assert_int_eq(pthread_join(t, NULL), 0);
   ck_assert_msg(bad == 0, "check failed %ld of %ld times beside graph_retire "
-                "(%ld rounds)", bad, checks, r.rounds);
+                "(%ld rounds)", bad, checks, atomic_load(&r.rounds));
   ck_assert_int_eq(r.first_bad, HIPPO_SUCCESS);
   CK_CHECK(api, r.dev);
   CK_OK(api, api->release(r.s, r.h));

@@ -31,6 +31,13 @@
 static const hippo_api *api;
 /* What opening HIP device 0 answered, probed once in main. */
 static hippo_status hip_open_status;
+
+/* The plugin's emulation table. */
+static const hippo_emu_api *emu(void) {
+  const hippo_emu_api *e = NULL;
+  ck_assert_int_eq(api->emulation(&e), HIPPO_SUCCESS);
+  return e;
+}
 static char hip_open_error[512];
 
 static hippo_device *open_device(hippo_backend backend, int32_t ordinal,
@@ -220,7 +227,7 @@ START_TEST(hip_emulation) {
   unsigned char in[4096], out[4096];
 
   ck_assert_msg(st == HIPPO_SUCCESS, "%s", api->last_error());
-  OK(api->emu_stream_create(dev, &native));
+  OK(emu()->stream_create(dev, &native));
   OK(api->stream_attach(dev, native, &s));
   OK(api->reserve(s, sizeof in, HIPPO_MODE_AUTO, &a));
   OK(api->reserve(s, sizeof in, HIPPO_MODE_AUTO, &b));
@@ -228,25 +235,25 @@ START_TEST(hip_emulation) {
   OK(api->resolve(s, b, &pb, NULL));
   for (size_t i = 0; i < sizeof in; i++)
     in[i] = (unsigned char)(i * 7 + 1);
-  OK(api->emu_write(dev, pa, in, sizeof in));
-  OK(api->emu_copy(dev, native, pb, pa, sizeof in));
-  OK(api->emu_stream_sync(dev, native));
-  OK(api->emu_read(dev, pb, out, sizeof out));
+  OK(emu()->write(dev, pa, in, sizeof in));
+  OK(emu()->copy(dev, native, pb, pa, sizeof in));
+  OK(emu()->stream_sync(dev, native));
+  OK(emu()->read(dev, pb, out, sizeof out));
   ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
-  OK(api->emu_capture_begin(dev, native, &id));
+  OK(emu()->capture_begin(dev, native, &id));
   ck_assert_uint_ne(id, 0);
-  OK(api->emu_capture_end(dev, native));
+  OK(emu()->capture_end(dev, native));
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
-  OK(api->emu_counters(dev, &c));
+  OK(emu()->counters(dev, &c));
   ck_assert_uint_ge(c.pages_held, 1);
   ck_assert_uint_ge(c.bytes_copied, sizeof in);
-  OK(api->emu_inject_fault(dev, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
-  OK(api->emu_inject_fault(dev, HIPPO_CALL_ALLOC, 0, HIPPO_SUCCESS));
+  OK(emu()->inject_fault(dev, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
+  OK(emu()->inject_fault(dev, HIPPO_CALL_ALLOC, 0, HIPPO_SUCCESS));
   OK(api->release(s, a));
   OK(api->release(s, b));
   OK(api->stream_detach(s));
-  OK(api->emu_stream_destroy(dev, native));
+  OK(emu()->stream_destroy(dev, native));
   OK(api->device_close(dev));
 }
 END_TEST

@@ -295,7 +295,7 @@ START_TEST(test_foreign_handles) {
   CK_OK(api, api->resolve(os, ho, &p, NULL));
   CK_OK(api, api->resolve(s2, h2, &p, NULL));
   CK_OK(api, api->stream_detach(s3));
-  CK_OK(api, api->emu_stream_destroy(v.dev, n3));
+  CK_OK(api, tu_emu(api)->stream_destroy(v.dev, n3));
   victim_snap(&v);
   s4 = tu_attach(api, v.dev, &n4);
   for (int i = 0; i < 3; i++) {
@@ -396,7 +396,7 @@ START_TEST(test_record_use_hostile) {
   REFUSED(api, api->release(v.s, h), HIPPO_INVALID_HANDLE, "release");
   REFUSED(api, api->record_use(v.s, h, s2), HIPPO_INVALID_HANDLE,
           "record_use");
-  CK_OK(api, api->emu_stream_sync(v.dev, n2));
+  CK_OK(api, tu_emu(api)->stream_sync(v.dev, n2));
   tu_detach(api, v.dev, s2, n2);
   tu_detach(api, other, os, no);
   CK_OK(api, api->device_close(other));
@@ -561,21 +561,21 @@ static void device_slots_refused_at(const hippo_api *api, hippo_device *bad,
   DEV_SLOT(api->graph_retire(bad, 1), "graph_retire");
   DEV_SLOT(api->usage(bad, NULL, &u), "usage");
   DEV_SLOT(api->check(bad), "check");
-  DEV_SLOT(api->emu_stream_create(bad, &native), "emu_stream_create");
-  DEV_SLOT(api->emu_stream_destroy(bad, NULL), "emu_stream_destroy");
-  DEV_SLOT(api->emu_capture_begin(bad, NULL, &id), "emu_capture_begin");
-  DEV_SLOT(api->emu_capture_end(bad, NULL), "emu_capture_end");
-  DEV_SLOT(api->emu_inject_fault(bad, HIPPO_CALL_ALLOC, 1,
+  DEV_SLOT(tu_emu(api)->stream_create(bad, &native), "emu_stream_create");
+  DEV_SLOT(tu_emu(api)->stream_destroy(bad, NULL), "emu_stream_destroy");
+  DEV_SLOT(tu_emu(api)->capture_begin(bad, NULL, &id), "emu_capture_begin");
+  DEV_SLOT(tu_emu(api)->capture_end(bad, NULL), "emu_capture_end");
+  DEV_SLOT(tu_emu(api)->inject_fault(bad, HIPPO_CALL_ALLOC, 1,
                                  HIPPO_OUT_OF_MEMORY),
            "emu_inject_fault");
-  DEV_SLOT(api->emu_read(bad, buf, buf, 1), "emu_read");
-  DEV_SLOT(api->emu_write(bad, buf, buf, 1), "emu_write");
-  DEV_SLOT(api->emu_counters(bad, &c), "emu_counters");
+  DEV_SLOT(tu_emu(api)->read(bad, buf, buf, 1), "emu_read");
+  DEV_SLOT(tu_emu(api)->write(bad, buf, buf, 1), "emu_write");
+  DEV_SLOT(tu_emu(api)->counters(bad, &c), "emu_counters");
   DEV_SLOT(api->relocate_with(bad, NULL, HIPPO_RELOCATE_EXPLICIT, &rep),
            "relocate_with");
   DEV_SLOT(api->relocation_report(bad, NULL, &rep), "relocation_report");
-  DEV_SLOT(api->emu_copy(bad, NULL, buf, buf + 8, 8), "emu_copy");
-  DEV_SLOT(api->emu_stream_sync(bad, NULL), "emu_stream_sync");
+  DEV_SLOT(tu_emu(api)->copy(bad, NULL, buf, buf + 8, 8), "emu_copy");
+  DEV_SLOT(tu_emu(api)->stream_sync(bad, NULL), "emu_stream_sync");
 #undef DEV_SLOT
   ck_assert_ptr_eq(s, (hippo_stream *)(void *)&s);
   ck_assert_ptr_eq(native, (void *)&native);
@@ -624,7 +624,7 @@ static void stream_slots_refused_at(const hippo_api *api, hippo_device *dev,
   STREAM_SLOT(api->persistent_end(bad), "persistent_end");
   STREAM_SLOT(api->relocate(bad), "relocate");
   STREAM_SLOT(api->relocate_when_wanted(bad), "relocate_when_wanted");
-  STREAM_SLOT(api->pool_report(bad, 0, &r), "pool_report");
+  STREAM_SLOT(api->pool_report(bad, 0, &r, NULL), "pool_report");
   STREAM_SLOT(api->relocation_need(bad, &need), "relocation_need");
   STREAM_SLOT(api->capture_announce(bad, HIPPO_CAPTURE_QUERY),
               "capture_announce");
@@ -698,26 +698,26 @@ START_TEST(test_null_arguments) {
           "usage: usage must not be NULL");
   REFUSED(api, api->usage(v.dev, NULL, NULL), HIPPO_INVALID_ARGUMENT,
           "usage: usage must not be NULL");
-  REFUSED(api, api->pool_report(v.s, 0, NULL), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, api->pool_report(v.s, 0, NULL, NULL), HIPPO_INVALID_ARGUMENT,
           "pool_report: report must not be NULL");
-  REFUSED(api, api->emu_stream_create(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, tu_emu(api)->stream_create(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
           "emu_stream_create: native_stream must not be NULL");
-  REFUSED(api, api->emu_capture_begin(v.dev, v.native, NULL),
+  REFUSED(api, tu_emu(api)->capture_begin(v.dev, v.native, NULL),
           HIPPO_INVALID_ARGUMENT,
           "emu_capture_begin: capture_id must not be NULL");
-  REFUSED(api, api->emu_read(v.dev, v.ptr[0], NULL, 8),
+  REFUSED(api, tu_emu(api)->read(v.dev, v.ptr[0], NULL, 8),
           HIPPO_INVALID_ARGUMENT, "emu_read: host must not be NULL");
-  REFUSED(api, api->emu_write(v.dev, v.ptr[0], NULL, 8),
+  REFUSED(api, tu_emu(api)->write(v.dev, v.ptr[0], NULL, 8),
           HIPPO_INVALID_ARGUMENT, "emu_write: host must not be NULL");
-  REFUSED(api, api->emu_read(v.dev, NULL, buf, 8), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, tu_emu(api)->read(v.dev, NULL, buf, 8), HIPPO_INVALID_ARGUMENT,
           "not inside a live page"); /* device_ptr NULL: no such page */
-  REFUSED(api, api->emu_write(v.dev, NULL, buf, 8), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, tu_emu(api)->write(v.dev, NULL, buf, 8), HIPPO_INVALID_ARGUMENT,
           "not inside a live page");
-  REFUSED(api, api->emu_copy(v.dev, v.native, NULL, v.ptr[0], 8),
+  REFUSED(api, tu_emu(api)->copy(v.dev, v.native, NULL, v.ptr[0], 8),
           HIPPO_INVALID_ARGUMENT, "destination");
-  REFUSED(api, api->emu_copy(v.dev, v.native, v.ptr[0], NULL, 8),
+  REFUSED(api, tu_emu(api)->copy(v.dev, v.native, v.ptr[0], NULL, 8),
           HIPPO_INVALID_ARGUMENT, "source");
-  REFUSED(api, api->emu_counters(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, tu_emu(api)->counters(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
           "emu_counters: counters must not be NULL");
   REFUSED(api, api->relocation_need(v.s, NULL), HIPPO_INVALID_ARGUMENT,
           "relocation_need: need must not be NULL");
@@ -727,11 +727,11 @@ START_TEST(test_null_arguments) {
           HIPPO_INVALID_ARGUMENT, "relocation_report: report must not be NULL");
   /* the emulated default stream (NULL) exists, but is no capture's and
    * cannot be destroyed */
-  REFUSED(api, api->emu_stream_destroy(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, tu_emu(api)->stream_destroy(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
           "default stream");
-  REFUSED(api, api->emu_capture_begin(v.dev, NULL, &(uint64_t){0}),
+  REFUSED(api, tu_emu(api)->capture_begin(v.dev, NULL, &(uint64_t){0}),
           HIPPO_INVALID_ARGUMENT, "default stream");
-  REFUSED(api, api->emu_capture_end(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, tu_emu(api)->capture_end(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
           "not capturing");
   /* the entry point */
   REFUSED(api, tu_entry()(NULL, &table), HIPPO_INVALID_ARGUMENT,
@@ -777,8 +777,8 @@ START_TEST(test_null_allowed) {
   CK_OK(api, api->resolve(dflt, h, &p, NULL));
   ck_assert_ptr_nonnull(p);
   /* a copy queued on the default stream runs at its sync */
-  CK_OK(api, api->emu_copy(v.dev, NULL, p, v.ptr[0], 1000));
-  CK_OK(api, api->emu_stream_sync(v.dev, NULL));
+  CK_OK(api, tu_emu(api)->copy(v.dev, NULL, p, v.ptr[0], 1000));
+  CK_OK(api, tu_emu(api)->stream_sync(v.dev, NULL));
   TU_VERIFY(api, v.dev, p, 1000, 0);
   CK_OK(api, api->release(dflt, h));
   CK_OK(api, api->stream_detach(dflt));
@@ -854,10 +854,10 @@ START_TEST(test_stale_objects) {
                        (hippo_stream *)(void *)v.dev, "not an attached");
   (void)h;
   REFUSED(api, api->device_close(v.dev), HIPPO_BUSY, "attached");
-  REFUSED(api, api->emu_stream_destroy(v.dev, v.native), HIPPO_BUSY,
+  REFUSED(api, tu_emu(api)->stream_destroy(v.dev, v.native), HIPPO_BUSY,
           "still attached");
   INTACT(&v);
-  CK_OK(api, api->emu_stream_destroy(v.dev, n2));
+  CK_OK(api, tu_emu(api)->stream_destroy(v.dev, n2));
   victim_close(&v);
   DEVICE_SLOTS_REFUSED(api, v.dev, "closed already");
 }
@@ -1104,7 +1104,7 @@ static hippo_status fill_device_usage(const victim *v, void *out) {
   return v->api->usage(v->dev, NULL, out);
 }
 static hippo_status fill_pool_report(const victim *v, void *out) {
-  return v->api->pool_report(v->s, 1, out);
+  return v->api->pool_report(v->s, 1, out, NULL);
 }
 static hippo_status fill_relocation_report(const victim *v, void *out) {
   return v->api->relocation_report(v->dev, v->s, out);
@@ -1113,7 +1113,7 @@ static hippo_status fill_relocate_with(const victim *v, void *out) {
   return v->api->relocate_with(v->dev, v->s, HIPPO_RELOCATE_EXPLICIT, out);
 }
 static hippo_status fill_counters(const victim *v, void *out) {
-  return v->api->emu_counters(v->dev, out);
+  return tu_emu(v->api)->counters(v->dev, out);
 }
 
 /* Output struct sizes for one slot (`full` bytes in this header).  Refused
@@ -1425,31 +1425,31 @@ START_TEST(test_emu_foreign_natives) {
   victim_open(&v);
   api = v.api;
   other = tu_open(api, HIPPO_BACKEND_HOST, CAPACITY, NULL);
-  CK_OK(api, api->emu_stream_create(other, &theirs));
-  CK_OK(api, api->emu_stream_create(v.dev, &destroyed));
-  CK_OK(api, api->emu_stream_destroy(v.dev, destroyed));
+  CK_OK(api, tu_emu(api)->stream_create(other, &theirs));
+  CK_OK(api, tu_emu(api)->stream_create(v.dev, &destroyed));
+  CK_OK(api, tu_emu(api)->stream_destroy(v.dev, destroyed));
   natives[0] = theirs;
   natives[1] = destroyed;
   natives[2] = &fake_native;
   for (int i = 0; i < 3; i++) {
     void *n = natives[i];
-    REFUSED(api, api->emu_stream_destroy(v.dev, n), HIPPO_INVALID_ARGUMENT,
+    REFUSED(api, tu_emu(api)->stream_destroy(v.dev, n), HIPPO_INVALID_ARGUMENT,
             "not an emulated stream of this device");
-    REFUSED(api, api->emu_capture_begin(v.dev, n, &id),
+    REFUSED(api, tu_emu(api)->capture_begin(v.dev, n, &id),
             HIPPO_INVALID_ARGUMENT, "not an emulated stream of this device");
-    REFUSED(api, api->emu_capture_end(v.dev, n), HIPPO_INVALID_ARGUMENT,
+    REFUSED(api, tu_emu(api)->capture_end(v.dev, n), HIPPO_INVALID_ARGUMENT,
             "not an emulated stream of this device");
-    REFUSED(api, api->emu_copy(v.dev, n, v.ptr[3], v.ptr[0], 8),
+    REFUSED(api, tu_emu(api)->copy(v.dev, n, v.ptr[3], v.ptr[0], 8),
             HIPPO_INVALID_ARGUMENT, "not an emulated stream of this device");
-    REFUSED(api, api->emu_stream_sync(v.dev, n), HIPPO_INVALID_ARGUMENT,
+    REFUSED(api, tu_emu(api)->stream_sync(v.dev, n), HIPPO_INVALID_ARGUMENT,
             "not an emulated stream of this device");
   }
   ck_assert_uint_eq(id, 5);
   /* double destroy */
-  REFUSED(api, api->emu_stream_destroy(v.dev, destroyed),
+  REFUSED(api, tu_emu(api)->stream_destroy(v.dev, destroyed),
           HIPPO_INVALID_ARGUMENT, "destroyed twice?");
-  CK_OK(api, api->emu_stream_sync(other, theirs));
-  CK_OK(api, api->emu_stream_destroy(other, theirs));
+  CK_OK(api, tu_emu(api)->stream_sync(other, theirs));
+  CK_OK(api, tu_emu(api)->stream_destroy(other, theirs));
   CK_OK(api, api->device_close(other));
   INTACT(&v);
   victim_close(&v);
@@ -1490,13 +1490,13 @@ START_TEST(test_emu_ranges) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       uint64_t n = bad[i].size; /* past buf's size: refused before a copy */
-      REFUSED(api, api->emu_read(v.dev, bad[i].at, buf, n),
+      REFUSED(api, tu_emu(api)->read(v.dev, bad[i].at, buf, n),
               HIPPO_INVALID_ARGUMENT, bad[i].text);
-      REFUSED(api, api->emu_write(v.dev, bad[i].at, buf, n),
+      REFUSED(api, tu_emu(api)->write(v.dev, bad[i].at, buf, n),
               HIPPO_INVALID_ARGUMENT, bad[i].text);
-      REFUSED(api, api->emu_copy(v.dev, v.native, bad[i].at, v.ptr[3], n),
+      REFUSED(api, tu_emu(api)->copy(v.dev, v.native, bad[i].at, v.ptr[3], n),
               HIPPO_INVALID_ARGUMENT, "copy");
-      REFUSED(api, api->emu_copy(v.dev, v.native, v.ptr[3], bad[i].at, n),
+      REFUSED(api, tu_emu(api)->copy(v.dev, v.native, v.ptr[3], bad[i].at, n),
               HIPPO_INVALID_ARGUMENT, "source");
     }
   }
@@ -1510,24 +1510,24 @@ START_TEST(test_emu_ranges) {
     CK_OK(api, api->release(v.s, h));
     CK_OK(api, api->cleanup(v.dev, NULL));
     victim_snap(&v);
-    REFUSED(api, api->emu_read(v.dev, gone, buf, 8), HIPPO_INVALID_ARGUMENT,
+    REFUSED(api, tu_emu(api)->read(v.dev, gone, buf, 8), HIPPO_INVALID_ARGUMENT,
             "not inside a live page");
-    REFUSED(api, api->emu_write(v.dev, gone, buf, 8), HIPPO_INVALID_ARGUMENT,
+    REFUSED(api, tu_emu(api)->write(v.dev, gone, buf, 8), HIPPO_INVALID_ARGUMENT,
             "not inside a live page");
   }
   /* size 0: nothing to check, nothing touched */
-  CK_OK(api, api->emu_read(v.dev, NULL, buf, 0));
-  CK_OK(api, api->emu_write(v.dev, (void *)(uintptr_t)0x1000, buf, 0));
-  CK_OK(api, api->emu_copy(v.dev, v.native, NULL, NULL, 0));
+  CK_OK(api, tu_emu(api)->read(v.dev, NULL, buf, 0));
+  CK_OK(api, tu_emu(api)->write(v.dev, (void *)(uintptr_t)0x1000, buf, 0));
+  CK_OK(api, tu_emu(api)->copy(v.dev, v.native, NULL, NULL, 0));
   INTACT(&v);
   /* DRY: no bytes at all */
   dry = tu_open(api, HIPPO_BACKEND_DRY, CAPACITY, NULL);
   ds = tu_attach(api, dry, &dn);
   dh = tu_reserve(api, ds, 4096);
   CK_OK(api, api->resolve(ds, dh, &dp, NULL));
-  REFUSED(api, api->emu_read(dry, dp, buf, 8), HIPPO_UNSUPPORTED, "DRY");
-  REFUSED(api, api->emu_write(dry, dp, buf, 8), HIPPO_UNSUPPORTED, "DRY");
-  REFUSED(api, api->emu_read(dry, dp, NULL, 8), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, tu_emu(api)->read(dry, dp, buf, 8), HIPPO_UNSUPPORTED, "DRY");
+  REFUSED(api, tu_emu(api)->write(dry, dp, buf, 8), HIPPO_UNSUPPORTED, "DRY");
+  REFUSED(api, tu_emu(api)->read(dry, dp, NULL, 8), HIPPO_INVALID_ARGUMENT,
           "host must not be NULL");
   CK_OK(api, api->release(ds, dh));
   tu_detach(api, dry, ds, dn);
@@ -1549,21 +1549,21 @@ START_TEST(test_emu_fault_values) {
   void *n2;
   victim_open(&v);
   api = v.api;
-  REFUSED(api, api->emu_inject_fault(v.dev, HIPPO_CALL_KINDS, 1,
+  REFUSED(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_KINDS, 1,
                                      HIPPO_OUT_OF_MEMORY),
           HIPPO_INVALID_ARGUMENT, "call kind 6");
-  REFUSED(api, api->emu_inject_fault(v.dev, UINT32_MAX, 1,
+  REFUSED(api, tu_emu(api)->inject_fault(v.dev, UINT32_MAX, 1,
                                      HIPPO_OUT_OF_MEMORY),
           HIPPO_INVALID_ARGUMENT, "call kind");
   {
     const hippo_status bad[] = {HIPPO_SUCCESS, -1, HIPPO_INTERNAL + 1,
                                 HIPPO_GRAPH_NEEDS_PAGE, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-      REFUSED(api, api->emu_inject_fault(v.dev, HIPPO_CALL_ALLOC, 1, bad[i]),
+      REFUSED(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_ALLOC, 1, bad[i]),
               HIPPO_INVALID_ARGUMENT, "not a failure status");
   }
   /* the allocation counter is past 0, so UINT64_MAX calls away overflows */
-  REFUSED(api, api->emu_inject_fault(v.dev, HIPPO_CALL_ALLOC, UINT64_MAX,
+  REFUSED(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_ALLOC, UINT64_MAX,
                                      HIPPO_OUT_OF_MEMORY),
           HIPPO_INVALID_ARGUMENT, "too far");
   /* nothing was armed: the next allocation succeeds */
@@ -1571,32 +1571,32 @@ START_TEST(test_emu_fault_values) {
   CK_OK(api, api->release(v.s, h));
   CK_OK(api, api->cleanup(v.dev, NULL));
   /* nth 0 clears, whatever the status says */
-  CK_OK(api, api->emu_inject_fault(v.dev, HIPPO_CALL_ALLOC, 1,
+  CK_OK(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_ALLOC, 1,
                                    HIPPO_OUT_OF_MEMORY));
-  CK_OK(api, api->emu_inject_fault(v.dev, HIPPO_CALL_ALLOC, 0, -7));
-  CK_OK(api, api->emu_inject_fault(v.dev, HIPPO_CALL_FREE, 0, HIPPO_SUCCESS));
+  CK_OK(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_ALLOC, 0, -7));
+  CK_OK(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_FREE, 0, HIPPO_SUCCESS));
   h = tu_reserve(api, v.s, 7 * MiB);
   CK_OK(api, api->release(v.s, h));
   CK_OK(api, api->cleanup(v.dev, NULL));
   victim_snap(&v); /* the peaks moved */
   INTACT(&v);
   /* captures */
-  CK_OK(api, api->emu_stream_create(v.dev, &n2));
-  REFUSED(api, api->emu_capture_end(v.dev, n2), HIPPO_INVALID_ARGUMENT,
+  CK_OK(api, tu_emu(api)->stream_create(v.dev, &n2));
+  REFUSED(api, tu_emu(api)->capture_end(v.dev, n2), HIPPO_INVALID_ARGUMENT,
           "not capturing");
-  CK_OK(api, api->emu_capture_begin(v.dev, n2, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(v.dev, n2, &id));
   ck_assert_uint_ne(id, 0);
-  REFUSED(api, api->emu_capture_begin(v.dev, n2, &id2),
+  REFUSED(api, tu_emu(api)->capture_begin(v.dev, n2, &id2),
           HIPPO_INVALID_ARGUMENT, "already capturing");
   ck_assert_uint_eq(id2, 99);
-  REFUSED(api, api->emu_stream_destroy(v.dev, n2), HIPPO_BUSY, "capturing");
-  CK_OK(api, api->emu_capture_end(v.dev, n2));
-  REFUSED(api, api->emu_capture_end(v.dev, n2), HIPPO_INVALID_ARGUMENT,
+  REFUSED(api, tu_emu(api)->stream_destroy(v.dev, n2), HIPPO_BUSY, "capturing");
+  CK_OK(api, tu_emu(api)->capture_end(v.dev, n2));
+  REFUSED(api, tu_emu(api)->capture_end(v.dev, n2), HIPPO_INVALID_ARGUMENT,
           "not capturing");
   /* hippo guarded nothing under that capture: nothing to retire */
   REFUSED(api, api->graph_retire(v.dev, id), HIPPO_INVALID_ARGUMENT,
           "guarded nothing");
-  CK_OK(api, api->emu_stream_destroy(v.dev, n2));
+  CK_OK(api, tu_emu(api)->stream_destroy(v.dev, n2));
   INTACT(&v);
   victim_close(&v);
 }
@@ -1652,7 +1652,7 @@ START_TEST(test_unknown_values) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       memset(&r, CANARY, sizeof r);
       r.struct_size = sizeof r;
-      REFUSED(api, api->pool_report(v.s, bad[i], &r), HIPPO_INVALID_ARGUMENT,
+      REFUSED(api, api->pool_report(v.s, bad[i], &r, NULL), HIPPO_INVALID_ARGUMENT,
               "pool index");
       ck_assert_uint_eq(r.kind, 0xA5A5A5A5u);
     }

@@ -57,7 +57,7 @@ name="--backend dry --capacity 16G"
 info --backend dry --capacity 16G
 expect_status "$name" 0
 expect_line "$name" "plugin: $HIPPO_PLUGIN"
-expect_line "$name" "abi version: 1"
+expect_line "$name" "abi version: 1.0"
 expect_line "$name" "backend: dry"
 expect_line "$name" "runtime: none"
 expect_line "$name" "chosen because: asked for (--backend dry)"

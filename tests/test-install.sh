@@ -151,8 +151,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "hippo: %s\n", api->last_error());
     return 1;
   }
-  printf("abi %u: reserved %llu bytes at %p on a HOST device\n",
-         (unsigned)api->abi_version, (unsigned long long)size, ptr);
+  printf("abi %u.%u: reserved %llu bytes at %p on a HOST device\n",
+         (unsigned)api->abi_version >> 16, (unsigned)api->abi_version & 0xffff,
+         (unsigned long long)size, ptr);
   dlclose(lib);
   return size == 1u << 20 && ptr ? 0 : 1;
 }
@@ -172,7 +173,7 @@ if [ "$status" -eq 0 ]; then pass "a host program builds with pkg-config's flags
 else fail "a host program does not build with pkg-config's flags"; fi
 run "$tmp/consumer" "$dest$plugin"
 expect_status "the host program loads the installed plugin" 0
-if grep -q '^abi 1: reserved 1048576 bytes' "$out"; then
+if grep -q '^abi 1.0: reserved 1048576 bytes' "$out"; then
   pass "the installed plugin served a HOST device"
 else fail "the installed plugin did not serve a HOST device"; fi
 

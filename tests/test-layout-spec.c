@@ -406,21 +406,23 @@ START_TEST(test_plugin_takes_it) {
     desc.capacity = 16 * GiB;
     desc.layout = &layout;
     CK_OK(api, api->device_open(&desc, &dev));
-    CK_OK(api, api->emu_stream_create(dev, &native));
+    CK_OK(api, tu_emu(api)->stream_create(dev, &native));
     CK_OK(api, api->stream_attach(dev, native, &s));
     TU_SIZED(u);
     CK_OK(api, api->usage(dev, s, &u));
     ck_assert_uint_eq(u.pool_count, l.layout.pool_count + 1);
     for (uint32_t p = 0; p < l.layout.pool_count; p++) {
       hippo_pool_report r;
+      hippo_pool_options o;
       TU_SIZED(r);
-      CK_OK(api, api->pool_report(s, p + 1, &r));
+      TU_SIZED(o);
+      CK_OK(api, api->pool_report(s, p + 1, &r, &o));
       ck_assert_uint_eq(r.kind, l.pools[p].kind);
-      ck_assert_msg(memcmp(&r.options, &l.pools[p], sizeof r.options) == 0,
+      ck_assert_msg(memcmp(&o, &l.pools[p], sizeof o) == 0,
                     "'%s': pool %u differs in the plugin", specs[i], p + 1);
     }
     CK_OK(api, api->stream_detach(s));
-    CK_OK(api, api->emu_stream_destroy(dev, native));
+    CK_OK(api, tu_emu(api)->stream_destroy(dev, native));
     CK_OK(api, api->device_close(dev));
   }
 }

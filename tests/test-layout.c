@@ -358,28 +358,29 @@ static void expect_pools(const hippo_api *api, hippo_device *dev,
   r = tu_report(api, s, 0);
   ck_assert_uint_eq(r.kind, HIPPO_POOL_PERSISTENT);
   for (uint32_t i = 0; i < n; i++) {
+    hippo_pool_options o = tu_options(api, s, i + 1);
     r = tu_report(api, s, i + 1);
-    ck_assert_msg(r.kind == want[i].kind && r.options.kind == want[i].kind,
+    ck_assert_msg(r.kind == want[i].kind && o.kind == want[i].kind,
                   "pool %u: kind %u, expected %u", i, r.kind, want[i].kind);
-    ck_assert_msg(r.options.page_size == want[i].page_size &&
-                      r.options.max_slice_size == want[i].max_slice_size &&
-                      r.options.max_alloc_size == want[i].max_alloc_size,
+    ck_assert_msg(o.page_size == want[i].page_size &&
+                      o.max_slice_size == want[i].max_slice_size &&
+                      o.max_alloc_size == want[i].max_alloc_size,
                   "pool %u: page %llu slice %llu alloc %llu, expected %llu "
                   "%llu %llu",
-                  i, (unsigned long long)r.options.page_size,
-                  (unsigned long long)r.options.max_slice_size,
-                  (unsigned long long)r.options.max_alloc_size,
+                  i, (unsigned long long)o.page_size,
+                  (unsigned long long)o.max_slice_size,
+                  (unsigned long long)o.max_alloc_size,
                   (unsigned long long)want[i].page_size,
                   (unsigned long long)want[i].max_slice_size,
                   (unsigned long long)want[i].max_alloc_size);
-    ck_assert_uint_eq(r.options.max_pool_size, 0);
-    ck_assert_uint_eq(r.options.reclaim_at, 0);
-    ck_assert_uint_eq(r.options.dealloc_period, DEFAULT_PERIOD);
+    ck_assert_uint_eq(o.max_pool_size, 0);
+    ck_assert_uint_eq(o.reclaim_at, 0);
+    ck_assert_uint_eq(o.dealloc_period, DEFAULT_PERIOD);
     ck_assert_uint_eq(r.pages, 0);
   }
   {
     hippo_pool_report bad = {.struct_size = sizeof bad};
-    CK_STATUS(api, api->pool_report(s, n + 1, &bad), HIPPO_INVALID_ARGUMENT);
+    CK_STATUS(api, api->pool_report(s, n + 1, &bad, NULL), HIPPO_INVALID_ARGUMENT);
   }
   CK_CHECK(api, dev);
   tu_detach(api, dev, s, native);
@@ -558,7 +559,8 @@ START_TEST(test_preset_odd_capacity) {
     hippo_pool_report tail = tu_report(api, s, info.pool_count);
     hippo_handle h = 0;
     ck_assert_uint_eq(tail.kind, HIPPO_POOL_EXCLUSIVE);
-    ck_assert_uint_eq(tail.options.max_alloc_size, 768);
+    ck_assert_uint_eq(tu_options(api, s, info.pool_count).max_alloc_size,
+                      768);
     CK_OK(api, api->reserve(s, 768, HIPPO_MODE_AUTO, &h));
     CK_OK(api, api->release(s, h));
     h = 0;
@@ -605,6 +607,7 @@ START_TEST(test_custom_reported) {
   void *native;
   hippo_stream *s;
   hippo_pool_report r;
+  hippo_pool_options o;
   tu_layout_init(&l);
   tu_layout_add_sliced(&l, 4 * TU_MiB, TU_MiB, 0)->dealloc_period = 7;
   tu_layout_add_sliced(&l, 4 * TU_MiB, TU_MiB, 2 * TU_MiB + 100);
@@ -612,12 +615,13 @@ START_TEST(test_custom_reported) {
   s = tu_attach(api, dev, &native);
   r = tu_report(api, s, 1);
   ck_assert_uint_eq(r.kind, HIPPO_POOL_SLICED);
-  ck_assert_uint_eq(r.options.page_size, 4 * TU_MiB);
-  ck_assert_uint_eq(r.options.max_slice_size, TU_MiB);
-  ck_assert_uint_eq(r.options.dealloc_period, 7);
-  r = tu_report(api, s, 2);
-  ck_assert_uint_eq(r.options.page_size, 2 * TU_MiB);
-  ck_assert_uint_eq(r.options.max_pool_size, 2 * TU_MiB + 100);
+  o = tu_options(api, s, 1);
+  ck_assert_uint_eq(o.page_size, 4 * TU_MiB);
+  ck_assert_uint_eq(o.max_slice_size, TU_MiB);
+  ck_assert_uint_eq(o.dealloc_period, 7);
+  o = tu_options(api, s, 2);
+  ck_assert_uint_eq(o.page_size, 2 * TU_MiB);
+  ck_assert_uint_eq(o.max_pool_size, 2 * TU_MiB + 100);
   CK_CHECK(api, dev);
   tu_detach(api, dev, s, native);
   CK_OK(api, api->device_close(dev));

@@ -5,6 +5,8 @@
 
 #include <check.h>
 #include <malloc.h>
+#include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -49,6 +51,7 @@ START_TEST(handle_table_full) {
   hippo_stream *s;
   hippo_usage before, after;
   hippo_pool_report rb, ra;
+  hippo_pool_options ob, oa;
   hippo_handle h;
   void *native;
   s = open_stream(&dev, &native);
@@ -60,16 +63,17 @@ START_TEST(handle_table_full) {
   while (s->handles.count < s->handles.cap)
     OK(hippo__reserve(s, 0, HIPPO_MODE_AUTO, &h));
   OK(hippo__stream_usage(s, &before));
-  OK(hippo__pool_report_get(s, 1, &rb));
+  OK(hippo__pool_report_get(s, 1, &rb, &ob));
   fail_aligned = 1;
   ck_assert_int_eq(hippo__reserve(s, 60000, HIPPO_MODE_AUTO, &h),
                    HIPPO_OUT_OF_MEMORY);
   fail_aligned = 0;
   ck_assert_ptr_nonnull(strstr(hippo__error_get(), "handle table"));
   OK(hippo__stream_usage(s, &after));
-  OK(hippo__pool_report_get(s, 1, &ra));
+  OK(hippo__pool_report_get(s, 1, &ra, &oa));
   ck_assert_mem_eq(&before, &after, sizeof before);
   ck_assert_mem_eq(&rb, &ra, sizeof rb);
+  ck_assert_mem_eq(&ob, &oa, sizeof ob);
   OK(hippo__device_check(dev));
   OK(hippo__reserve(s, 60000, HIPPO_MODE_AUTO, &h)); /* memory is back */
   OK(hippo__device_check(dev));
@@ -99,6 +103,121 @@ START_TEST(check_sees_stream_peak) {
 }
 END_TEST
 
+/* ---- a reservation that drops its lock (the out-of-memory retry) ---------
+ * The retry gives the stream's empty pages back and frees them with the
+ * stream lock dropped (hipFree may wait).  Another thread of the same
+ * stream may meanwhile take the handle table's last free slot: the
+ * retry must make room again before a pool serves, and fail cleanly when
+ * the table cannot grow, instead of naming the reservation by a slot it
+ * never got.  The DRY backend's page_free is wrapped so the first free
+ * of the retry waits until the other thread's reservation is done. */
+
+static const hippo__backend_ops *real_ops;
+static hippo__backend_ops blocking_ops;
+static sem_t in_flush, go_on;
+static int block_next_free; /* the next page_free waits for go_on */
+
+static hippo_status blocking_free(hippo__backend *be, uint64_t addr,
+                                  uint64_t size) {
+  if (block_next_free) {
+    block_next_free = 0;
+    sem_post(&in_flush);
+    while (sem_wait(&go_on) != 0)
+      ;
+  }
+  return real_ops->page_free(be, addr, size);
+}
+
+typedef struct taker {
+  hippo_stream *s;
+  hippo_status st;
+} taker;
+
+/* The other thread: once the retry is in its free, a zero-size
+ * reservation takes the table's last slot; then the table may not grow. */
+static void *take_last_slot(void *arg) {
+  taker *t = arg;
+  hippo_handle h;
+  while (sem_wait(&in_flush) != 0)
+    ;
+  t->st = hippo__reserve(t->s, 0, HIPPO_MODE_AUTO, &h);
+  fail_aligned = 1;
+  sem_post(&go_on);
+  return NULL;
+}
+
+START_TEST(retry_flush_loses_room) {
+  tu_layout l;
+  hippo_device_desc desc;
+  hippo_device *dev;
+  hippo_stream *s;
+  hippo_handle a1, a2, h;
+  hippo_pool_options *o;
+  hippo_usage u;
+  pthread_t th;
+  taker t;
+  void *native;
+  hippo_status st;
+  /* a DRY device of 4 MiB, one EXCLUSIVE pool: its reservations are
+   * named by the table */
+  TU_SIZED(desc);
+  desc.backend = HIPPO_BACKEND_DRY;
+  desc.capacity = 4 * TU_MiB;
+  tu_layout_init(&l);
+  o = tu_layout_add(&l, HIPPO_POOL_EXCLUSIVE);
+  o->max_alloc_size = 4 * TU_MiB;
+  OK(hippo__device_open(&desc, &l.layout, l.pools, &dev));
+  OK(dev->be->ops->emu_stream_create(dev->be, &native));
+  OK(hippo__stream_attach(dev, native, &s));
+  real_ops = dev->be->ops;
+  blocking_ops = *real_ops;
+  blocking_ops.page_free = blocking_free;
+  dev->be->ops = &blocking_ops;
+  ck_assert_int_eq(sem_init(&in_flush, 0, 0), 0);
+  ck_assert_int_eq(sem_init(&go_on, 0, 0), 0);
+  /* two pages fill the device; the table fills up with zero-size
+   * reservations; then the two are released (two free slots, two free
+   * pages) and one slot is taken again: one free slot is left */
+  OK(hippo__reserve(s, 2 * TU_MiB, HIPPO_MODE_AUTO, &a1));
+  OK(hippo__reserve(s, 2 * TU_MiB, HIPPO_MODE_AUTO, &a2));
+  while (s->handles.count < s->handles.cap)
+    OK(hippo__reserve(s, 0, HIPPO_MODE_AUTO, &h));
+  OK(hippo__release(s, a1));
+  OK(hippo__release(s, a2));
+  OK(hippo__reserve(s, 0, HIPPO_MODE_AUTO, &h));
+  ck_assert(hippo__handles_room(&s->handles));
+  OK(hippo__device_check(dev));
+  /* 4 MiB: no free page fits, the device is full; the retry gives the
+   * two free pages back and, in their free, the other thread takes the
+   * last slot */
+  t.s = s;
+  t.st = HIPPO_INTERNAL;
+  block_next_free = 1;
+  ck_assert_int_eq(pthread_create(&th, NULL, take_last_slot, &t), 0);
+  st = hippo__reserve(s, 4 * TU_MiB, HIPPO_MODE_AUTO, &h);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  fail_aligned = 0;
+  ck_assert_int_eq(t.st, HIPPO_SUCCESS);
+  ck_assert_msg(st == HIPPO_OUT_OF_MEMORY, "reserve gave %d: %s", st,
+                hippo__error_get());
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "handle table"));
+  /* nothing served: no page held, every slot live is a zero-size one */
+  OK(hippo__stream_usage(s, &u));
+  ck_assert_uint_eq(u.pages, 0);
+  ck_assert_uint_eq(u.bytes_reserved, 0);
+  ck_assert_uint_eq(u.bytes_in_use, 0);
+  ck_assert_uint_eq(u.allocations, s->handles.cap);
+  OK(hippo__device_check(dev));
+  OK(hippo__reserve(s, 4 * TU_MiB, HIPPO_MODE_AUTO, &h)); /* memory back */
+  ck_assert_uint_eq(s->handles.cap, 512);
+  OK(hippo__device_check(dev));
+  dev->be->ops = real_ops;
+  sem_destroy(&in_flush);
+  sem_destroy(&go_on);
+  close_stream(dev, s, native);
+}
+END_TEST
+
 int main(void) {
   Suite *s;
   void *probe;
@@ -121,6 +240,7 @@ int main(void) {
   TCase *t = tcase_create("host memory");
   tcase_add_test(t, handle_table_full);
   tcase_add_test(t, check_sees_stream_peak);
+  tcase_add_test(t, retry_flush_loses_room);
   suite_add_tcase(s, t);
   return tu_run(s);
 }

@@ -328,7 +328,7 @@ START_TEST(excl_accept) {
   ck_assert_uint_eq(rep.bytes_reserved, MiB);
   ck_assert_uint_eq(rep.bytes_padding, 0);
   ck_assert_uint_eq(rep.kind, HIPPO_POOL_EXCLUSIVE);
-  ck_assert_uint_eq(rep.options.max_alloc_size, MiB);
+  ck_assert_uint_eq(p->opt.max_alloc_size, MiB);
   /* Outside the contract, but refused cleanly. */
   FAILS(p->ops->reserve(p, MiB + 1, &r), HIPPO_INVALID_ARGUMENT,
         "EXCLUSIVE pool");
@@ -340,7 +340,7 @@ START_TEST(excl_accept) {
   f = fake_new(UINT64_MAX, ALIGN);
   p = excl_new(f, NULL, UINT64_MAX, 0);
   ck_assert_uint_eq(p->max_size, UINT64_C(1) << 63);
-  ck_assert_uint_eq(report(p).options.max_alloc_size, UINT64_C(1) << 63);
+  ck_assert_uint_eq(p->opt.max_alloc_size, UINT64_C(1) << 63);
   /* The largest request still gets its exact class. */
   r = reserve(p, (UINT64_C(1) << 62) + 1);
   ck_assert_uint_eq(p->bytes_reserved,
@@ -769,7 +769,7 @@ START_TEST(excl_report) {
   rep = report(p);
   ck_assert_uint_eq(rep.struct_size, sizeof rep);
   ck_assert_uint_eq(rep.kind, HIPPO_POOL_EXCLUSIVE);
-  ck_assert_uint_eq(rep.options.max_alloc_size, 4 * MiB);
+  ck_assert_uint_eq(p->opt.max_alloc_size, 4 * MiB);
   ck_assert_uint_eq(rep.pages, 4);
   ck_assert_uint_eq(rep.peak_pages, 5);
   ck_assert_uint_eq(rep.allocations, 2);
@@ -930,7 +930,7 @@ START_TEST(direct_reclaim) {
   hippo__pool *p = direct_new(f, NULL, 4096, 0);
   hippo__slice_ref x, y, z, a, b, c;
   hippo_pool_report rep;
-  ck_assert_uint_eq(report(p).options.reclaim_at, 4096);
+  ck_assert_uint_eq(p->opt.reclaim_at, 4096);
   x = reserve(p, 1024);
   y = reserve(p, 1024);
   z = reserve(p, 2048);
@@ -1164,7 +1164,7 @@ START_TEST(persistent_basics) {
   memset(&zero, 0, sizeof zero);
   zero.struct_size = sizeof zero;
   zero.kind = HIPPO_POOL_PERSISTENT;
-  ck_assert_int_eq(memcmp(&rep.options, &zero, sizeof zero), 0);
+  ck_assert_int_eq(memcmp(&p->opt, &zero, sizeof zero), 0);
   ck_assert_uint_eq(rep.bytes_reserved, 8192);
   ck_assert_uint_eq(rep.bytes_padding, 96);
   ck_assert_uint_eq(b.addr, FAKE_BASE + 4096 + ALIGN);

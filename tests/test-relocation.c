@@ -100,7 +100,8 @@ START_TEST(test_page_size_grows) {
   r = arena(api, s);
   ck_assert_uint_eq(r.kind, HIPPO_POOL_ARENA);
   ck_assert_uint_eq(r.current_page_size, 2 * MiB);
-  ck_assert_uint_eq(r.options.page_size, 2 * MiB); /* the floor, as given */
+  ck_assert_uint_eq(tu_options(api, s, 1).page_size,
+                    2 * MiB); /* the floor, as given */
   ck_assert_uint_eq(r.pages, 1);
   ck_assert_uint_eq(r.page_sizes, 1);
   ck_assert_uint_eq(r.outdated_pages, 0);
@@ -315,13 +316,13 @@ START_TEST(test_page_sizes_exhausted) {
 
   /* while another stream captures, nothing moves: the growth fails */
   so = tu_attach(api, dev, &other);
-  CK_OK(api, api->emu_capture_begin(dev, other, &id));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, other, &id));
   CK_STATUS(api, api->reserve(s, 129 * MiB, HIPPO_MODE_AUTO, &x),
             HIPPO_PAGE_SIZES_EXHAUSTED);
   CK_ERROR_HAS(api, "all 64 page sizes");
   CK_ERROR_HAS(api, "relocate");
   ck_assert_uint_eq(arena(api, s).page_sizes, 64);
-  CK_OK(api, api->emu_capture_end(dev, other));
+  CK_OK(api, tu_emu(api)->capture_end(dev, other));
   tu_detach(api, dev, so, other);
   CK_CHECK(api, dev);
 
@@ -414,7 +415,7 @@ START_TEST(test_pressure_relocation) {
     hippo_stream *cs = tu_attach(api, dev, &cn);
     uint64_t id;
     char before[512];
-    CK_OK(api, api->emu_capture_begin(dev, cn, &id));
+    CK_OK(api, tu_emu(api)->capture_begin(dev, cn, &id));
     /* a failure first: the skip, a success, leaves its message */
     CK_STATUS(api, api->release(s, 12345), HIPPO_INVALID_HANDLE);
     snprintf(before, sizeof before, "%s", api->last_error());
@@ -427,7 +428,7 @@ START_TEST(test_pressure_relocation) {
     ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_SYNC], syncs);
     ck_assert_uint_eq(tu_addr(api, s, a), old);
     ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE); /* still */
-    CK_OK(api, api->emu_capture_end(dev, cn));
+    CK_OK(api, tu_emu(api)->capture_end(dev, cn));
     tu_detach(api, dev, cs, cn);
   }
   syncs = tu_counters(api, dev).calls[HIPPO_CALL_SYNC];
@@ -507,7 +508,7 @@ START_TEST(test_stall_memo) {
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE);
   /* a relocation that failed (a refused copy) moved nothing, but that may
    * pass: the need stays */
-  CK_OK(api, api->emu_inject_fault(dev, HIPPO_CALL_COPY, 1,
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_COPY, 1,
                                    HIPPO_BACKEND_ERROR));
   CK_STATUS(api, api->relocate_when_wanted(s), HIPPO_BACKEND_ERROR);
   rep = last_report(api, dev, s);
@@ -682,7 +683,7 @@ static void world_open(const hippo_api *api, world *w, bool queue_work) {
     w->big[st] = filled(api, w->dev, w->s[st], 8 * MiB, seed_of(st, 99));
     ck_assert_uint_eq(arena(api, w->s[st]).outdated_pages, 1);
     if (queue_work)
-      CK_OK(api, api->emu_copy(
+      CK_OK(api, tu_emu(api)->copy(
                      w->dev, w->n[st],
                      (void *)(uintptr_t)tu_addr(api, w->s[st], w->h[st][0]),
                      (const void *)(uintptr_t)tu_addr(api, w->s[st],
@@ -856,10 +857,10 @@ START_TEST(test_relocation_faults) {
       for (int s = 0; s < STREAMS; s++)
         CK_OK(api, api->capture_announce(w.s[s], HIPPO_CAPTURE_QUERY));
     before = tu_counters(api, w.dev);
-    CK_OK(api, api->emu_inject_fault(w.dev, kind, nth, HIPPO_BACKEND_ERROR));
+    CK_OK(api, tu_emu(api)->inject_fault(w.dev, kind, nth, HIPPO_BACKEND_ERROR));
     st = api->relocate_with(w.dev, NULL, HIPPO_RELOCATE_CAPTURE, NULL);
     after = tu_counters(api, w.dev);
-    CK_OK(api, api->emu_inject_fault(w.dev, kind, 0, HIPPO_SUCCESS));
+    CK_OK(api, tu_emu(api)->inject_fault(w.dev, kind, 0, HIPPO_SUCCESS));
     fired = after.calls[kind] - before.calls[kind] >= nth;
     rep = last_report(api, w.dev, NULL);
     if (fired) {
@@ -873,15 +874,17 @@ START_TEST(test_relocation_faults) {
         ck_assert_msg(strncmp(api->last_error(), "relocate_with: ", 15) == 0,
                       "%s", api->last_error());
       if (kind != HIPPO_CALL_CAPTURE_QUERY) {
+        hippo_relocation_failure f0;
         ck_assert_uint_ge(rep.failure_count, 1);
-        ck_assert_int_eq(rep.failures[0].status, HIPPO_BACKEND_ERROR);
-        ck_assert_ptr_nonnull(rep.failures[0].stream);
+        f0 = tu_failure(api, w.dev, NULL, 0);
+        ck_assert_int_eq(f0.status, HIPPO_BACKEND_ERROR);
+        ck_assert_ptr_nonnull(f0.stream);
         if (steps[_i])
-          ck_assert_uint_eq(rep.failures[0].step, steps[_i]);
+          ck_assert_uint_eq(f0.step, steps[_i]);
         else
-          ck_assert(rep.failures[0].step == HIPPO_RELOCATION_STEP_FINISH ||
-                    rep.failures[0].step == HIPPO_RELOCATION_STEP_WAIT);
-        if (rep.failures[0].step == HIPPO_RELOCATION_STEP_WAIT)
+          ck_assert(f0.step == HIPPO_RELOCATION_STEP_FINISH ||
+                    f0.step == HIPPO_RELOCATION_STEP_WAIT);
+        if (f0.step == HIPPO_RELOCATION_STEP_WAIT)
           ck_assert_uint_gt(tu_usage(api, w.dev, NULL).bytes_stranded, 0);
       }
     } else {
@@ -916,7 +919,7 @@ START_TEST(test_capture_no_relocation) {
   uint64_t id;
   char name[64];
   world_open(api, &w, false);
-  CK_OK(api, api->emu_capture_begin(w.dev, w.n[2], &id));
+  CK_OK(api, tu_emu(api)->capture_begin(w.dev, w.n[2], &id));
   before = tu_counters(api, w.dev);
   CK_OK(api, api->relocate_device(w.dev));
   ck_assert_uint_eq(last_report(api, w.dev, NULL).outcome,
@@ -940,7 +943,7 @@ START_TEST(test_capture_no_relocation) {
                     before.calls[HIPPO_CALL_COPY]);
   for (int st = 0; st < STREAMS; st++)
     ck_assert_uint_eq(arena(api, w.s[st]).outdated_pages, 1);
-  CK_OK(api, api->emu_capture_end(w.dev, w.n[2]));
+  CK_OK(api, tu_emu(api)->capture_end(w.dev, w.n[2]));
   CK_OK(api, api->relocate_device(w.dev));
   ck_assert_uint_eq(last_report(api, w.dev, NULL).slices_moved,
                     STREAMS * MOVED);
@@ -1041,8 +1044,7 @@ START_TEST(test_relocation_arguments) {
   hippo_relocation_report rep;
   hippo_relocation_need need;
 
-  ck_assert_uint_ge(api->struct_size,
-                    offsetof(hippo_api, emu_copy) + sizeof api->emu_copy);
+  ck_assert(HIPPO_API_HAS(api, relocation_failure));
   CK_STATUS(api, api->relocate_with(dev, s, 6, NULL), HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "reason 6");
   CK_STATUS(api, api->relocate_with(dev, so, HIPPO_RELOCATE_EXPLICIT, NULL),
@@ -1078,13 +1080,98 @@ START_TEST(test_relocation_arguments) {
   /* nothing was run yet */
   ck_assert_uint_eq(last_report(api, dev, s).outcome, HIPPO_RELOCATION_NONE);
   /* emu_copy checks the ranges like a copy does */
-  CK_STATUS(api, api->emu_copy(dev, n, (void *)(uintptr_t)16,
+  CK_STATUS(api, tu_emu(api)->copy(dev, n, (void *)(uintptr_t)16,
                                (const void *)(uintptr_t)32, 8),
             HIPPO_INVALID_ARGUMENT);
   tu_detach(api, dev, s, n);
   tu_detach(api, other, so, no);
   CK_OK(api, api->device_close(dev));
   CK_OK(api, api->device_close(other));
+}
+END_TEST
+
+/* Failures past the fourth: six streams each hold a slice on an outdated
+ * page; the wait for every stream's work fails once (an injected fault),
+ * so each stream's moves fail at step FINISH: six failures, each read back
+ * by relocation_failure, the device's in stream order and each stream's
+ * its own; an index past them is refused, and so is a bad struct. */
+START_TEST(test_failures_past_four) {
+  enum { NSTREAMS = 6 };
+  const hippo_api *api = tu_api();
+  hippo_device *dev =
+      open_arena(api, HIPPO_BACKEND_DRY, 256 * MiB, 2 * MiB, 16 * MiB, 0);
+  hippo_stream *s[NSTREAMS];
+  void *n[NSTREAMS];
+  hippo_handle old[NSTREAMS], big[NSTREAMS];
+  hippo_relocation_report rep;
+  hippo_relocation_failure f;
+  for (int i = 0; i < NSTREAMS; i++) {
+    s[i] = tu_attach(api, dev, &n[i]);
+    old[i] = tu_reserve(api, s[i], MiB);     /* on a 2 MiB page */
+    big[i] = tu_reserve(api, s[i], 3 * MiB); /* grows: a 4 MiB page with
+                                                room for the old slice */
+    ck_assert_uint_eq(arena(api, s[i]).outdated_pages, 1);
+  }
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_SYNC, 1,
+                                       HIPPO_BACKEND_ERROR));
+  TU_SIZED(rep);
+  CK_STATUS(api, api->relocate_with(dev, NULL, HIPPO_RELOCATE_EXPLICIT, &rep),
+            HIPPO_BACKEND_ERROR);
+  CK_ERROR_HAS(api, "6 relocation failures");
+  ck_assert_uint_eq(rep.failure_count, NSTREAMS);
+  ck_assert_uint_eq(rep.outcome, HIPPO_RELOCATION_FAILED);
+  ck_assert_uint_eq(rep.slices_moved, 0);
+  ck_assert_uint_eq(last_report(api, dev, NULL).failure_count, NSTREAMS);
+  for (uint32_t i = 0; i < NSTREAMS; i++) {
+    f = tu_failure(api, dev, NULL, i);
+    ck_assert_uint_eq(f.struct_size, sizeof f);
+    ck_assert_int_eq(f.status, HIPPO_BACKEND_ERROR);
+    ck_assert_uint_eq(f.step, HIPPO_RELOCATION_STEP_FINISH);
+    ck_assert_ptr_eq(f.stream, s[i]);
+    ck_assert_uint_eq(f.slices, 1);
+    ck_assert_uint_eq(f.bytes, MiB);
+    /* the stream's own report holds its one failure */
+    ck_assert_uint_eq(last_report(api, dev, s[i]).failure_count, 1);
+    f = tu_failure(api, dev, s[i], 0);
+    ck_assert_ptr_eq(f.stream, s[i]);
+    TU_SIZED(f);
+    CK_STATUS(api, api->relocation_failure(dev, s[i], 1, &f),
+              HIPPO_INVALID_ARGUMENT);
+    CK_ERROR_HAS(api, "index 1, but the last relocation of the stream had "
+                      "1 failures");
+  }
+  TU_SIZED(f);
+  CK_STATUS(api, api->relocation_failure(dev, NULL, NSTREAMS, &f),
+            HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "index 6, but the last relocation of the device had 6 "
+                    "failures");
+  CK_STATUS(api, api->relocation_failure(dev, NULL, 0, NULL),
+            HIPPO_INVALID_ARGUMENT);
+  CK_STATUS(api, api->relocation_failure(NULL, NULL, 0, &f),
+            HIPPO_INVALID_ARGUMENT);
+  f.struct_size = 12;
+  CK_STATUS(api, api->relocation_failure(dev, NULL, 0, &f),
+            HIPPO_INVALID_ARGUMENT);
+  /* an older caller's smaller struct gets what fits */
+  memset(&f, 0xab, sizeof f);
+  f.struct_size = 16;
+  CK_OK(api, api->relocation_failure(dev, NULL, 0, &f));
+  ck_assert_uint_eq(f.step, HIPPO_RELOCATION_STEP_FINISH);
+  ck_assert_ptr_eq(f.stream, (hippo_stream *)(uintptr_t)0xababababababababull);
+  CK_CHECK(api, dev);
+  /* the slices stayed; a relocation without the fault moves them */
+  CK_OK(api, api->relocate_with(dev, NULL, HIPPO_RELOCATE_EXPLICIT, &rep));
+  ck_assert_uint_eq(rep.failure_count, 0);
+  ck_assert_uint_eq(rep.slices_moved, NSTREAMS);
+  TU_SIZED(f);
+  CK_STATUS(api, api->relocation_failure(dev, NULL, 0, &f),
+            HIPPO_INVALID_ARGUMENT);
+  for (int i = 0; i < NSTREAMS; i++) {
+    CK_OK(api, api->release(s[i], old[i]));
+    CK_OK(api, api->release(s[i], big[i]));
+    tu_detach(api, dev, s[i], n[i]);
+  }
+  CK_OK(api, api->device_close(dev));
 }
 END_TEST
 
@@ -1170,6 +1257,7 @@ static Suite *relocation_suite(void) {
   tcase_add_test(tc, test_auto_relocate);
   tcase_add_test(tc, test_oom_recovers_by_relocation);
   tcase_add_test(tc, test_relocation_arguments);
+  tcase_add_test(tc, test_failures_past_four);
   tcase_add_loop_test(tc, test_relocation_random, 0, 4);
   suite_add_tcase(s, tc);
   return s;

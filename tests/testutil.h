@@ -7,6 +7,7 @@
  *    tu_api()             the loaded table (hippo_load; aborts the test with
  *                         hippo_load_error() when the plugin cannot load)
  *    tu_entry()           the raw hippo_plugin_entry of the loaded plugin
+ *    tu_emu(api)          the emulation table (hippo_emu_api)
  *    tu_open()            open a HOST/DRY device (capacity, layout, flags)
  *    tu_attach()          create an emulated stream and attach it
  *    tu_detach()          detach it and destroy the emulated stream
@@ -75,6 +76,16 @@ static inline const hippo_api *tu_load(void **lib_out) {
 }
 
 static inline const hippo_api *tu_api(void) { return tu_load(NULL); }
+
+/* The emulation table of `api` (hippo_api.emulation). */
+static inline const hippo_emu_api *tu_emu(const hippo_api *api) {
+  const hippo_emu_api *emu = NULL;
+  hippo_status st = api->emulation(&emu);
+  if (st != HIPPO_SUCCESS || !emu)
+    ck_abort_msg("emulation() failed with status %d: %s", (int)st,
+                 api->last_error());
+  return emu;
+}
 
 /* The plugin's raw entry point (for negotiation tests). */
 static inline hippo_plugin_entry_fn tu_entry(void) {
@@ -252,7 +263,7 @@ static inline hippo_stream *tu_attach(const hippo_api *api, hippo_device *dev,
                                       void **native) {
   void *n = NULL;
   hippo_stream *s = NULL;
-  CK_OK(api, api->emu_stream_create(dev, &n));
+  CK_OK(api, tu_emu(api)->stream_create(dev, &n));
   ck_assert_ptr_nonnull(n);
   CK_OK(api, api->stream_attach(dev, n, &s));
   ck_assert_ptr_nonnull(s);
@@ -267,7 +278,7 @@ static inline void tu_detach_at(const hippo_api *api, hippo_device *dev,
                                 hippo_stream *s, void *native,
                                 const char *file, int line) {
   CK_OK_AT(api, api->stream_detach(s), file, line);
-  CK_OK_AT(api, api->emu_stream_destroy(dev, native), file, line);
+  CK_OK_AT(api, tu_emu(api)->stream_destroy(dev, native), file, line);
 }
 #define tu_detach(api, dev, s, native)                                         \
   tu_detach_at((api), (dev), (s), (native), __FILE__, __LINE__)
@@ -286,7 +297,7 @@ static inline hippo_emu_counters tu_counters(const hippo_api *api,
                                              hippo_device *dev) {
   hippo_emu_counters c;
   TU_SIZED(c);
-  CK_OK(api, api->emu_counters(dev, &c));
+  CK_OK(api, tu_emu(api)->counters(dev, &c));
   return c;
 }
 
@@ -294,8 +305,31 @@ static inline hippo_pool_report tu_report(const hippo_api *api,
                                           hippo_stream *s, uint32_t pool) {
   hippo_pool_report r;
   TU_SIZED(r);
-  CK_OK(api, api->pool_report(s, pool, &r));
+  CK_OK(api, api->pool_report(s, pool, &r, NULL));
   return r;
+}
+
+/* Failure `index` of the last relocation report of stream s (NULL: the
+ * device's). */
+static inline hippo_relocation_failure tu_failure(const hippo_api *api,
+                                                  hippo_device *dev,
+                                                  hippo_stream *s,
+                                                  uint32_t index) {
+  hippo_relocation_failure f;
+  TU_SIZED(f);
+  CK_OK(api, api->relocation_failure(dev, s, index, &f));
+  return f;
+}
+
+/* The options in force of pool `pool` of stream s (pool_report's). */
+static inline hippo_pool_options tu_options(const hippo_api *api,
+                                            hippo_stream *s, uint32_t pool) {
+  hippo_pool_report r;
+  hippo_pool_options o;
+  TU_SIZED(r);
+  TU_SIZED(o);
+  CK_OK(api, api->pool_report(s, pool, &r, &o));
+  return o;
 }
 
 static inline hippo_device_info tu_info(const hippo_api *api,
@@ -369,7 +403,7 @@ static inline void tu_fill(const hippo_api *api, hippo_device *dev, void *ptr,
   ck_assert_ptr_nonnull(buf);
   for (uint64_t i = 0; i < size; i++)
     buf[i] = tu_pattern(seed, i);
-  CK_OK(api, api->emu_write(dev, ptr, buf, size));
+  CK_OK(api, tu_emu(api)->write(dev, ptr, buf, size));
   free(buf);
 }
 
@@ -379,7 +413,7 @@ static inline void tu_verify_at(const hippo_api *api, hippo_device *dev,
                                 const char *file, int line) {
   unsigned char *buf = malloc(size ? size : 1);
   ck_assert_ptr_nonnull(buf);
-  CK_OK(api, api->emu_read(dev, ptr, buf, size));
+  CK_OK(api, tu_emu(api)->read(dev, ptr, buf, size));
   for (uint64_t i = 0; i < size; i++)
     if (buf[i] != tu_pattern(seed, i)) {
       unsigned got = buf[i], want = tu_pattern(seed, i);

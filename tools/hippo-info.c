@@ -266,13 +266,16 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
   n = u.pool_count < POOL_ROWS ? u.pool_count : POOL_ROWS;
   for (i = 0; i < n; i++) {
     hippo_pool_report r;
-    const hippo_pool_options *po = &r.options;
+    hippo_pool_options opt;
+    const hippo_pool_options *po = &opt;
     char (*c)[POOL_CELL] = rows[i].cell, text[POOL_CELL];
     bool sliced, exclusive;
 
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
-    if (failed(api, api->pool_report(stream, i, &r), "pool_report"))
+    memset(&opt, 0, sizeof opt);
+    opt.struct_size = sizeof opt;
+    if (failed(api, api->pool_report(stream, i, &r, &opt), "pool_report"))
       return false;
     sliced = r.kind == HIPPO_POOL_SLICED || r.kind == HIPPO_POOL_ARENA;
     exclusive = r.kind == HIPPO_POOL_EXCLUSIVE;
@@ -351,7 +354,7 @@ int main(int argc, char **argv) {
     goto out;
   tool_capacity_note(prog, &o, &info);
   if (info.backend != HIPPO_BACKEND_HIP) {
-    if (failed(api, api->emu_stream_create(dev, &native), "emu_stream_create"))
+    if (failed(api, tool_emu(api)->stream_create(dev, &native), "emu_stream_create"))
       goto out;
     emulated = true;
   }
@@ -359,7 +362,8 @@ int main(int argc, char **argv) {
     goto out;
 
   printf("plugin: %s\n", plugin);
-  printf("abi version: %" PRIu32 "\n", api->abi_version);
+  printf("abi version: %" PRIu32 ".%" PRIu32 "\n", api->abi_version >> 16,
+         api->abi_version & 0xffffu);
   print_text("runtime", info.runtime, sizeof info.runtime);
   printf("backend: %s\n", tool_backend_name(info.backend));
   print_choice(api, &o, &info);
@@ -386,7 +390,7 @@ out:
   if (stream && failed(api, api->stream_detach(stream), "stream_detach"))
     ok = false;
   if (emulated &&
-      failed(api, api->emu_stream_destroy(dev, native), "emu_stream_destroy"))
+      failed(api, tool_emu(api)->stream_destroy(dev, native), "emu_stream_destroy"))
     ok = false;
   if (dev && failed(api, api->device_close(dev), "device_close"))
     ok = false;

@@ -412,9 +412,7 @@ static int session_open(struct session *s, const struct options *o,
     if (rc != EXIT_OK)
       return rc;
   }
-  if (o->policy == RELOCATE_EVERY &&
-      api->struct_size < offsetof(hippo_api, relocate_with) +
-                             sizeof api->relocate_with) {
+  if (o->policy == RELOCATE_EVERY && !HIPPO_API_HAS(api, relocate_with)) {
     fprintf(stderr, "hippo-replay: --relocate explicit-every needs a plugin "
                     "with relocate_with (this one is older)\n");
     return EXIT_INPUT;
@@ -432,7 +430,7 @@ static int session_open(struct session *s, const struct options *o,
       continue;
     }
     if (s->backend != HIPPO_BACKEND_HIP) {
-      st = api->emu_stream_create(s->dev, &native);
+      st = tool_emu(api)->stream_create(s->dev, &native);
       if (st != HIPPO_SUCCESS) {
         fprintf(stderr,
                 "hippo-replay: cannot create an emulated stream for trace "
@@ -656,7 +654,7 @@ static int session_close(struct session *s, const struct trace *t) {
     if (!s->emulated[i])
       continue;
     s->emulated[i] = false;
-    st = api->emu_stream_destroy(s->dev, s->native[i]);
+    st = tool_emu(api)->stream_destroy(s->dev, s->native[i]);
     if (st != HIPPO_SUCCESS) {
       fprintf(stderr, "hippo-replay: emu_stream_destroy failed: %s: %s\n",
               tool_status_name(api, st), api->last_error());
@@ -853,7 +851,7 @@ static void write_json(FILE *f, const struct session *s,
       hippo_pool_report pr;
       memset(&pr, 0, sizeof pr);
       pr.struct_size = sizeof pr;
-      if (api->pool_report(s->attached[k], i, &pr) != HIPPO_SUCCESS)
+      if (api->pool_report(s->attached[k], i, &pr, NULL) != HIPPO_SUCCESS)
         continue;
       /* the trace's stream number (attached[k] serves stream_order[k]);
        * on HIP one manager serves every trace stream: the first's */
@@ -1112,7 +1110,7 @@ int main(int argc, char **argv) {
     memset(&c, 0, sizeof c);
     c.struct_size = sizeof c;
     have_counters = s.backend != HIPPO_BACKEND_HIP &&
-                    s.api->emu_counters(s.dev, &c) == HIPPO_SUCCESS;
+                    tool_emu(s.api)->counters(s.dev, &c) == HIPPO_SUCCESS;
     for (size_t i = 0; i < t.count; i++)
       if (t.events[i].op == TRACE_RESERVE && s.handles[t.events[i].slot])
         r.live_at_end++;

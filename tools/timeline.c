@@ -35,7 +35,8 @@ struct timeline {
   size_t events, nb, filled;
   uint64_t *cur, *rel, *shares;
   uint64_t sum[MAX_POOLS], start[MAX_POOLS], total;
-  hippo_pool_report first[MAX_POOLS]; /* stream 0's pools: kinds, options */
+  hippo_pool_report first[MAX_POOLS]; /* stream 0's pools: kinds */
+  hippo_pool_options first_opt[MAX_POOLS]; /* and options */
   uint64_t relocs, fails;             /* over the whole replay */
   struct bucket *buckets;
 };
@@ -59,7 +60,7 @@ static uint64_t refresh(struct timeline *tl, uint32_t k) {
     uint64_t *c = &tl->cur[(size_t)k * tl->pools + p];
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
-    if (api->pool_report(m, p, &r) != HIPPO_SUCCESS)
+    if (api->pool_report(m, p, &r, NULL) != HIPPO_SUCCESS)
       continue; /* a pool this stream lacks (or an error): keep the last */
     tl->sum[p] += r.bytes_reserved - *c; /* wraps back exactly */
     tl->total += r.bytes_reserved - *c;
@@ -111,8 +112,12 @@ struct timeline *timeline_new(const hippo_api *api, hippo_device *dev,
     memcpy(tl->attached, attached, attached_count * sizeof *attached);
   for (uint32_t p = 0; attached_count && p < tl->pools; p++) {
     tl->first[p].struct_size = sizeof tl->first[p];
-    if (api->pool_report(attached[0], p, &tl->first[p]) != HIPPO_SUCCESS)
+    tl->first_opt[p].struct_size = sizeof tl->first_opt[p];
+    if (api->pool_report(attached[0], p, &tl->first[p], &tl->first_opt[p]) !=
+        HIPPO_SUCCESS) {
       memset(&tl->first[p], 0, sizeof tl->first[p]);
+      memset(&tl->first_opt[p], 0, sizeof tl->first_opt[p]);
+    }
   }
   for (k = 0; k < attached_count; k++)
     (void)refresh(tl, k); /* relocations before the replay do not count */
@@ -447,7 +452,7 @@ static void put_series(FILE *f, const struct timeline *tl,
 static void pool_label(const struct timeline *tl, uint32_t p, char *buf,
                        size_t cap) {
   const hippo_pool_report *r = &tl->first[p];
-  const hippo_pool_options *o = &r->options;
+  const hippo_pool_options *o = &tl->first_opt[p];
   char a[24], b[24];
   switch (r->kind) {
   case HIPPO_POOL_SLICED:

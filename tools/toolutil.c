@@ -80,6 +80,16 @@ hippo_status tool_load(const char *prog, const char *path, void **lib,
   return st;
 }
 
+const hippo_emu_api *tool_emu(const hippo_api *api) {
+  const hippo_emu_api *emu = NULL;
+  if (api->emulation(&emu) != HIPPO_SUCCESS || !emu) {
+    fprintf(stderr, "the plugin hands out no emulation table: %s\n",
+            api->last_error());
+    exit(1);
+  }
+  return emu;
+}
+
 enum tool_num tool_parse_u64(const char *s, uint64_t *out) {
   uint64_t v = 0;
   const char *p = s;

@@ -35,6 +35,9 @@ const char *tool_plugin_path(const char *given);
  * name the plugin to stderr.  Returns hippo_load's status. */
 hippo_status tool_load(const char *prog, const char *path, void **lib,
                        const hippo_api **api);
+/* The plugin's emulation table (hippo_api.emulation); never NULL for a
+ * table tool_load accepted. */
+const hippo_emu_api *tool_emu(const hippo_api *api);
 
 /* Results of tool_parse_u64. */
 enum tool_num {

@@ -12,6 +12,15 @@
 #include "driver.h"
 #include "model.h"
 
+/* The emulation table of `api` (the plugin's one, never NULL for a table
+ * hippo_load accepted). */
+static const hippo_emu_api *drv_emu(const hippo_api *api) {
+  const hippo_emu_api *emu = NULL;
+  if (api->emulation(&emu) != HIPPO_SUCCESS || !emu)
+    abort();
+  return emu;
+}
+
 #define KiB (UINT64_C(1) << 10)
 #define MiB (UINT64_C(1) << 20)
 #define GiB (UINT64_C(1) << 30)
@@ -126,7 +135,7 @@ static hippo_emu_counters counters(fz *f) {
   hippo_emu_counters c;
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
-  (void)f->api->emu_counters(f->dev, &c);
+  (void)drv_emu(f->api)->counters(f->dev, &c);
   return c;
 }
 
@@ -153,7 +162,7 @@ static void faults_park(fz *f) {
   for (int k = 0; k < (int)HIPPO_CALL_KINDS; k++)
     if (f->armed[k]) {
       f->parked[k] = f->target[k] - c.calls[k];
-      (void)f->api->emu_inject_fault(f->dev, k, 0, HIPPO_SUCCESS);
+      (void)drv_emu(f->api)->inject_fault(f->dev, k, 0, HIPPO_SUCCESS);
     }
 }
 
@@ -162,7 +171,7 @@ static int faults_unpark(fz *f) {
   for (int k = 0; k < (int)HIPPO_CALL_KINDS; k++)
     if (f->armed[k]) {
       hippo_status st =
-          f->api->emu_inject_fault(f->dev, k, f->parked[k], f->fstatus[k]);
+          drv_emu(f->api)->inject_fault(f->dev, k, f->parked[k], f->fstatus[k]);
       if (st != HIPPO_SUCCESS)
         return fail(f, "re-arming a fault: %s", f->api->last_error());
       f->target[k] = c.calls[k] + f->parked[k];
@@ -246,7 +255,7 @@ static int write_pattern(fz *f, hfz_handle *x) {
     if (!b)
       return fail(f, "no host memory for %" PRIu64 " B", n);
     pattern_fill(x->seed, from, b, n);
-    st = f->api->emu_write(f->dev, (void *)(uintptr_t)(x->addr + from), b, n);
+    st = drv_emu(f->api)->write(f->dev, (void *)(uintptr_t)(x->addr + from), b, n);
     if (st)
       return fail(f, "emu_write: %s", f->api->last_error());
   }
@@ -260,7 +269,7 @@ static int check_bytes(fz *f, const hfz_handle *x, uint64_t from,
   hippo_status st;
   if (!b)
     return fail(f, "no host memory for %" PRIu64 " B", 2 * n);
-  st = f->api->emu_read(f->dev, (const void *)(uintptr_t)(x->addr + from), b,
+  st = drv_emu(f->api)->read(f->dev, (const void *)(uintptr_t)(x->addr + from), b,
                         n);
   if (st)
     return fail(f, "emu_read: %s", f->api->last_error());
@@ -351,7 +360,7 @@ static int check_stream_figures(fz *f, int i, uint64_t *allocs,
     hippo_pool_report r;
     memset(&r, 0, sizeof r);
     r.struct_size = sizeof r;
-    st = f->api->pool_report(ms->s, p, &r);
+    st = f->api->pool_report(ms->s, p, &r, NULL);
     f->stats->calls++;
     if (st)
       return fail(f, "pool_report(%u): %s", p, f->api->last_error());
@@ -818,7 +827,7 @@ static int op_attach(fz *f, rd *r) {
                   HFZ_ST(HIPPO_BUSY));
   }
   if (!dflt) {
-    st = f->api->emu_stream_create(f->dev, &native);
+    st = drv_emu(f->api)->stream_create(f->dev, &native);
     if (expect(f, "emu_stream_create", st, HFZ_ST(HIPPO_SUCCESS)))
       return -1;
   }
@@ -828,7 +837,7 @@ static int op_attach(fz *f, rd *r) {
              HFZ_ST(dflt && taken ? HIPPO_BUSY : HIPPO_SUCCESS)))
     return -1;
   if (st != HIPPO_SUCCESS) {
-    if (native && f->api->emu_stream_destroy(f->dev, native))
+    if (native && drv_emu(f->api)->stream_destroy(f->dev, native))
       return fail(f, "emu_stream_destroy: %s", f->api->last_error());
     return 0;
   }
@@ -873,7 +882,7 @@ static int op_detach(fz *f, rd *r) {
   else
     f->dead[f->stats->ops % MAX_DEAD] = ms->s;
   if (ms->native) {
-    st = f->api->emu_stream_destroy(f->dev, ms->native);
+    st = drv_emu(f->api)->stream_destroy(f->dev, ms->native);
     if (expect(f, "emu_stream_destroy", st, HFZ_ST(HIPPO_SUCCESS)))
       return -1;
   }
@@ -922,7 +931,7 @@ static int op_record_use(fz *f, rd *r) {
     }
     if (y) {
       uint64_t n = y->size < t.x->size ? y->size : t.x->size;
-      st = f->api->emu_copy(f->dev, f->m.streams[u].native,
+      st = drv_emu(f->api)->copy(f->dev, f->m.streams[u].native,
                             (void *)(uintptr_t)t.x->addr,
                             (const void *)(uintptr_t)y->addr, n);
       faults_poll(f);
@@ -938,7 +947,7 @@ static int op_sync(fz *f, rd *r) {
   hippo_status st;
   if (i < 0)
     return 0;
-  st = f->api->emu_stream_sync(f->dev, f->m.streams[i].native);
+  st = drv_emu(f->api)->stream_sync(f->dev, f->m.streams[i].native);
   faults_poll(f);
   return expect(f, "emu_stream_sync", st,
                 HFZ_ST(f->m.streams[i].graph >= 0 ? HIPPO_BACKEND_ERROR
@@ -1096,7 +1105,7 @@ static int op_capture(fz *f, rd *r) {
     return 0;
   ms = &f->m.streams[i];
   if (ms->graph >= 0) {
-    st = f->api->emu_capture_end(f->dev, ms->native);
+    st = drv_emu(f->api)->capture_end(f->dev, ms->native);
     if (expect(f, "emu_capture_end", st, HFZ_ST(HIPPO_SUCCESS)))
       return -1;
     hfz_graph_end(&f->m, i);
@@ -1104,12 +1113,12 @@ static int op_capture(fz *f, rd *r) {
                                      : 0;
   }
   if (u8(r) % 8 == 0) { /* ending a capture that is not */
-    st = f->api->emu_capture_end(f->dev, ms->native);
+    st = drv_emu(f->api)->capture_end(f->dev, ms->native);
     return expect(f, "emu_capture_end (none)", st,
                   HFZ_ST(HIPPO_INVALID_ARGUMENT));
   }
   if (!ms->native) { /* the default stream cannot capture */
-    st = f->api->emu_capture_begin(f->dev, NULL, &id);
+    st = drv_emu(f->api)->capture_begin(f->dev, NULL, &id);
     return expect(f, "emu_capture_begin (default)", st,
                   HFZ_ST(HIPPO_INVALID_ARGUMENT));
   }
@@ -1118,7 +1127,7 @@ static int op_capture(fz *f, rd *r) {
       goto room;
   return 0;
 room:
-  st = f->api->emu_capture_begin(f->dev, ms->native, &id);
+  st = drv_emu(f->api)->capture_begin(f->dev, ms->native, &id);
   if (expect(f, "emu_capture_begin", st, HFZ_ST(HIPPO_SUCCESS)))
     return -1;
   hfz_graph_begin(&f->m, i, id);
@@ -1184,22 +1193,22 @@ static int op_fault(fz *f, rd *r) {
   hippo_status st;
   if (v >= 250) { /* refused, changing nothing: an unknown kind, or a
                    * success to inject */
-    st = v % 2 ? f->api->emu_inject_fault(f->dev, HIPPO_CALL_KINDS + v % 7, 1,
+    st = v % 2 ? drv_emu(f->api)->inject_fault(f->dev, HIPPO_CALL_KINDS + v % 7, 1,
                                           status)
-               : f->api->emu_inject_fault(f->dev, kind, 1, HIPPO_SUCCESS);
+               : drv_emu(f->api)->inject_fault(f->dev, kind, 1, HIPPO_SUCCESS);
     return expect(f, "emu_inject_fault (bad)", st,
                   HFZ_ST(HIPPO_INVALID_ARGUMENT));
   }
   if (f->armed[kind]) {
     if (v % 2)
       return 0;
-    st = f->api->emu_inject_fault(f->dev, kind, 0, HIPPO_SUCCESS);
+    st = drv_emu(f->api)->inject_fault(f->dev, kind, 0, HIPPO_SUCCESS);
     if (expect(f, "emu_inject_fault (clear)", st, HFZ_ST(HIPPO_SUCCESS)))
       return -1;
     f->armed[kind] = false;
     return 0;
   }
-  st = f->api->emu_inject_fault(f->dev, kind, nth, status);
+  st = drv_emu(f->api)->inject_fault(f->dev, kind, nth, status);
   if (expect(f, "emu_inject_fault", st, HFZ_ST(HIPPO_SUCCESS)))
     return -1;
   f->armed[kind] = true;
@@ -1300,7 +1309,7 @@ static int op_figures(fz *f, rd *r) {
     uint32_t index = u8(r) % (u.pool_count + 2);
     memset(&rep, 0, sizeof rep);
     rep.struct_size = sizeof rep;
-    st = f->api->pool_report(f->m.streams[i].s, index, &rep);
+    st = f->api->pool_report(f->m.streams[i].s, index, &rep, NULL);
     return expect(f, "pool_report", st,
                   HFZ_ST(index < u.pool_count ? HIPPO_SUCCESS
                                               : HIPPO_INVALID_ARGUMENT));
@@ -1466,14 +1475,14 @@ static int teardown(fz *f) {
   f->op = HFZ_OPS;
   for (int k = 0; k < (int)HIPPO_CALL_KINDS; k++)
     if (f->armed[k]) {
-      (void)f->api->emu_inject_fault(f->dev, k, 0, HIPPO_SUCCESS);
+      (void)drv_emu(f->api)->inject_fault(f->dev, k, 0, HIPPO_SUCCESS);
       f->armed[k] = false;
     }
   f->fired_now = 0;
   for (int i = 0; i < HFZ_MAX_STREAMS; i++) {
     hfz_stream *ms = &f->m.streams[i];
     if (ms->attached && ms->graph >= 0) {
-      st = f->api->emu_capture_end(f->dev, ms->native);
+      st = drv_emu(f->api)->capture_end(f->dev, ms->native);
       if (expect(f, "emu_capture_end", st, HFZ_ST(HIPPO_SUCCESS)))
         return -1;
       hfz_graph_end(&f->m, i);
@@ -1494,7 +1503,7 @@ static int teardown(fz *f) {
     if (expect(f, "stream_detach", st, HFZ_ST(HIPPO_SUCCESS)))
       return -1;
     hfz_stream_drop(&f->m, i);
-    if (ms->native && (st = f->api->emu_stream_destroy(f->dev, ms->native)) &&
+    if (ms->native && (st = drv_emu(f->api)->stream_destroy(f->dev, ms->native)) &&
         expect(f, "emu_stream_destroy", st, HFZ_ST(HIPPO_SUCCESS)))
       return -1;
     ms->attached = false;
@@ -1565,14 +1574,14 @@ int hfz_run(const hippo_api *api, const uint8_t *data, size_t size,
     rc = teardown(f);
   if (f->dev) { /* a failure: leave nothing behind */
     for (int k = 0; k < (int)HIPPO_CALL_KINDS; k++)
-      (void)api->emu_inject_fault(f->dev, k, 0, HIPPO_SUCCESS);
+      (void)drv_emu(api)->inject_fault(f->dev, k, 0, HIPPO_SUCCESS);
     for (int i = 0; i < HFZ_MAX_STREAMS; i++)
       if (f->m.streams[i].attached) {
         if (f->m.streams[i].graph >= 0)
-          (void)api->emu_capture_end(f->dev, f->m.streams[i].native);
+          (void)drv_emu(api)->capture_end(f->dev, f->m.streams[i].native);
         (void)api->stream_detach(f->m.streams[i].s);
         if (f->m.streams[i].native)
-          (void)api->emu_stream_destroy(f->dev, f->m.streams[i].native);
+          (void)drv_emu(api)->stream_destroy(f->dev, f->m.streams[i].native);
       }
     (void)api->device_close(f->dev);
   }
