@@ -24,9 +24,10 @@
  *    multiple of 8 -- or with non-zero bytes it does not know) with
  *    HIPPO_INVALID_ARGUMENT.  Output structs are filled up to the smaller
  *    of the two sizes: a larger caller's bytes past the plugin's struct are
- *    zeroed (the fields it does not know read as zero), a smaller
- *    caller's struct gets nothing past its struct_size, and a refused
- *    size gets nothing written.
+ *    zeroed (the fields it does not know read as zero) and its struct_size
+ *    becomes the plugin's (so HIPPO_HAS says which fields were filled), a
+ *    smaller caller's struct gets nothing past its struct_size (which is
+ *    kept), and a refused size gets nothing written.
  *  - No struct is passed by value; every enum travels as a fixed-width
  *    integer.
  *  - Every call returns a hippo_status (the three diagnostics slots return
@@ -118,8 +119,9 @@ extern "C" {
 #define HIPPO_ABI_VERSION_MIN HIPPO_ABI_MAKE(1, 0) /* oldest served */
 
 /* Whether the struct at `p` (of type `type`, as the caller's header knows
- * it; its struct_size set by the plugin) holds `field`: a plugin built
- * with an older header fills a smaller struct. */
+ * it) holds `field`: a table, or an output struct the plugin filled (its
+ * struct_size then says how far: a plugin built with an older header
+ * fills a smaller struct). */
 #define HIPPO_HAS(type, p, field)                                              \
   ((p)->struct_size >=                                                         \
    offsetof(type, field) + sizeof(((const type *)0)->field))

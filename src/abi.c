@@ -76,8 +76,12 @@ hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
   if (st != HIPPO_SUCCESS)
     return st;
   memcpy(&size, dst, sizeof size);
-  if (size > src_size)
+  if (size > src_size) {
+    /* a newer caller: what this plugin does not know reads as zero, and
+     * struct_size says where the plugin's struct ends (HIPPO_HAS) */
     memset((unsigned char *)dst + src_size, 0, size - src_size);
+    memcpy(dst, &(uint32_t){(uint32_t)src_size}, sizeof(uint32_t));
+  }
   memcpy((unsigned char *)dst + sizeof size,
          (const unsigned char *)src + sizeof size,
          (size < src_size ? size : src_size) - sizeof size);

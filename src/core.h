@@ -180,8 +180,9 @@ static inline void *hippo__grow_aligned(void *old, size_t old_bytes,
 hippo_status hippo__struct_in(const void *src, void *dst, size_t dst_size,
                               size_t min_size, const char *what);
 /* Check an output struct's size field (at least min_size) and fill it from
- * `src` (of src_size bytes) up to the smaller size; the caller's size field
- * is kept. */
+ * `src` (of src_size bytes) up to the smaller size; a larger caller's
+ * bytes past src_size are zeroed and its size field becomes src_size (so
+ * HIPPO_HAS tells what the plugin filled), a smaller one's is kept. */
 hippo_status hippo__struct_out(void *dst, const void *src, size_t src_size,
                                size_t min_size, const char *what);
 /* Whether hippo__struct_out would accept `dst` (before work that a bad

@@ -1122,7 +1122,8 @@ static hippo_status fill_counters(const victim *v, void *out) {
  * caller): filled up to it, the same bytes as a full-size call, nothing
  * written beyond.  Larger (a newer caller), its tail full of non-zero
  * bytes: accepted, filled, and the tail -- fields this plugin does not
- * know -- zeroed; struct_size stays the caller's. */
+ * know -- zeroed; struct_size becomes the plugin's (`full`), so HIPPO_HAS
+ * says what was filled. */
 static void output_sizes_at(const victim *v, fill_fn fill, size_t full,
                             const char *what, int line) {
   const hippo_api *api = v->api;
@@ -1175,10 +1176,11 @@ static void output_sizes_at(const victim *v, fill_fn fill, size_t full,
     st = fill(v, got);
     ck_assert_msg(st == HIPPO_SUCCESS, "line %d: %s with struct_size %u: %s",
                   line, what, size, api->status_name(st));
-    ck_assert_msg(memcmp(got, &size, 4) == 0 &&
+    ck_assert_msg(memcmp(got, &(uint32_t){(uint32_t)full}, 4) == 0 &&
                       memcmp(got + 4, want + 4, full - 4) == 0,
-                  "line %d: %s with struct_size %u: not filled as at %zu",
-                  line, what, size, full);
+                  "line %d: %s with struct_size %u: not filled as at %zu "
+                  "(struct_size %zu)",
+                  line, what, size, full, full);
     for (size_t b = full; b < size; b++)
       ck_assert_msg(got[b] == 0,
                     "line %d: %s with struct_size %u: unknown byte %zu is "

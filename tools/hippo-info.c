@@ -21,9 +21,8 @@
  * "-" is a field the kind does not use, "none" a zero cap, "never" a zero
  * dealloc_period.  Everything is closed again before it exits.
  *
- * The keys are stable (scripts parse them); new ones are only added.  The
- * device's strings came after ABI v1: a plugin older than them leaves them
- * zeroed, shown as "unknown".
+ * The keys are stable (scripts parse them); new ones are only added.  A
+ * device string the backend does not know is empty, shown as "unknown".
  *
  * Exit status: 0 printed; 1 the plugin or device could not be used (the
  * status name and the plugin's last_error on stderr: for HIP, each runtime
@@ -124,7 +123,7 @@ static const char *field_text(bool used, uint64_t n, const char *zero,
 
 /* Prints "KEY: VALUE" for one of device_info's strings: at most its field's
  * bytes (the plugin NUL-terminates it; this does not rely on that), or
- * "unknown" when empty (a plugin older than the field leaves it zeroed). */
+ * "unknown" when empty (the backend does not know it). */
 static void print_text(const char *key, const char *field, size_t cap) {
   size_t n = strnlen(field, cap);
 
