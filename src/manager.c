@@ -163,7 +163,7 @@ void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
   for (uint32_t i = 0; i < count; i++) {
     if (pools[i]->opt.dealloc_period)
       s->ticking[s->ticking_count++] = pools[i];
-    if (pools[i]->ops->reloc_plan)
+    if (pools[i]->ops->move)
       s->movable[s->movable_count++] = pools[i];
   }
   hippo__pools_destroy(old, 1, old_count);

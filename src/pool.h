@@ -56,20 +56,8 @@
  *    released slice whose last hold goes becomes free.  Several holds
  *    count.  A slice with holds is released as usual (its figures leave
  *    bytes_in_use and enter bytes_guarded).
- *  - optional, all or none (pools whose slices can move: ARENA):
- *    reloc_shape(&shape) says what relocation may find (O(1));
- *    reloc_plan(reason, plan) picks the pages to empty for `reason` and
- *    reserves, all or nothing per page, a destination for each of their
- *    live slices on pages that serve reservations (adding pages of the
- *    current size only where the reason allows it); reloc_commit(plan),
- *    once the copies landed, makes each moved slice's record describe its
- *    destination (its handle now resolves there) and frees the sources;
- *    reloc_abort(plan, strand) frees the destinations -- or, with strand
- *    (a wait for the copies failed, so they may still write), keeps them
- *    out of use as stranded bytes -- and leaves every source as it was;
- *    reloc_unstrand() frees stranded destinations once a later wait on the
- *    stream succeeded; reloc_drain() gives back the empty pages that serve
- *    nothing.  See relocation.h.
+ *  - optional: move (pools whose slices can move: ARENA), the operations
+ *    relocation drives, in their own table (pool_relocation.h).
  *  - check(): walks every page and slice and verifies the invariants written
  *    in the pool's file; HIPPO_INTERNAL with last_error naming the first
  *    broken one.  For tests; O(pages + slices).
@@ -87,6 +75,7 @@
 
 #include "backend.h"
 #include "core.h"
+#include "pool_relocation.h"
 
 typedef struct hippo__pool hippo__pool;
 
@@ -106,57 +95,11 @@ typedef struct hippo__names {
   uint32_t count, cap, unused, retired, first_gen;
 } hippo__names;
 
-/* One planned move: the live slice `slice` (its handle's record) to the
- * destination record `target`, reserved on a page that serves
- * reservations.  src, dst: device addresses; bytes: the slice's size. */
-typedef struct hippo__move {
-  uint64_t src, dst, bytes;
-  uint32_t slice, target;
-} hippo__move;
-
-/* A relocation plan of one pool (relocation.c owns the array).
- * Invariant: moves[0 .. count) reserve distinct destinations; pages_planned
- * pages will be empty once they are committed. */
-typedef struct hippo__reloc_plan {
-  hippo__move *moves;
-  uint32_t count, cap;
-  uint64_t bytes;            /* sum of moves[].bytes */
-  uint64_t pages_planned;    /* source pages every slice of which moves */
-  uint64_t pages_no_room;    /* pages left whole: no room for a slice */
-  uint64_t pages_guarded;    /* pages left whole: guarded */
-  uint64_t pages_added;      /* destination pages taken */
-  hippo_status page_status;  /* a destination page refused: its status */
-} hippo__reloc_plan;
-
-/* The failures of a relocation (relocation.c), in the order they
- * happened.  Invariant: v[0 .. count) are kept; the report's failure_count
- * is at least count (a failure that found no host memory is counted, not
- * kept). */
-typedef struct hippo__failures {
-  hippo_relocation_failure *v;
-  uint32_t count, cap;
-} hippo__failures;
-
-/* What relocation can see of a pool, in O(1).  Two shapes compare equal
- * when nothing relocation looks at has changed (the stall memo). */
-typedef struct hippo__reloc_shape {
-  uint64_t current_pages;   /* pages of the current size that serve */
-  uint64_t outdated_pages;  /* pages that serve nothing new */
-  uint64_t outdated_live;   /* of them, pages holding a live slice */
-  uint64_t page_sizes;      /* page sizes alive */
-  uint64_t guarded_pages;   /* graph holds on the pool's slices */
-  uint64_t page_size;       /* the current page size */
-  uint32_t sizes_full;      /* every page size slot is taken */
-  uint32_t sparse;          /* a page was taken while the pool was sparse */
-} hippo__reloc_shape;
-
 typedef struct hippo__pool_ops {
   hippo_status (*reserve)(hippo__pool *pool, uint64_t size,
                           hippo__slice_ref *out);
   void (*release)(hippo__pool *pool, uint32_t slice, uint64_t size);
   uint64_t (*addr)(const hippo__pool *pool, uint32_t slice);
-  void (*hold)(hippo__pool *pool, uint32_t slice);
-  void (*unhold)(hippo__pool *pool, uint32_t slice);
   hippo_status (*cleanup)(hippo__pool *pool);
   /* Whether cleanup would give a page back (an empty page waits): O(1),
    * so a failing reservation skips a cleanup that frees nothing. */
@@ -165,6 +108,10 @@ typedef struct hippo__pool_ops {
   void (*report)(const hippo__pool *pool, hippo_pool_report *out);
   hippo_status (*check)(const hippo__pool *pool);
   void (*destroy)(hippo__pool *pool);
+  /* Graph holds (guard.h): every kind has them. */
+  void (*hold)(hippo__pool *pool, uint32_t slice);
+  void (*unhold)(hippo__pool *pool, uint32_t slice);
+  /* Optional: pools that name their reservations (SLICED, ARENA). */
   bool (*release_named)(hippo__pool *pool, uint32_t slice, uint32_t gen,
                         uint64_t *size);
   bool (*resolve_named)(const hippo__pool *pool, uint32_t slice, uint32_t gen,
@@ -173,18 +120,9 @@ typedef struct hippo__pool_ops {
   void (*settle)(hippo__pool *pool);
   void (*names_take)(hippo__pool *pool, hippo__names *out);
   void (*names_give)(hippo__pool *pool, const hippo__names *in);
-  void (*reloc_shape)(const hippo__pool *pool, hippo__reloc_shape *out);
-  hippo_status (*reloc_plan)(hippo__pool *pool, hippo_relocate_reason reason,
-                             hippo__reloc_plan *plan);
-  void (*reloc_commit)(hippo__pool *pool, hippo__reloc_plan *plan);
-  void (*reloc_abort)(hippo__pool *pool, hippo__reloc_plan *plan,
-                      bool strand);
-  void (*reloc_unstrand)(hippo__pool *pool);
-  /* Give back the empty pages that serve nothing (outdated, or emptied by
-   * a commit), adding to *pages and *bytes; the first failure is returned
-   * after trying every one (a page that cannot go back waits a period). */
-  hippo_status (*reloc_drain)(hippo__pool *pool, uint64_t *pages,
-                              uint64_t *bytes);
+  /* A pool whose slices can move (ARENA): what relocation asks of it
+   * (pool_relocation.h); NULL: its slices never move. */
+  const struct hippo__pool_move_ops *move;
 } hippo__pool_ops;
 
 /* Page-level figures: a stream's pools share the stream's, whose parent is

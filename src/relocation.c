@@ -24,7 +24,7 @@ static bool shape_eq(const hippo__reloc_shape *a, const hippo__reloc_shape *b) {
 static hippo_relocation_need pool_need(const hippo_device *dev,
                                        const hippo__pool *p) {
   hippo__reloc_shape sh;
-  p->ops->reloc_shape(p, &sh);
+  p->ops->move->shape(p, &sh);
   if (!sh.outdated_pages && !sh.sparse)
     return HIPPO_NEED_NOTHING;
   if (p->stalled && shape_eq(&sh, &p->stall))
@@ -48,7 +48,7 @@ bool hippo__relocation_may_help_locked(const hippo_stream *s) {
   for (uint32_t k = 0; k < s->movable_count; k++) {
     const hippo__pool *p = s->movable[k];
     hippo__reloc_shape sh;
-    p->ops->reloc_shape(p, &sh);
+    p->ops->move->shape(p, &sh);
     if (sh.outdated_pages && !(p->stalled && shape_eq(&sh, &p->stall)))
       return true;
   }
@@ -82,7 +82,7 @@ static hippo_relocate_reason reason_of(hippo_relocation_need need) {
 static bool has_work(const hippo_stream *s, hippo_relocate_reason reason) {
   for (uint32_t k = 0; k < s->movable_count; k++) {
     hippo__reloc_shape sh;
-    s->movable[k]->ops->reloc_shape(s->movable[k], &sh);
+    s->movable[k]->ops->move->shape(s->movable[k], &sh);
     if (sh.outdated_pages || (reason == HIPPO_RELOCATE_SPARSE && sh.sparse))
       return true;
   }
@@ -162,7 +162,7 @@ static void plan_stream(run *u, first_error *first) {
   for (uint32_t k = 0; k < s->movable_count; k++) {
     hippo__pool *p = s->movable[k];
     hippo__reloc_plan *plan = &u->plans[k];
-    hippo_status st = p->ops->reloc_plan(p, u->reason, plan);
+    hippo_status st = p->ops->move->plan(p, u->reason, plan);
     /* a destination page the device has no room for is no room, not a
      * failure: the page it was for stays whole (pages_no_room); so is one
      * the pool's own max_pool_size leaves no room for (fuzz seeds 181,
@@ -185,7 +185,7 @@ static void plan_stream(run *u, first_error *first) {
 static void abort_stream(run *u, bool strand) {
   for (uint32_t k = 0; k < u->s->movable_count; k++)
     if (u->plans[k].count) {
-      u->s->movable[k]->ops->reloc_abort(u->s->movable[k], &u->plans[k],
+      u->s->movable[k]->ops->move->abort(u->s->movable[k], &u->plans[k],
                                          strand);
       if (strand)
         u->rep.bytes_stranded += u->plans[k].bytes;
@@ -195,7 +195,7 @@ static void abort_stream(run *u, bool strand) {
 static void unstrand_stream(run *u) {
   for (uint32_t k = 0; k < u->s->movable_count; k++)
     if (u->s->movable[k]->bytes_stranded)
-      u->s->movable[k]->ops->reloc_unstrand(u->s->movable[k]);
+      u->s->movable[k]->ops->move->unstrand(u->s->movable[k]);
 }
 
 hippo_status hippo__relocation_unstrand_locked(hippo_stream *s) {
@@ -210,7 +210,7 @@ hippo_status hippo__relocation_unstrand_locked(hippo_stream *s) {
                              "stranded)");
   for (uint32_t k = 0; k < s->movable_count; k++)
     if (s->movable[k]->bytes_stranded)
-      s->movable[k]->ops->reloc_unstrand(s->movable[k]);
+      s->movable[k]->ops->move->unstrand(s->movable[k]);
   return HIPPO_SUCCESS;
 }
 
@@ -243,7 +243,7 @@ static void move_stream(run *u, first_error *first) {
   }
   for (uint32_t k = 0; k < s->movable_count; k++)
     if (u->plans[k].count)
-      s->movable[k]->ops->reloc_commit(s->movable[k], &u->plans[k]);
+      s->movable[k]->ops->move->commit(s->movable[k], &u->plans[k]);
   for (uint32_t k = 0; k < s->movable_count; k++)
     u->rep.pages_emptied += u->plans[k].pages_planned;
   u->rep.slices_moved = u->slices;
@@ -276,7 +276,7 @@ static void finish_stream(run *u, first_error *first) {
   hippo_stream *s = u->s;
   for (uint32_t k = 0; k < s->movable_count; k++) {
     hippo__pool *p = s->movable[k];
-    hippo_status st = p->ops->reloc_drain(p, &u->rep.pages_freed,
+    hippo_status st = p->ops->move->drain(p, &u->rep.pages_freed,
                                           &u->rep.bytes_freed);
     if (st != HIPPO_SUCCESS)
       fail(&u->rep, &u->fails, first, s, st, HIPPO_RELOCATION_STEP_FREE, 0,
@@ -285,7 +285,7 @@ static void finish_stream(run *u, first_error *first) {
      * unless a backend call failed: that may pass, so the need stays */
     p->stalled = u->rep.slices_moved == 0 && u->rep.failure_count == 0;
     if (p->stalled)
-      p->ops->reloc_shape(p, &p->stall);
+      p->ops->move->shape(p, &p->stall);
     free(u->plans[k].moves);
     memset(&u->plans[k], 0, sizeof u->plans[k]);
   }

@@ -691,9 +691,9 @@ static uint32_t relocate_both(hippo__pool *a, hippo__pool *b, unsigned how) {
   uint64_t pages = 0, bytes = 0;
   memset(&pa, 0, sizeof pa);
   memset(&pb, 0, sizeof pb);
-  ck_assert_int_eq(a->ops->reloc_plan(a, HIPPO_RELOCATE_CAPTURE, &pa),
+  ck_assert_int_eq(a->ops->move->plan(a, HIPPO_RELOCATE_CAPTURE, &pa),
                    HIPPO_SUCCESS);
-  ck_assert_int_eq(b->ops->reloc_plan(b, HIPPO_RELOCATE_CAPTURE, &pb),
+  ck_assert_int_eq(b->ops->move->plan(b, HIPPO_RELOCATE_CAPTURE, &pb),
                    HIPPO_SUCCESS);
   ck_assert_uint_eq(pa.count, pb.count);
   ck_assert_uint_eq(pa.bytes, pb.bytes);
@@ -702,20 +702,20 @@ static uint32_t relocate_both(hippo__pool *a, hippo__pool *b, unsigned how) {
     ck_assert_uint_eq(pa.moves[k].target, pb.moves[k].target);
   }
   if (how == 0) {
-    a->ops->reloc_commit(a, &pa);
-    b->ops->reloc_commit(b, &pb);
+    a->ops->move->commit(a, &pa);
+    b->ops->move->commit(b, &pb);
   } else {
-    a->ops->reloc_abort(a, &pa, how == 2);
-    b->ops->reloc_abort(b, &pb, how == 2);
+    a->ops->move->abort(a, &pa, how == 2);
+    b->ops->move->abort(b, &pb, how == 2);
     CHECKED(a);
     CHECKED(b);
-    a->ops->reloc_unstrand(a);
-    b->ops->reloc_unstrand(b);
+    a->ops->move->unstrand(a);
+    b->ops->move->unstrand(b);
   }
   CHECKED(a);
   CHECKED(b);
-  ck_assert_int_eq(a->ops->reloc_drain(a, &pages, &bytes), HIPPO_SUCCESS);
-  ck_assert_int_eq(b->ops->reloc_drain(b, &pages, &bytes), HIPPO_SUCCESS);
+  ck_assert_int_eq(a->ops->move->drain(a, &pages, &bytes), HIPPO_SUCCESS);
+  ck_assert_int_eq(b->ops->move->drain(b, &pages, &bytes), HIPPO_SUCCESS);
   free(pa.moves);
   free(pb.moves);
   return pa.count;

@@ -1,0 +1,255 @@
+/* pool_sliced_check.c -- the check walk of SLICED and ARENA pools
+ * (pool.h: check): every page, slice, free list, waiting list and figure
+ * against the invariants written in sliced.h and sliced_index.h.  For
+ * tests and debugging; O(pages + slices).
+ */
+#include "sliced.h"
+#include "sliced_index.h"
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      return hippo__error_set(HIPPO_INTERNAL, "SLICED check: " __VA_ARGS__);   \
+  } while (0)
+
+/* Whether page pg belongs on the empty FIFO, or on the drain list. */
+static bool on_fifo(const void *ctx, uint32_t pg) {
+  const page *g = &((const sliced *)ctx)->pages[pg];
+  return g->held && page_empty(ctx, pg) && g->on == ON_FIFO;
+}
+
+static bool on_drain(const void *ctx, uint32_t pg) {
+  const page *g = &((const sliced *)ctx)->pages[pg];
+  return g->held && page_empty(ctx, pg) && g->on == ON_DRAIN && g->closed;
+}
+
+hippo_status hippo__sliced_check(const hippo__pool *pool) {
+  const sliced *p = (const sliced *)pool;
+  uint64_t pages = 0, reserved = 0, live_bytes = 0, free_slices = 0;
+  uint64_t live_slices = 0, listed = 0, indexed = 0, padding = 0;
+  uint64_t unused = 0, retired = 0, held_slices = 0, stranded = 0;
+  uint64_t guarded_slices = 0, guarded = 0, holds = 0;
+  uint64_t closed = 0, closed_bytes = 0, closed_busy = 0, empty = 0;
+  uint64_t fifo = 0, drain = 0, size_pages[HIPPO__ARENA_SIZES] = {0};
+  uint32_t alive = 0;
+  hippo_status st;
+
+  /* a release that waits (see sliced.pending): a FREE slice of a held
+   * page, named by the stream's gate; then it is finished, and the walk
+   * below sees the pool as every other call does */
+  if (p->pending != NIL) {
+    const slice *w = &p->slices[p->pending];
+    CHECK(p->pending < p->slice_count && STATE(w) == SLICE_FREE &&
+              w->page < p->page_count &&
+              p->pages[w->page].held && p->pending_now <= pool->now,
+          "the waiting release %u is not a free slice of a held page, "
+          "released at or before the clock",
+          p->pending);
+  }
+  CHECK(!pool->gate || (pool->gate->unsettled == pool) == (p->pending != NIL),
+        "the stream's gate %s this pool, which %s a waiting release",
+        pool->gate && pool->gate->unsettled == pool ? "names" : "does not name",
+        p->pending != NIL ? "has" : "has no");
+  hippo__sliced_settle(p);
+
+  for (uint32_t pg = 0; pg < p->page_count; pg++) {
+    const page *g = &p->pages[pg];
+    uint64_t at, live = 0;
+    uint32_t prev = NIL;
+    if (!g->held)
+      continue;
+    pages++;
+    reserved += g->size;
+    CHECK(g->szslot < HIPPO__ARENA_SIZES &&
+              g->size == p->sizes[g->szslot].size,
+          "page %u of %llu B in size slot %u of %llu B", pg,
+          (unsigned long long)g->size, g->szslot,
+          g->szslot < HIPPO__ARENA_SIZES
+              ? (unsigned long long)p->sizes[g->szslot].size
+              : 0ULL);
+    size_pages[g->szslot]++;
+    CHECK(g->closed || g->szslot == p->cur,
+          "page %u of an outdated size serves reservations", pg);
+    CHECK(p->arena || !g->closed, "page %u of a SLICED pool is closed", pg);
+    if (g->closed) {
+      closed++;
+      closed_bytes += g->size;
+      closed_busy += !page_empty(p, pg);
+    }
+    CHECK(page_empty(p, pg) == (g->on != ON_NONE),
+          "page %u: empty %d, on list %u", pg, page_empty(p, pg), g->on);
+    empty += page_empty(p, pg);
+    at = 0; /* in alignment units */
+    for (uint32_t i = g->first; i != NIL; i = p->slices[i].next_phys) {
+      const slice *s = &p->slices[i];
+      CHECK(i < p->slice_count, "page %u: slice index %u out of range", pg, i);
+      CHECK(s->page == pg, "slice %u claims page %u, found in page %u", i,
+            s->page, pg);
+      CHECK(s->off == at, "page %u: slice %u starts at unit %u, expected %llu",
+            pg, i, s->off, (unsigned long long)at);
+      CHECK(s->size > 0, "slice %u has size 0", i);
+      CHECK(s->prev_phys == prev, "slice %u: prev_phys %u, expected %u", i,
+            s->prev_phys, prev);
+      CHECK(STATE(s) != SLICE_UNUSED, "slice %u in page %u is unused", i, pg);
+      CHECK(GEN(s) <= HIPPO__HANDLE_GEN_MASK, "slice %u: generation %u", i,
+            GEN(s));
+      if (STATE(s) == SLICE_FREE) {
+        CHECK(prev == NIL || STATE(&p->slices[prev]) != SLICE_FREE,
+              "slices %u and %u are free neighbours (not coalesced)", prev, i);
+        CHECK(!g->closed ||
+                  (s->prev_free == NIL && s->next_free == NIL),
+              "free slice %u of closed page %u is linked", i, pg);
+        free_slices++;
+        indexed += !g->closed;
+      } else {
+        CHECK(GEN(s) != 0, "slice %u in use has a retired record", i);
+        CHECK(s->prev_free < pool->alignment,
+              "slice %u: %u B of padding, alignment %llu B", i, s->prev_free,
+              (unsigned long long)pool->alignment);
+        live++;
+        if (STATE(s) == SLICE_HELD) {
+          held_slices++;
+          stranded += (uint64_t)s->size << pool->align_shift;
+        } else if (STATE(s) == SLICE_GUARDED) {
+          CHECK(s->next_free > 0, "guarded slice %u has no hold", i);
+          guarded_slices++;
+          guarded += (uint64_t)s->size << pool->align_shift;
+          holds += s->next_free;
+        } else {
+          live_slices++;
+          live_bytes += (uint64_t)s->size << pool->align_shift;
+          padding += s->prev_free;
+          holds += s->next_free;
+        }
+      }
+      at += s->size;
+      prev = i;
+    }
+    CHECK(at << pool->align_shift == g->size,
+          "page %u: slices end at byte %llu of %llu (bytes missing)", pg,
+          (unsigned long long)(at << pool->align_shift),
+          (unsigned long long)g->size);
+    CHECK((live == 0) == page_empty(p, pg),
+          "page %u: %llu slices in use, but empty %d", pg,
+          (unsigned long long)live, page_empty(p, pg));
+  }
+  CHECK(p->crowded == (p->slice_cap > p->crowd_at),
+        "crowded %d with %u records (crowded above %u)", p->crowded,
+        p->slice_cap, p->crowd_at);
+  for (unsigned fl = 0; fl < FL_COUNT; fl++) {
+    CHECK(!!(p->fl_bitmap & (UINT64_C(1) << fl)) == !!p->sl_bitmap[fl],
+          "first-level bitmap bit %u disagrees", fl);
+    for (unsigned sl = 0; sl < SL_COUNT; sl++) {
+      uint32_t prev = NIL;
+      CHECK(!!(p->sl_bitmap[fl] & (1u << sl)) ==
+                (p->heads[CLS(fl, sl)] != NIL),
+            "second-level bitmap bit %u/%u disagrees", fl, sl);
+      for (uint32_t i = p->heads[CLS(fl, sl)]; i != NIL;
+           i = p->slices[i].next_free) {
+        CHECK(i < p->slice_count && STATE(&p->slices[i]) == SLICE_FREE &&
+                  p->slices[i].page < p->page_count,
+              "slice %u in free list %u/%u is not free", i, fl, sl);
+        CHECK(!p->pages[p->slices[i].page].closed,
+              "slice %u in free list %u/%u is on a closed page", i, fl, sl);
+        CHECK(p->slices[i].prev_free == prev, "free list %u/%u broken at %u",
+              fl, sl, i);
+        CHECK(class_of(p->slices[i].size) == CLS(fl, sl), "slice %u of %u units is in class %u/%u", i,
+              p->slices[i].size, fl, sl);
+        CHECK(++listed <= indexed, "free lists hold more than %llu slices",
+              (unsigned long long)indexed);
+        prev = i;
+      }
+    }
+  }
+  CHECK(listed == indexed, "%llu free slices on open pages, %llu in free "
+        "lists",
+        (unsigned long long)indexed, (unsigned long long)listed);
+  for (uint32_t i = p->slice_unused; i != NIL; i = p->slices[i].next_free) {
+    CHECK(i < p->slice_count && STATE(&p->slices[i]) == SLICE_UNUSED &&
+              GEN(&p->slices[i]) != 0,
+          "unused list broken at record %u", i);
+    CHECK(++unused <= p->slice_count, "unused list longer than %u records",
+          p->slice_count);
+  }
+  CHECK(unused == p->unused_count, "unused list holds %llu records, %u "
+        "counted", (unsigned long long)unused, p->unused_count);
+  for (uint32_t i = 0; i < p->slice_count; i++)
+    retired += STATE(&p->slices[i]) == SLICE_UNUSED && GEN(&p->slices[i]) == 0;
+  CHECK(retired == p->retired &&
+            live_slices + held_slices + guarded_slices + free_slices +
+                    unused + retired ==
+                p->slice_count,
+        "%llu live + %llu held + %llu guarded + %llu free + %llu unused + "
+        "%llu retired records of %u (%u retired counted)",
+        (unsigned long long)live_slices, (unsigned long long)held_slices,
+        (unsigned long long)guarded_slices, (unsigned long long)free_slices,
+        (unsigned long long)unused, (unsigned long long)retired,
+        p->slice_count, p->retired);
+  CHECK(guarded == pool->bytes_guarded && holds == pool->holds,
+        "guarded slices hold %llu B and slices %llu holds, figures say %llu "
+        "B and %llu",
+        (unsigned long long)guarded, (unsigned long long)holds,
+        (unsigned long long)pool->bytes_guarded,
+        (unsigned long long)pool->holds);
+  if ((st = hippo__fifo_check(&p->empty, p->pages, p->page_count, pages,
+                              on_fifo, p, "SLICED check: the empty FIFO",
+                              &fifo)) != HIPPO_SUCCESS ||
+      (st = hippo__fifo_check(&p->drain, p->pages, p->page_count, pages,
+                              on_drain, p, "SLICED check: the drain list",
+                              &drain)) != HIPPO_SUCCESS)
+    return st;
+  CHECK(fifo + drain == empty, "%llu empty pages, %llu on the lists",
+        (unsigned long long)empty, (unsigned long long)(fifo + drain));
+  CHECK(hippo__sliced_due_of(p) == pool->due,
+        "due at clock %llu, the empty lists say %llu",
+        (unsigned long long)pool->due, (unsigned long long)hippo__sliced_due_of(p));
+  for (uint32_t k = 0; k < HIPPO__ARENA_SIZES; k++) {
+    CHECK(size_pages[k] == p->sizes[k].pages,
+          "size slot %u holds %llu pages, counted %llu", k,
+          (unsigned long long)size_pages[k],
+          (unsigned long long)p->sizes[k].pages);
+    alive += k == p->cur || size_pages[k] > 0;
+  }
+  CHECK(alive == p->sizes_alive && p->page_size == p->sizes[p->cur].size,
+        "%u page sizes alive, counted %u; page size %llu B, current slot "
+        "%llu B",
+        alive, p->sizes_alive, (unsigned long long)p->page_size,
+        (unsigned long long)p->sizes[p->cur].size);
+  CHECK(p->arena || alive == 1, "a SLICED pool with %u page sizes", alive);
+  CHECK(closed == p->closed_pages && closed_bytes == p->closed_bytes &&
+            closed_busy == p->closed_busy,
+        "%llu closed pages of %llu B (%llu busy), counted %llu of %llu B "
+        "(%llu)",
+        (unsigned long long)closed, (unsigned long long)closed_bytes,
+        (unsigned long long)closed_busy, (unsigned long long)p->closed_pages,
+        (unsigned long long)p->closed_bytes,
+        (unsigned long long)p->closed_busy);
+  CHECK(pages == pool->pages && reserved == pool->bytes_reserved,
+        "%llu pages of %llu B held, figures say %llu pages of %llu B",
+        (unsigned long long)pages, (unsigned long long)reserved,
+        (unsigned long long)pool->pages,
+        (unsigned long long)pool->bytes_reserved);
+  CHECK(live_slices == pool->allocations,
+        "%llu live slices, figures say %llu", (unsigned long long)live_slices,
+        (unsigned long long)pool->allocations);
+  CHECK(live_bytes == pool->bytes_in_use + pool->bytes_padding &&
+            padding == pool->bytes_padding,
+        "live slices hold %llu B with %llu B of padding, figures say in use "
+        "%llu B + padding %llu B",
+        (unsigned long long)live_bytes, (unsigned long long)padding,
+        (unsigned long long)pool->bytes_in_use,
+        (unsigned long long)pool->bytes_padding);
+  CHECK(stranded == pool->bytes_stranded,
+        "held slices hold %llu B, stranded figure %llu B",
+        (unsigned long long)stranded,
+        (unsigned long long)pool->bytes_stranded);
+  CHECK(pool->pages <= pool->peak_pages, "pages above peak");
+  CHECK(p->max_pages == UINT64_MAX || pool->pages <= p->max_pages,
+        "%llu pages held, cap is %llu", (unsigned long long)pool->pages,
+        (unsigned long long)p->max_pages);
+  CHECK(p->cap_bytes == UINT64_MAX || pool->bytes_reserved <= p->cap_bytes,
+        "%llu B of pages held, cap is %llu B",
+        (unsigned long long)pool->bytes_reserved,
+        (unsigned long long)p->cap_bytes);
+  return HIPPO_SUCCESS;
+}

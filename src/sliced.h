@@ -1,0 +1,251 @@
+/* sliced.h -- what the files of the SLICED and ARENA pools share (private
+ * to pool_sliced.c, pool_sliced_check.c, pool_arena.c and
+ * pool_arena_relocation.c): the records of slices and pages, the pool
+ * struct and their invariants, and the functions one file gives the
+ * others.  The free index over the slices is sliced_index.h.
+ *
+ * All metadata lives in host memory (arrays of slices and pages, linked by
+ * 32-bit indices); device memory is never touched.
+ */
+#ifndef HIPPO_SLICED_H
+#define HIPPO_SLICED_H
+
+#include <stddef.h>
+
+#include "handles.h"
+#include "pool.h"
+#include "pool_fifo.h"
+#include "pool_relocation.h"
+
+/* The free index's shape (sliced_index.h): classes fl * SL_COUNT + sl. */
+#define SL_BITS 4u
+#define SL_COUNT (1u << SL_BITS)
+#define FL_COUNT 64u
+#define NIL UINT32_MAX
+#define MiB (UINT64_C(1) << 20)
+/* Records (2 MiB of them) above which a pool is crowded: the free lists
+ * are long, so whether a class empties or was empty is a branch a
+ * predictor learns, and the bitmaps are written only then (free_insert,
+ * free_unlink).  Below it those outcomes are data a predictor cannot
+ * learn and the writes stay unconditional, without a branch.  With
+ * 100,000 live (about 200,000 records) the unconditional writes' addresses
+ * and values come from records that miss the cache, and the next
+ * reservation's loads of the same bitmaps wait for them: make bench B at
+ * 100,000 live 83 -> 75 ns a pair (4 GiB page), 80-115 -> 69-75 (the
+ * presets), at 100 live unchanged (49-54). */
+#define CROWDED_RECORDS 65536u
+/* The reservation path's helpers, inlined into it (calls cost more than
+ * their bodies here). */
+#define HOT static inline __attribute__((always_inline))
+#define HIPPO__ARENA_SIZES 64u         /* page sizes alive at once */
+
+/* HELD: a relocation destination kept out of use after a failed wait.
+ * GUARDED: a released slice a graph holds (pool.h, hold), out of use until
+ * its last hold goes. */
+enum {
+  SLICE_UNUSED = 0,
+  SLICE_FREE = 1,
+  SLICE_LIVE = 2,
+  SLICE_HELD = 3,
+  SLICE_GUARDED = 4
+};
+
+/* A slice: a run of bytes of one page, in alignment units (32 bytes, so a
+ * slice is one cache line's half and never straddles two: the index stays
+ * cache-friendly with 100,000s of slices).
+ * Invariant: the slices of a page, followed by next_phys from page.first,
+ * tile it exactly: each starts where the previous ends, the first at
+ * offset 0, the last ends at the page's end; no two neighbours are both
+ * free; a free slice of an open page is in exactly the free list of its
+ * class, one of a closed page in none (links NIL); a live slice has a
+ * generation != 0 and padding < the alignment; an UNUSED record is on the
+ * unused list exactly when its generation is not 0 (else it is retired);
+ * a HELD or GUARDED slice keeps its page from emptying and is in no list;
+ * a LIVE or GUARDED slice counts its graph holds in next_free (GUARDED:
+ * at least one). */
+typedef struct slice {
+  uint32_t off;       /* offset in the page, in alignment units */
+  uint32_t size;      /* size in alignment units, > 0 */
+  uint32_t prev_phys; /* neighbour below in the page, NIL at its start */
+  uint32_t next_phys; /* neighbour above, NIL at its end */
+  uint32_t prev_free; /* FREE: free list link; LIVE, HELD: the padding in
+                         bytes (slice bytes - requested bytes) */
+  uint32_t next_free; /* FREE: free list link; UNUSED: the unused list;
+                         LIVE, GUARDED: graph holds */
+  uint32_t page;      /* the page it belongs to */
+  uint32_t sg;        /* state << 24 | generation (0: retired) */
+} slice;
+_Static_assert(sizeof(slice) == 32, "a slice record is half a cache line");
+
+/* A fresh or reused record is UNUSED: becoming FREE is an OR. */
+_Static_assert(SLICE_UNUSED == 0, "an unused record's state bits are 0");
+
+#define STATE(s) ((s)->sg >> 24)
+#define GEN(s) ((s)->sg & 0xffffffu)
+static inline void set_state(slice *s, uint32_t state) {
+  s->sg = state << 24 | GEN(s);
+}
+
+/* A page held from the backend.
+ * Invariant: a page is *empty* when it holds no LIVE, HELD or GUARDED
+ * slice, which (the slices coalesce) is exactly when it is one free slice
+ * (page_empty: the reservation path keeps no count); an empty page is on
+ * the empty FIFO (on == ON_FIFO) or, closed, on the drain list (ON_DRAIN),
+ * any other on no list; a closed page's free slices are out of the free
+ * index; szslot names its page-size slot, whose size it has. */
+enum { ON_NONE = 0, ON_FIFO = 1, ON_DRAIN = 2 };
+typedef struct page {
+  uint64_t addr;        /* device address from page_alloc */
+  uint64_t size;        /* bytes */
+  hippo__fifo_link wait; /* on the empty FIFO or the drain list (live ==
+                           0): since is the clock when it emptied; an
+                           unused page slot: `newer` chains the unused */
+  uint32_t first;       /* slice at the page's start */
+  uint8_t held;         /* 1 while the page is held from the backend */
+  uint8_t closed;       /* serves no new reservation (outdated, or being
+                           emptied by a relocation) */
+  uint8_t on;           /* ON_NONE, ON_FIFO or ON_DRAIN */
+  uint8_t mark;         /* during a relocation plan: took a destination */
+  uint32_t szslot;      /* page-size slot (ARENA; 0 for SLICED) */
+} page;
+
+/* A page-size slot (ARENA).  Invariant: pages == held pages of szslot ==
+ * this slot; a slot is alive when it is current or pages > 0. */
+typedef struct sizeslot {
+  uint64_t size;
+  uint64_t pages;
+} sizeslot;
+
+/* Invariant: fl_bitmap bit f set <=> sl_bitmap[f] != 0; sl_bitmap[f] bit s
+ * set <=> heads[CLS(f, s)] != NIL; the head figures (pool.h) hold;
+ * page_size == sizes[cur].size; sizes_alive counts the alive slots;
+ * closed_pages, closed_bytes and closed_busy count the closed pages, their
+ * bytes and those with a live slice; stranded bytes are HELD slices';
+ * unused_count is the length of the unused list; crowded == (slice_cap >
+ * crowd_at).  Between two calls at most one released slice waits to be
+ * merged (pending, see settle): FREE, its generation moved on, in no free
+ * list and not merged with its neighbours, its page not on a list for
+ * that release; every other entry settles it first, so the invariants
+ * above hold again inside every call (and in the check walk). */
+typedef struct sliced {
+  hippo__pool head;
+  uint64_t page_size;  /* effective (current) page size (0: cap below
+                          alignment) */
+  uint64_t max_pages;  /* effective cap in pages (UINT64_MAX: none) */
+  bool arena;          /* kind ARENA: grows, best fit, relocation */
+  bool crowded;        /* slice_cap > crowd_at (CROWDED_RECORDS) */
+  bool sparse;         /* ARENA: took a page while sparse */
+  uint64_t floor;      /* ARENA: smallest page */
+  uint64_t cap_bytes;  /* ARENA: cap on page bytes (UINT64_MAX: none) */
+  uint32_t cur;        /* the current page-size slot */
+  uint32_t sizes_alive;
+  sizeslot sizes[HIPPO__ARENA_SIZES];
+  uint64_t closed_pages, closed_bytes, closed_busy;
+  hippo__fifo drain;   /* empty closed pages, going back at the next tick */
+  slice *slices;
+  uint32_t slice_count, slice_cap, slice_unused; /* unused: node free list */
+  uint32_t unused_count; /* records on the unused list */
+  uint32_t scratch;      /* written where a link to NIL would be */
+  uint32_t first_gen;   /* generation of a fresh record */
+  uint32_t retired;     /* retired UNUSED records */
+  uint32_t max_records; /* slice_cap's limit: what a handle's index names */
+  uint32_t crowd_at;    /* CROWDED_RECORDS (tests may lower it) */
+  uint32_t pending;     /* a released slice not merged yet (NIL: none) */
+  uint64_t pending_now; /* the clock of its release */
+  page *pages;
+  uint32_t page_count, page_cap, page_unused; /* page_unused: slot list */
+  hippo__fifo empty;   /* empty pages, waiting for dealloc_period */
+  uint64_t fl_bitmap;
+  uint32_t sl_bitmap[FL_COUNT];
+  uint32_t heads[FL_COUNT * SL_COUNT]; /* by class: one index, no
+                                          2-D address to compute */
+} sliced;
+
+/* A free slice the index offers and its class, fl * SL_COUNT + sl (i NIL:
+ * none).  Returned by value, in one register: the class stays out of
+ * memory on the reservation's critical path. */
+typedef struct found {
+  uint32_t i, cls;
+} found;
+
+/* Whether slice i, free, is a whole page (its page is empty). */
+static inline bool whole_page(const sliced *p, uint32_t i) {
+  return (p->slices[i].prev_phys & p->slices[i].next_phys) == NIL;
+}
+
+/* Whether page pg is empty: one free slice. */
+static inline bool page_empty(const sliced *p, uint32_t pg) {
+  uint32_t f = p->pages[pg].first;
+  return STATE(&p->slices[f]) == SLICE_FREE && whole_page(p, f);
+}
+
+/* Whether slice i's page serves: only an ARENA closes pages, so where
+ * the kind is known (`arena` constant) a SLICED pool answers without
+ * reading the page record. */
+static inline bool serves_kind(const sliced *p, uint32_t i, bool arena) {
+  return !arena || !p->pages[p->slices[i].page].closed;
+}
+
+/* ---- records (pool_sliced.c) ---------------------------------------------- */
+
+/* The record array doubles (up to what a handle's index names);
+ * HIPPO_POOL_CAPACITY_EXCEEDED past max_records, HIPPO_OUT_OF_MEMORY
+ * without host memory. */
+hippo_status hippo__sliced_grow_nodes(sliced *p);
+/* Make room for `n` (<= 1024) more slice records, so a reservation cannot
+ * fail halfway on host memory. */
+static inline hippo_status reserve_nodes(sliced *p, uint32_t n) {
+  if (HIPPO__LIKELY(p->slice_cap - p->slice_count + p->unused_count >= n))
+    return HIPPO_SUCCESS;
+  return hippo__sliced_grow_nodes(p);
+}
+
+/* ---- what pool_sliced.c gives the other files ----------------------------- */
+
+/* The release a pool left waiting is merged now (see sliced.pending);
+ * every entry off the reservation path calls it first. */
+void hippo__sliced_settle(const sliced *p);
+/* What pool->due should be (the check walk compares). */
+uint64_t hippo__sliced_due_of(const sliced *p);
+/* Take a page of `size` bytes for page-size slot `slot`; it becomes one
+ * free slice (*slice_out), on the empty FIFO.  A cap or a refused page
+ * changes nothing.  `bytes`: the request it is for (messages). */
+hippo_status hippo__sliced_page_add(sliced *p, uint64_t bytes, uint64_t size,
+                                    uint32_t slot, uint32_t *slice_out);
+/* Page pg serves no new reservation (its free slices leave the index;
+ * empty, it moves to the drain list), or serves again. */
+void hippo__sliced_page_close(sliced *p, uint32_t pg);
+void hippo__sliced_page_open(sliced *p, uint32_t pg);
+/* Give an empty page back; on failure it stays, one free slice. */
+hippo_status hippo__sliced_page_drop(sliced *p, uint32_t pg);
+/* How the FIFOs give a page back (pool_fifo.h). */
+extern const hippo__fifo_drop hippo__sliced_page_dropper;
+/* Free slice f (found in the index) now serves u units with `padding`
+ * bytes: off the index, on a fresh record if its own is retired, split,
+ * live.  Returns the record. */
+uint32_t hippo__sliced_take(sliced *p, found f, uint64_t u, uint32_t padding);
+/* Release live slice i (its figures, its generation moves on, it merges
+ * with its free neighbours); returns the size it was reserved with. */
+uint64_t hippo__sliced_release_slice(sliced *p, uint32_t i);
+/* A HELD or GUARDED slice i becomes free (generation, merge). */
+void hippo__sliced_free_slice(sliced *p, uint32_t i);
+/* The device address of slice i. */
+uint64_t hippo__sliced_addr(const hippo__pool *pool, uint32_t i);
+
+/* ---- pool_sliced_check.c -------------------------------------------------- */
+
+/* The check walk of both kinds (pool.h: check). */
+hippo_status hippo__sliced_check(const hippo__pool *pool);
+
+/* ---- pool_arena.c --------------------------------------------------------- */
+
+/* ARENA: a free slice for `bytes` when the index has none: a page of the
+ * current size (noting when the pool is sparse) or a growth. */
+hippo_status hippo__arena_new_room(sliced *p, uint64_t bytes, uint32_t *i);
+
+/* ---- pool_arena_relocation.c ---------------------------------------------- */
+
+/* An ARENA's relocation operations (pool_relocation.h). */
+extern const hippo__pool_move_ops hippo__arena_move_ops;
+
+#endif /* HIPPO_SLICED_H */
