@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "device.h"
+#include "ladder.h"
 #include "manager.h"
 #include "relocation.h"
 
@@ -242,7 +244,7 @@ static hippo_status api_device_open(const hippo_device_desc *desc,
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "device_open: host memory for the device");
   st = hippo__device_open(&d, d.layout ? &layout.layout : NULL, layout.pools,
-                          &dev);
+                          &hippo__ladder_hooks, &dev);
   if (st != HIPPO_SUCCESS) {
     shell_drop(sh); /* never handed out */
     return st;
@@ -622,7 +624,7 @@ static hippo_status api_emu_stream_sync(hippo_device *device, void *native) {
 static hippo_status api_capture_announce(hippo_stream *stream,
                                          hippo_capture_announcement what) {
   CHECK_STREAM(stream, "capture_announce");
-  return hippo__capture_announce(stream, what);
+  return hippo__stream_announce(stream, what);
 }
 
 static hippo_status api_emu_counters(hippo_device *device,

@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "manager.h"
+#include "device.h"
 
 static hippo_status backend_open(const hippo_device_desc *desc,
                                  hippo__backend **be) {
@@ -60,6 +60,7 @@ static hippo_status backend_open(const hippo_device_desc *desc,
 hippo_status hippo__device_open(const hippo_device_desc *desc,
                                 const hippo_layout *layout,
                                 const hippo_pool_options *pools,
+                                const hippo__stream_hooks *hooks,
                                 hippo_device **out) {
   hippo_device *dev;
   hippo__backend *be;
@@ -87,10 +88,19 @@ hippo_status hippo__device_open(const hippo_device_desc *desc,
   hippo__mutex_init(&dev->lock);
   hippo__mutex_init(&dev->natives_lock);
   pthread_cond_init(&dev->natives_idle, NULL);
-  hippo__mutex_init(&dev->events_lock);
+  hippo__events_init(&dev->events, be);
   hippo__graphs_init(&dev->graphs);
   dev->magic = HIPPO__DEVICE_MAGIC;
   dev->flags = desc->flags;
+  dev->env = (hippo__stream_env){.device = dev,
+                                 .be = be,
+                                 .acct = &dev->acct,
+                                 .events = &dev->events,
+                                 .graphs = &dev->graphs,
+                                 .hooks = hooks,
+                                 .flags = desc->flags,
+                                 .may_free = hippo__device_may_free,
+                                 .may_free_ctx = dev};
   dev->hip_device = desc->hip_device;
   *out = dev;
   return HIPPO_SUCCESS;
@@ -115,14 +125,11 @@ hippo_status hippo__device_close(hippo_device *dev) {
   }
   free(dev->retained);
   hippo__graphs_fini(&dev->graphs);
-  for (uint32_t i = 0; i < dev->event_count; i++)
-    (void)dev->be->ops->event_destroy(dev->be, dev->events[i]);
-  free(dev->events);
+  hippo__events_fini(&dev->events);
   free(dev->last_failures.v);
   hippo__mutex_fini(&dev->lock);
   hippo__mutex_fini(&dev->natives_lock);
   pthread_cond_destroy(&dev->natives_idle);
-  hippo__mutex_fini(&dev->events_lock);
   dev->be->ops->destroy(dev->be);
   free(dev->streams);
   free(dev->natives);
@@ -216,7 +223,7 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
     }
     dev->stream_cap = cap;
   }
-  st = hippo__manager_init(s, dev, native);
+  st = hippo__manager_init(s, &dev->env, native);
   if (st == HIPPO_SUCCESS) {
     st = hippo__manager_build(s, &dev->layout, &pools, &count);
     if (st == HIPPO_SUCCESS)
@@ -313,6 +320,28 @@ hippo_status hippo__device_may_free(void *ctx, bool *may_free) {
   return st == HIPPO_GRAPH_RECORDING ? HIPPO_SUCCESS : st;
 }
 
+/* The device's bytes in use, summed over the streams whose lock is free
+ * now (and `s`, whose lock the caller holds); *missed counts the others. */
+uint64_t hippo__device_in_use(hippo_device *dev, const hippo_stream *s,
+                             uint32_t *missed) {
+  uint64_t bytes = s->in_use;
+  *missed = 0;
+  hippo__mutex_take(&dev->natives_lock);
+  for (uint32_t i = 0; i < dev->stream_count; i++) {
+    hippo_stream *o = dev->streams[i];
+    if (o == s)
+      continue;
+    if (hippo__lock_try(&o->lock)) {
+      bytes += o->in_use;
+      hippo__lock_drop(&o->lock);
+    } else {
+      ++*missed;
+    }
+  }
+  hippo__mutex_drop(&dev->natives_lock);
+  return bytes;
+}
+
 hippo_status hippo__device_finish(hippo_device *dev) {
   hippo_status first = HIPPO_SUCCESS;
   streams_view sv;
@@ -342,34 +371,6 @@ hippo_status hippo__emu_stream_destroy(hippo_device *dev, void *native) {
   st = dev->be->ops->emu_stream_destroy(dev->be, native);
   hippo__mutex_drop(&dev->lock);
   return st;
-}
-
-hippo_status hippo__device_event_get(hippo_device *dev, void **event) {
-  hippo__mutex_take(&dev->events_lock);
-  if (dev->event_count) {
-    *event = dev->events[--dev->event_count];
-    hippo__mutex_drop(&dev->events_lock);
-    return HIPPO_SUCCESS;
-  }
-  hippo__mutex_drop(&dev->events_lock);
-  return dev->be->ops->event_create(dev->be, event);
-}
-
-void hippo__device_event_put(hippo_device *dev, void *event) {
-  hippo__mutex_take(&dev->events_lock);
-  if (dev->event_count == dev->event_cap) {
-    uint32_t cap = dev->event_cap ? dev->event_cap * 2 : 16;
-    void **grown = realloc(dev->events, cap * sizeof *grown);
-    if (!grown) { /* no host memory to keep it: it goes */
-      hippo__mutex_drop(&dev->events_lock);
-      (void)dev->be->ops->event_destroy(dev->be, event);
-      return;
-    }
-    dev->events = grown;
-    dev->event_cap = cap;
-  }
-  dev->events[dev->event_count++] = event;
-  hippo__mutex_drop(&dev->events_lock);
 }
 
 static hippo_status retained_sweep(hippo_device *dev);
@@ -485,8 +486,7 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
     /* a graph still holds slices of it: those pages stay, retained, until
      * graph_retire or device_close (guard.h) */
     /* the native may go: never asked again */
-    atomic_store(&s->own_word, 0);
-    atomic_store(&s->capture_mode, HIPPO__CAPTURE_ANNOUNCED);
+    hippo__capture_forget(&s->capture);
     s->native = NULL;
     dev->retained[dev->retained_count++] = s;
     hippo__lock_drop(&s->lock);
@@ -573,12 +573,8 @@ hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
   }
   for (uint32_t i = 0; i < n; i++) {
     hippo_stream *s = g[i].s;
-    hippo__pool *p;
     hippo__lock_take(&s->lock);
-    p = s->pools[g[i].pool];
-    p->now = s->clock; /* stamps the page if it empties */
-    p->ops->unhold(p, g[i].slice);
-    s->holds--;
+    hippo__manager_unhold_locked(s, g[i].pool, g[i].slice);
     hippo__lock_drop(&s->lock);
   }
   /* a page whose free fails stays with the device, counted, until the
@@ -634,11 +630,8 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
     const hippo__pool *held_by = NULL;
     for (uint32_t i = 0; i < dev->stream_count; i++) {
       hippo_stream *s = dev->streams[i];
-      for (uint32_t p = 1; p < s->pool_count && !held_by; p++)
-        if (s->pools[p]->holds || s->pools[p]->bytes_stranded) {
-          held_by = s->pools[p];
-          held_index = p - 1;
-        }
+      if (!held_by)
+        held_by = hippo__manager_held_pool_locked(s, &held_index);
       live += hippo__manager_dynamic_bytes_locked(s);
     }
     if (bytes_in_use)
@@ -690,15 +683,10 @@ hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
    * must be freed now and cannot keeps the old layout */
   left = true;
   for (uint32_t i = 0; i < dev->stream_count; i++) {
-    hippo_stream *s = dev->streams[i];
-    s->gate.defer = true;
-    for (uint32_t p = 1; p < s->pool_count; p++) {
-      hippo_status cst = s->pools[p]->ops->cleanup(s->pools[p]);
-      if (cst != HIPPO_SUCCESS && st == HIPPO_SUCCESS)
-        st = cst;
-      held += s->pools[p]->pages;
-    }
-    s->gate.defer = false;
+    hippo_status cst =
+        hippo__manager_empty_dynamic_locked(dev->streams[i], &held);
+    if (cst != HIPPO_SUCCESS && st == HIPPO_SUCCESS)
+      st = cst;
   }
   if (held) {
     st = hippo__error_wrap(st == HIPPO_SUCCESS ? HIPPO_INTERNAL : st,
@@ -745,9 +733,9 @@ hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
     if (only && s != only)
       continue;
     hippo__lock_take(&s->lock);
-    s->gate.defer = true; /* the frees come after the lock */
+    hippo__manager_defer_frees(s, true); /* the frees come after the lock */
     st = hippo__manager_cleanup_locked(s);
-    s->gate.defer = false;
+    hippo__manager_defer_frees(s, false);
     hippo__lock_drop(&s->lock);
     if (st == HIPPO_SUCCESS)
       st = hippo__manager_flush(s, true);

@@ -21,8 +21,10 @@
 
 #include "backend.h"
 #include "core.h"
+#include "events.h"
 #include "guard.h"
 #include "layout.h"
+#include "manager.h"
 #include "pool.h"
 
 #define HIPPO__DEVICE_MAGIC 0x44455643u /* live hippo_device ("DEVC") */
@@ -37,6 +39,7 @@ struct hippo_device {
   uint32_t magic;           /* HIPPO__DEVICE_MAGIC while open */
   hippo__backend *be;
   hippo__mutex lock;        /* guards streams, layout, retained */
+  hippo__stream_env env;    /* what its streams' managers get (manager.h) */
   uint32_t flags;           /* HIPPO_DEVICE_* */
   int32_t hip_device;
   hippo__layout layout;     /* the layout in force */
@@ -64,16 +67,16 @@ struct hippo_device {
   hippo__graphs graphs;
   hippo_stream **retained;
   uint32_t retained_count, retained_cap;
-  /* Backend events ready for reuse (record_use), under events_lock, a
-   * leaf lock. */
-  hippo__mutex events_lock;
-  void **events;
-  uint32_t event_count, event_cap;
+  /* Backend events ready for reuse (record_use): a leaf lock. */
+  hippo__events events;
 };
 
+/* hooks: what the streams' managers call up to (manager.h; the plugin
+ * gives the out-of-memory ladder, ladder.h; NULL: none). */
 hippo_status hippo__device_open(const hippo_device_desc *desc,
                                 const hippo_layout *layout,
                                 const hippo_pool_options *pools,
+                                const hippo__stream_hooks *hooks,
                                 hippo_device **out);
 hippo_status hippo__device_close(hippo_device *dev);
 hippo_status hippo__device_info(hippo_device *dev, hippo_device_info *out);
@@ -103,13 +106,13 @@ hippo_status hippo__device_refuse_while_recording(hippo_device *dev,
 /* hippo__free_gate's question for a device (ctx): true when no stream of
  * it captures.  May be called holding a stream lock. */
 hippo_status hippo__device_may_free(void *dev, bool *may_free);
-/* An event for record_use: one ready for reuse, else a new one
- * (event_create); hippo__device_event_put gives it back (or, the pool
- * full of host memory, destroys it). */
-hippo_status hippo__device_event_get(hippo_device *dev, void **event);
-void hippo__device_event_put(hippo_device *dev, void *event);
 /* graph_retire: the holds capture `id` took are dropped (guard.h). */
 hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id);
+/* The device's bytes in use, summed over the streams whose lock is free
+ * now (and `s`, whose lock the caller holds); *missed counts the others
+ * (the out-of-memory message).  Takes the natives lock. */
+uint64_t hippo__device_in_use(hippo_device *dev, const hippo_stream *s,
+                              uint32_t *missed);
 /* Waits until every attached stream's queued work has finished (the
  * backend's stream_sync on each native).  The first failure is returned
  * after asking every stream.  Takes only the natives lock. */

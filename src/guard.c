@@ -1,4 +1,5 @@
-/* guard.c -- the registry of graph guards (guard.h). */
+/* guard.c -- the capture guard (guard.h): whether a stream captures, the
+ * holds a capture takes, and their registry. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -165,4 +166,77 @@ uint64_t hippo__graphs_holds(hippo__graphs *gs) {
     n += gs->graphs[i].count;
   hippo__mutex_drop(&gs->lock);
   return n;
+}
+
+/* ---- whether a stream captures --------------------------------------------- */
+
+void hippo__capture_init(hippo__capture *c, hippo__backend *be,
+                         void *native) {
+  c->word = be->ops->capture_word ? be->ops->capture_word(be, native) : NULL;
+  atomic_init(&c->own, 0);
+  atomic_init(&c->mode, c->word ? HIPPO__CAPTURE_WORD : HIPPO__CAPTURE_ASK);
+}
+
+hippo_status hippo__capture_query(hippo__backend *be, void *native,
+                                  uint64_t *cid) {
+  bool capturing = false;
+  hippo_status st = be->ops->capture_status(be, native, &capturing, cid);
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "asking whether native stream %p captures",
+                             native);
+  if (!capturing)
+    *cid = 0;
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__capture_announce(hippo__capture *c, hippo__backend *be,
+                                     void *native,
+                                     hippo_capture_announcement what) {
+  uint64_t cid = 0;
+  hippo_status st;
+  if (what == HIPPO_CAPTURE_QUERY) {
+    atomic_store(&c->mode, HIPPO__CAPTURE_ASK);
+    return HIPPO_SUCCESS;
+  }
+  if (what != HIPPO_CAPTURE_BEGINS && what != HIPPO_CAPTURE_ENDED)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "capture_announce: %u is not "
+                            "HIPPO_CAPTURE_QUERY, _BEGINS or _ENDED",
+                            what);
+  /* the driver's answer is authoritative */
+  st = hippo__capture_query(be, native, &cid);
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "capture_announce");
+  if (what == HIPPO_CAPTURE_BEGINS && !cid)
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "capture_announce: BEGINS, but the driver says "
+                            "native stream %p does not capture; announce "
+                            "right after the capture began",
+                            native);
+  if (what == HIPPO_CAPTURE_ENDED && cid)
+    return hippo__error_set(HIPPO_GRAPH_RECORDING,
+                            "capture_announce: ENDED, but the driver says "
+                            "native stream %p still captures graph %llu; "
+                            "announce right after the capture ended",
+                            native, (unsigned long long)cid);
+  atomic_store_explicit(&c->own, cid, memory_order_release);
+  atomic_store(&c->mode, HIPPO__CAPTURE_ANNOUNCED);
+  return HIPPO_SUCCESS;
+}
+
+void hippo__capture_forget(hippo__capture *c) {
+  atomic_store(&c->own, 0);
+  atomic_store(&c->mode, HIPPO__CAPTURE_ANNOUNCED);
+}
+
+/* ---- holds ------------------------------------------------------------------ */
+
+bool hippo__guard_take(hippo__graphs *gs, uint64_t cid, hippo_stream *s,
+                       uint32_t index, hippo__pool *pool, uint32_t slice) {
+  if (!hippo__graphs_note(gs, cid,
+                          (hippo__guard){.s = s, .pool = index,
+                                         .slice = slice}))
+    return false; /* held by this graph already */
+  pool->ops->hold(pool, slice);
+  return true;
 }

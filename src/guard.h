@@ -1,6 +1,8 @@
-/* guard.h -- graph guards (guard.c): what a capture may have baked into a
- * graph stays where it is, and in use, until the host runtime retires the
- * graph.
+/* guard.h -- the capture guard (guard.c): whether a stream captures, the
+ * holds a capture takes, and the registry of them: what a capture may have
+ * baked into a graph stays where it is, and in use, until the host runtime
+ * retires the graph.  The device's questions over all its streams (does
+ * any capture? retire a graph) walk its streams in device.c.
  *
  * hippo asks the backend, at each reserve, release and resolve (and
  * record_use for the user stream), whether the call's stream captures and
@@ -39,7 +41,66 @@
 #ifndef HIPPO_GUARD_H
 #define HIPPO_GUARD_H
 
+#include "backend.h"
 #include "core.h"
+#include "pool.h"
+
+/* ---- whether a stream captures ---------------------------------------------
+ * Where hippo learns whether a stream captures, at each reserve, release
+ * and resolve and in the device's capture questions: `mode` says where --
+ * the backend's word (HOST, DRY: backend.h capture_word), read without a
+ * lock; the driver's answer (capture_status: HIP, or any stream after
+ * capture_announce(QUERY)); or `own`, set by the host runtime's
+ * announcements (capture_announce). */
+enum { HIPPO__CAPTURE_WORD = 0, HIPPO__CAPTURE_ASK = 1,
+       HIPPO__CAPTURE_ANNOUNCED = 2 };
+/* Invariant: mode == HIPPO__CAPTURE_WORD only where word != NULL; own is
+ * 0 or the capture id of the announced capture. */
+typedef struct hippo__capture {
+  const _Atomic uint64_t *word; /* the backend's (NULL: it has none) */
+  _Atomic uint64_t own;         /* the host runtime's announcements */
+  atomic_uint mode;             /* HIPPO__CAPTURE_* */
+} hippo__capture;
+
+/* The backend's word for native stream `native` where it has one, else the
+ * driver's answers. */
+void hippo__capture_init(hippo__capture *c, hippo__backend *be,
+                         void *native);
+/* The driver's answer for `native`: *cid = its capture id, 0 when it does
+ * not capture. */
+hippo_status hippo__capture_query(hippo__backend *be, void *native,
+                                  uint64_t *cid);
+/* Whether the stream captures (*cid != 0: under that id).  O(1) but where
+ * the driver is asked (mode ASK). */
+static inline hippo_status hippo__capture_of(const hippo__capture *c,
+                                             hippo__backend *be, void *native,
+                                             uint64_t *cid) {
+  unsigned mode = atomic_load_explicit(&c->mode, memory_order_relaxed);
+  if (HIPPO__LIKELY(mode == HIPPO__CAPTURE_WORD)) {
+    *cid = atomic_load_explicit(c->word, memory_order_acquire);
+    return HIPPO_SUCCESS;
+  }
+  if (mode == HIPPO__CAPTURE_ANNOUNCED) {
+    *cid = atomic_load_explicit(&c->own, memory_order_acquire);
+    return HIPPO_SUCCESS;
+  }
+  return hippo__capture_query(be, native, cid);
+}
+/* hippo__capture_of's common answer without its call: the backend's word
+ * says the stream does not capture (false: ask hippo__capture_of). */
+static inline bool hippo__capture_none(const hippo__capture *c) {
+  return HIPPO__LIKELY(atomic_load_explicit(&c->mode, memory_order_relaxed) ==
+                       HIPPO__CAPTURE_WORD) &&
+         atomic_load_explicit(c->word, memory_order_acquire) == 0;
+}
+/* capture_announce (hippo.h): QUERY, BEGINS or ENDED, checked with the
+ * driver. */
+hippo_status hippo__capture_announce(hippo__capture *c, hippo__backend *be,
+                                     void *native,
+                                     hippo_capture_announcement what);
+/* The native stream goes (a detached stream a graph retains): never asked
+ * again, taken as not capturing. */
+void hippo__capture_forget(hippo__capture *c);
 
 /* One hold a graph took: slice `slice` of pool `pool` of stream `s`. */
 typedef struct hippo__guard {
@@ -92,5 +153,14 @@ hippo_status hippo__graphs_take(hippo__graphs *gs, uint64_t id,
                                 hippo__guard **out, uint32_t *count);
 /* Holds not yet retired, over every graph (figures, check walks). */
 uint64_t hippo__graphs_holds(hippo__graphs *gs);
+
+/* ---- holds -------------------------------------------------------------------
+ * A hold of capture `cid` on slice `slice` of `pool`, pool index `index` of
+ * stream `s` (one per slice and graph, however often the capture touches
+ * the slice): noted in the registry (hippo__graphs_make_room succeeded)
+ * and taken in the pool.  false: this graph held the slice already
+ * (nothing changed). */
+bool hippo__guard_take(hippo__graphs *gs, uint64_t cid, hippo_stream *s,
+                       uint32_t index, hippo__pool *pool, uint32_t slice);
 
 #endif /* HIPPO_GUARD_H */

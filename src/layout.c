@@ -1,4 +1,6 @@
-/* layout.c -- presets and validation of pool layouts.
+/* layout.c -- presets and validation of pool layouts, and the pool of
+ * each layout entry (hippo__pool_create: the factory above the pool
+ * kinds).
  *
  * SUB_SLICES, for a device of T bytes and alignment A:
  *   sliced pools whose page sizes form a ladder 4 MiB (or 4 alignments if
@@ -42,6 +44,7 @@
 #include <string.h>
 
 #include "layout.h"
+#include "pool.h"
 
 #define MiB (UINT64_C(1) << 20)
 #define KiB (UINT64_C(1) << 10)
@@ -341,4 +344,22 @@ hippo_status hippo__layout_resolve(const hippo_layout *in,
     out->pools[i] = pools_in[i];
   }
   return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
+                                const hippo_pool_options *opt,
+                                hippo__pool **out) {
+  switch (opt->kind) {
+  case HIPPO_POOL_SLICED:
+    return hippo__pool_sliced_create(be, acct, opt, out);
+  case HIPPO_POOL_ARENA:
+    return hippo__pool_arena_create(be, acct, opt, out);
+  case HIPPO_POOL_EXCLUSIVE:
+    return hippo__pool_exclusive_create(be, acct, opt, out);
+  case HIPPO_POOL_DIRECT:
+    return hippo__pool_direct_create(be, acct, opt, out);
+  default:
+    return hippo__error_set(HIPPO_POOL_CONFIG, "unknown pool kind %u",
+                            opt->kind);
+  }
 }

@@ -10,6 +10,7 @@
 
 #include "backend.h"
 #include "core.h"
+#include "pool.h"
 
 #define HIPPO__MAX_POOLS 32u               /* pools in a layout */
 #define HIPPO__MAX_PAGES (UINT64_C(1) << 22) /* pages one pool may need */
@@ -35,6 +36,11 @@ hippo_status hippo__layout_resolve(const hippo_layout *in,
 /* The preset for a device of `total` bytes and `alignment`. */
 void hippo__layout_preset(hippo_preset preset, uint64_t total,
                           uint64_t alignment, hippo__layout *out);
+/* The pool of one validated layout entry: the kind's constructor
+ * (pool.h), for the stream whose page figures are `acct`. */
+hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
+                                const hippo_pool_options *opt,
+                                hippo__pool **out);
 /* The name of a pool kind ("SLICED", ...), for messages. */
 const char *hippo__pool_kind_name(hippo_pool_kind kind);
 

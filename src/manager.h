@@ -1,9 +1,20 @@
-/* manager.h -- one attached stream's memory manager (manager.c).
+/* manager.h -- one attached stream's memory manager.
  *
  * Each attached stream has one memory manager: its own dynamic pools built
  * from the device's layout (layout.h), a persistent pool, and a handle
- * table.  Memory is never pooled across streams.  The device (device.h)
- * owns the streams; its header states the lock order.
+ * table.  Memory is never pooled across streams.  The manager's files:
+ *   manager.c        init, the pools, routing, reserve, release, resolve,
+ *                    persistent windows, periodic deallocation, figures;
+ *   record_use.c     uses of a reservation by other streams and the waits
+ *                    for their work;
+ *   leaving.c        pages given up under the lock, freed after it;
+ *   manager_check.c  the check walk.
+ * The manager knows its device only through a hippo__stream_env (below):
+ * its backend, the device's page figures, event cache and graph registry,
+ * and two calls up -- the free gate's question (may pages go back?) and
+ * the hooks of the layers above (the out-of-memory ladder, ladder.c).
+ * The device (device.h) owns the streams; design.md states the lock
+ * order.
  *
  * The functions here assume their arguments were checked by the plugin
  * layer (non-NULL, struct sizes interpreted).
@@ -13,10 +24,45 @@
 
 #include "backend.h"
 #include "core.h"
-#include "device.h"
+#include "events.h"
+#include "guard.h"
 #include "handles.h"
 #include "layout.h"
 #include "pool.h"
+
+/* What the layers above a manager do for it, called with the stream lock
+ * held (ladder.c gives the one set hippo has; NULL: none).
+ *  no_room: a reservation found no room (`st`: HIPPO_OUT_OF_MEMORY,
+ *    HIPPO_PAGE_SIZES_EXHAUSTED, ...); the ladder may relocate, give
+ *    pages back (dropping and retaking the lock) and retry with
+ *    hippo__manager_route_locked.  Returns the final status; on success
+ *    *pool and *ref describe the slice served and the handle table has
+ *    room.
+ *  before_reserve: HIPPO_DEVICE_AUTO_RELOCATE, before an ordinary
+ *    reservation (CubeCL's rule: relocate when the memory wants it). */
+typedef struct hippo__stream_hooks {
+  hippo_status (*no_room)(hippo_stream *s, uint64_t size, bool persistent,
+                          uint32_t *pool, hippo__slice_ref *ref,
+                          hippo_status st);
+  void (*before_reserve)(hippo_stream *s);
+} hippo__stream_hooks;
+
+/* What a stream's manager gets from its device at attach (the device
+ * keeps one, filled at open).  Invariant: every pointer but hooks is set
+ * and outlives the stream. */
+typedef struct hippo__stream_env {
+  hippo_device *device;       /* identity only: opaque to the manager */
+  hippo__backend *be;
+  hippo__page_acct *acct;     /* the device's page figures (the parent) */
+  hippo__events *events;      /* the device's event cache */
+  hippo__graphs *graphs;      /* the device's graph registry */
+  const hippo__stream_hooks *hooks;
+  uint32_t flags;             /* HIPPO_DEVICE_* */
+  /* The free gate's question (pool.h, hippo__free_gate.ask): may pages go
+   * back now (no stream of the device captures)?  ctx: may_free_ctx. */
+  hippo_status (*may_free)(void *ctx, bool *may_free);
+  void *may_free_ctx;
+} hippo__stream_env;
 
 #define HIPPO__TICK_BACKOFF_MAX 1024u /* reservations between capture asks */
 _Static_assert(HIPPO__MAX_POOLS + 1 < HIPPO__HANDLE_TABLE,
@@ -67,25 +113,14 @@ typedef struct hippo__wait_user {
  * leaving ones.
  */
 #define HIPPO__STREAM_MAGIC 0x5354524du /* live hippo_stream ("STRM") */
-enum { HIPPO__CAPTURE_WORD = 0, HIPPO__CAPTURE_ASK = 1,
-       HIPPO__CAPTURE_ANNOUNCED = 2 };
-/* Whether stream s captures (*cid != 0: under that id).  O(1) but where
- * the driver is asked. */
-hippo_status hippo__stream_capture(const hippo_stream *s, uint64_t *cid);
 
 struct hippo_stream {
   uint32_t magic;           /* HIPPO__STREAM_MAGIC while attached */
-  hippo_device *device;
+  hippo_device *device;     /* its device (env->device) */
   void *native;             /* hipStream_t, or the emulated stream */
-  /* How hippo learns whether the stream captures, at each reserve, release
-   * and resolve, and in the device's capture questions: capture_mode says
-   * where -- the backend's word, read without a lock (HOST, DRY:
-   * backend.h); the driver's answer (capture_status: HIP, or any stream
-   * after capture_announce(QUERY)); or own_word, set by the host runtime's
-   * announcements (capture_announce). */
-  const _Atomic uint64_t *backend_word; /* NULL: the backend has none */
-  _Atomic uint64_t own_word;
-  atomic_uint capture_mode;             /* HIPPO__CAPTURE_* */
+  /* Whether the stream captures (guard.h), read without the lock. */
+  hippo__capture capture;
+  const hippo__stream_env *env;
   hippo__lock lock;         /* guards everything below */
   hippo__handles handles;
   hippo__pool **pools;      /* [0] persistent, then the layout's pools */
@@ -130,9 +165,9 @@ struct hippo_stream {
   uint64_t event_failures;   /* failed event queries */
 };
 
-/* manager.c: a stream's manager.  The _locked variants expect the stream
- * lock held by the caller. */
-hippo_status hippo__manager_init(hippo_stream *s, hippo_device *dev,
+/* ---- manager.c ------------------------------------------------------------
+ * The _locked variants expect the stream lock held by the caller. */
+hippo_status hippo__manager_init(hippo_stream *s, const hippo__stream_env *env,
                                  void *native);
 void hippo__manager_fini(hippo_stream *s);
 /* Build the dynamic pools of `layout` (pools[0] is kept). */
@@ -145,10 +180,91 @@ hippo_status hippo__reserve(hippo_stream *s, uint64_t size, hippo_mode mode,
 hippo_status hippo__release(hippo_stream *s, hippo_handle h);
 hippo_status hippo__resolve(hippo_stream *s, hippo_handle h, void **ptr,
                             uint64_t *size);
+/* Route a reservation of `size` to the persistent pool or the first pool
+ * that accepts it, spilling past full capped pools (the ladder's retry).
+ * Nothing changes on failure. */
+hippo_status hippo__manager_route_locked(hippo_stream *s, uint64_t size,
+                                         bool persistent, uint32_t *pool,
+                                         hippo__slice_ref *ref);
+/* Where live handle h's reservation lives: its pool index and slice
+ * (HIPPO__POOL_NONE: zero size) and, named by the table, its slot (else
+ * NULL).  false when h is not live on s. */
+bool hippo__manager_locate_locked(hippo_stream *s, hippo_handle h,
+                                  uint32_t *pool, uint32_t *slice,
+                                  hippo__slot **slot);
+/* HIPPO_INVALID_HANDLE, naming the call. */
+hippo_status hippo__manager_bad_handle(hippo_handle h, const char *call);
+/* Whether the stream captures (*cid != 0: under that id); guard.h. */
+static inline hippo_status hippo__stream_capture(const hippo_stream *s,
+                                                 uint64_t *cid) {
+  return hippo__capture_of(&s->capture, s->env->be, s->native, cid);
+}
+hippo_status hippo__stream_announce(hippo_stream *s,
+                                    hippo_capture_announcement what);
+/* A hold of capture `cid` on slice `slice` of pool `pool` (guard.h,
+ * hippo__guard_take), counted by the stream. */
+static inline void hippo__manager_guard_take(hippo_stream *s, uint64_t cid,
+                                             uint32_t pool, uint32_t slice) {
+  if (hippo__guard_take(s->env->graphs, cid, s, pool, s->pools[pool], slice))
+    s->holds++;
+}
+/* graph_retire dropped the hold of a graph on slice `slice` of pool
+ * `pool`: a released slice whose last hold went becomes free. */
+void hippo__manager_unhold_locked(hippo_stream *s, uint32_t pool,
+                                  uint32_t slice);
+hippo_status hippo__persistent_begin(hippo_stream *s);
+hippo_status hippo__persistent_end(hippo_stream *s);
+/* While set, the pages the stream's pools give back join its leaving
+ * pages, freed after the lock (hippo__manager_flush). */
+static inline void hippo__manager_defer_frees(hippo_stream *s, bool on) {
+  s->gate.defer = on;
+}
+/* Stranded destinations (a failed wait for a relocation's copies) go free
+ * once a wait on the stream succeeds: cleanup asks for that wait (the
+ * stream does not capture).  Nothing stranded: no call.  On failure they
+ * stay stranded. */
+hippo_status hippo__manager_unstrand_locked(hippo_stream *s);
+/* Waits for the uses' work and the stranded copies, frees the leaving
+ * pages (unless deferred) and gives every empty page back: the first
+ * failure. */
+hippo_status hippo__manager_cleanup_locked(hippo_stream *s);
+/* pools_install: the first dynamic pool that holds slices graphs or other
+ * streams' work may use, or stranded bytes (NULL: none; *index its
+ * layout index). */
+const hippo__pool *hippo__manager_held_pool_locked(const hippo_stream *s,
+                                                   uint32_t *index);
+/* pools_install: every dynamic pool gives its empty pages back (to the
+ * leaving list: freed after the lock); the first failure, and the pages
+ * the dynamic pools still hold in *held. */
+hippo_status hippo__manager_empty_dynamic_locked(hippo_stream *s,
+                                                 uint64_t *held);
+/* Release every live reservation of the stream (stream_detach). */
+void hippo__manager_release_all_locked(hippo_stream *s);
+uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s);
+/* Bytes kept out of use by failed relocation waits, over the pools. */
+uint64_t hippo__manager_stranded_locked(const hippo_stream *s);
+void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out);
+hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out);
+/* The report and the options in force of pool `index`. */
+hippo_status hippo__pool_report_get(hippo_stream *s, uint32_t index,
+                                    hippo_pool_report *out,
+                                    hippo_pool_options *options);
+
+/* ---- record_use.c ------------------------------------------------------------ */
 hippo_status hippo__record_use(hippo_stream *s, hippo_handle h,
                                hippo_stream *user);
-hippo_status hippo__capture_announce(hippo_stream *s,
-                                     hippo_capture_announcement what);
+/* At a reservation: the waiting slices whose events completed become
+ * reusable (never waits). */
+void hippo__manager_poll_waits_locked(hippo_stream *s);
+/* The release of h (live or not) is about to happen: each use of its
+ * slice gets its event recorded on its user and becomes a wait.  A
+ * failure changes nothing (the release must not happen). */
+hippo_status hippo__manager_release_uses_locked(hippo_stream *s,
+                                                hippo_handle h);
+/* The same for slice (pool, slice), known live. */
+hippo_status hippo__manager_uses_released_locked(hippo_stream *s,
+                                                 uint32_t pool,
+                                                 uint32_t slice);
 /* Waits for every waiting slice's event and drops its hold (cleanup and
  * detach need the bytes); the first failure, after trying all. */
 hippo_status hippo__manager_wait_uses_locked(hippo_stream *s);
@@ -164,25 +280,30 @@ hippo_status hippo__manager_drop_uses_locked(hippo_stream *s);
 hippo_status hippo__manager_user_leaves_locked(hippo_stream *s,
                                                hippo_stream *user,
                                                bool mark);
-hippo_status hippo__persistent_begin(hippo_stream *s);
-hippo_status hippo__persistent_end(hippo_stream *s);
-hippo_status hippo__manager_cleanup_locked(hippo_stream *s);
+/* The entry of user `key` in the stream's wait users (wait_user_count:
+ * none); the check walk's. */
+uint32_t hippo__manager_wait_user_find(const hippo_stream *s,
+                                       const hippo_stream *key);
+/* Destroys the events of the uses and waits (hippo__manager_fini). */
+void hippo__manager_uses_fini(hippo_stream *s);
+
+/* ---- leaving.c ---------------------------------------------------------------- */
 /* Frees the stream's leaving pages (pool.h, hippo__leaving) -- called
  * WITHOUT the stream lock, which it takes only briefly around the backend
  * calls; `failed_too` retries the ones whose free failed before.  The
  * first failure (the page stays, tried again later). */
 hippo_status hippo__manager_flush(hippo_stream *s, bool failed_too);
-/* Release every live reservation of the stream (stream_detach). */
-void hippo__manager_release_all_locked(hippo_stream *s);
-uint64_t hippo__manager_dynamic_bytes_locked(const hippo_stream *s);
-/* Bytes kept out of use by failed relocation waits, over the pools. */
-uint64_t hippo__manager_stranded_locked(const hippo_stream *s);
-void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out);
-hippo_status hippo__stream_usage(hippo_stream *s, hippo_usage *out);
-/* The report and the options in force of pool `index`. */
-hippo_status hippo__pool_report_get(hippo_stream *s, uint32_t index,
-                                    hippo_pool_report *out,
-                                    hippo_pool_options *options);
+/* Leaving pages freed now, under the lock (detach, cleanup without
+ * deferral): the first failure; those pages stay. */
+hippo_status hippo__leaving_free_now_locked(hippo_stream *s);
+/* After a tick: failed leaving pages whose retry is due are pending
+ * again. */
+void hippo__leaving_retry_due_locked(hippo_stream *s);
+/* Frees the leaving pages at device_close (failures: the page is lost to
+ * hippo; nothing else can be done), and the list. */
+void hippo__leaving_fini(hippo_stream *s);
+
+/* ---- manager_check.c --------------------------------------------------------- */
 hippo_status hippo__manager_check_locked(const hippo_stream *s);
 
 #endif /* HIPPO_MANAGER_H */

@@ -1,5 +1,5 @@
 /* pool.c -- what every pool kind shares: the common head, page accounting
- * against the device's figures, report heads, and creation by kind. */
+ * against the device's figures, leaving pages, report heads. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -129,22 +129,4 @@ void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out) {
   out->bytes_guarded = pool->bytes_guarded;
   out->bytes_stranded = pool->bytes_stranded;
   out->peak_bytes_reserved = pool->peak_bytes_reserved;
-}
-
-hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
-                                const hippo_pool_options *opt,
-                                hippo__pool **out) {
-  switch (opt->kind) {
-  case HIPPO_POOL_SLICED:
-    return hippo__pool_sliced_create(be, acct, opt, out);
-  case HIPPO_POOL_ARENA:
-    return hippo__pool_arena_create(be, acct, opt, out);
-  case HIPPO_POOL_EXCLUSIVE:
-    return hippo__pool_exclusive_create(be, acct, opt, out);
-  case HIPPO_POOL_DIRECT:
-    return hippo__pool_direct_create(be, acct, opt, out);
-  default:
-    return hippo__error_set(HIPPO_POOL_CONFIG, "unknown pool kind %u",
-                            opt->kind);
-  }
 }

@@ -259,10 +259,6 @@ void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n);
  * holds more than `n` records (default 65536); 0: from the start.  Returns
  * whether it is crowded now. */
 bool hippo__pool_sliced_crowd_at(hippo__pool *pool, uint32_t n);
-/* Dispatch on opt->kind. */
-hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
-                                const hippo_pool_options *opt,
-                                hippo__pool **out);
 
 /* Helpers for pool files (pool_common in layout.c). */
 /* Initialize the common head. */

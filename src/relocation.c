@@ -198,21 +198,6 @@ static void unstrand_stream(run *u) {
       u->s->movable[k]->ops->move->unstrand(u->s->movable[k]);
 }
 
-hippo_status hippo__relocation_unstrand_locked(hippo_stream *s) {
-  hippo__backend *be = s->device->be;
-  hippo_status st;
-  if (hippo__manager_stranded_locked(s) == 0)
-    return HIPPO_SUCCESS;
-  st = be->ops->stream_sync(be, s->native);
-  if (st != HIPPO_SUCCESS)
-    return hippo__error_wrap(st, "waiting for the copies of a relocation "
-                             "whose wait failed (their destinations stay "
-                             "stranded)");
-  for (uint32_t k = 0; k < s->movable_count; k++)
-    if (s->movable[k]->bytes_stranded)
-      s->movable[k]->ops->move->unstrand(s->movable[k]);
-  return HIPPO_SUCCESS;
-}
 
 /* Queue the run's copies on its stream, wait for them, then commit, drop
  * or strand the plans (relocation.h, steps 5 and 6). */

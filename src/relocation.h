@@ -52,6 +52,7 @@
 #ifndef HIPPO_RELOCATION_H
 #define HIPPO_RELOCATION_H
 
+#include "device.h"
 #include "manager.h"
 
 /* What the stream's memory wants (its lock held; reads the device's
@@ -70,11 +71,6 @@ hippo_status hippo__relocate_locked(hippo_stream *s,
                                     hippo_relocate_reason reason,
                                     hippo_relocation_report *report);
 
-/* Stranded destinations (a failed wait for a relocation's copies) go free
- * once a wait on the stream succeeds: cleanup asks for that wait (the
- * stream's lock held; the stream does not capture).  Nothing stranded:
- * no call.  On failure they stay stranded. */
-hippo_status hippo__relocation_unstrand_locked(hippo_stream *s);
 
 /* The ABI's calls: `s` NULL means every stream of the device.  They take
  * the locks (device.h states the order).  `call` names the ABI call in

@@ -991,7 +991,7 @@ static hippo_device *device_open(hippo_backend backend, int32_t ordinal,
   d.hip_device = ordinal;
   d.capacity = capacity;
   d.alignment = alignment;
-  OKE(hippo__device_open(&d, NULL, NULL, &dev));
+  OKE(hippo__device_open(&d, NULL, NULL, NULL, &dev));
   return dev;
 }
 
@@ -1064,7 +1064,7 @@ START_TEST(test_auto_with_gpu) {
   env("HIPPO_GPU_RUNTIME", "bogus");
   TU_SIZED(d);
   d.backend = HIPPO_BACKEND_AUTO;
-  REFUSES(hippo__device_open(&d, NULL, NULL, &(hippo_device *){NULL}),
+  REFUSES(hippo__device_open(&d, NULL, NULL, NULL, &(hippo_device *){NULL}),
           HIPPO_INVALID_ARGUMENT);
   SAYS("HIPPO_GPU_RUNTIME is 'bogus'");
 }
@@ -1099,7 +1099,7 @@ START_TEST(test_presets_from_memory) {
   TU_SIZED(d);
   d.backend = HIPPO_BACKEND_HIP;
   d.alignment = 512;
-  REFUSES(hippo__device_open(&d, NULL, NULL, &(hippo_device *){NULL}),
+  REFUSES(hippo__device_open(&d, NULL, NULL, NULL, &(hippo_device *){NULL}),
           HIPPO_INVALID_ARGUMENT);
   SAYS("alignment 512 on HIP device 0");
   SAYS("the device's 1024");

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "ladder.h"
 #include "manager.h"
 #include "testutil.h"
 
@@ -31,7 +32,8 @@ static hippo_stream *open_stream(hippo_device **dev, void **native) {
   desc.backend = HIPPO_BACKEND_DRY;
   desc.capacity = TU_GiB;
   tu_layout_sliced(&l, 64 * TU_KiB, 64 * TU_KiB);
-  OK(hippo__device_open(&desc, &l.layout, l.pools, dev));
+  OK(hippo__device_open(&desc, &l.layout, l.pools, &hippo__ladder_hooks,
+                        dev));
   OK((*dev)->be->ops->emu_stream_create((*dev)->be, native));
   OK(hippo__stream_attach(*dev, *native, &s));
   return s;
@@ -166,7 +168,8 @@ START_TEST(retry_flush_loses_room) {
   tu_layout_init(&l);
   o = tu_layout_add(&l, HIPPO_POOL_EXCLUSIVE);
   o->max_alloc_size = 4 * TU_MiB;
-  OK(hippo__device_open(&desc, &l.layout, l.pools, &dev));
+  OK(hippo__device_open(&desc, &l.layout, l.pools, &hippo__ladder_hooks,
+                        &dev));
   OK(dev->be->ops->emu_stream_create(dev->be, &native));
   OK(hippo__stream_attach(dev, native, &s));
   real_ops = dev->be->ops;

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "emutest.h"
-#include "pool.h"
+#include "layout.h"
 
 #define ALIGN UINT64_C(256)
 #define FAKE_BASE UINT64_C(0x100000)

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "handles.h"
-#include "pool.h"
+#include "layout.h"
 #include "testutil.h"
 
 /* ---- a fake backend: bump addresses, counted calls, scripted failures --- */
