@@ -1,10 +1,13 @@
-/* device.c -- a device: its backend, its layout, its streams; install,
- * cleanup, device-wide figures and the capture check.
+/* device.c -- a device: its backend, its layout, its streams (attach,
+ * detach, the streams detached while a graph holds their slices), the
+ * questions over all of them (does any capture? wait for their work),
+ * graph_retire and cleanup.  pools_install is install.c; usage and the
+ * check walk device_check.c.
  *
  * Lock order (device.h): the device lock, then stream locks in the order of
- * the stream list, then the natives lock.  Device-wide operations that must see every stream at one
- * moment (install, check) hold all stream locks together; the others (usage,
- * cleanup) take them one at a time.
+ * the stream list, then the natives lock.  Device-wide operations that must
+ * see every stream at one moment (install, usage, check) hold all stream
+ * locks together; cleanup takes them one at a time.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -596,130 +599,6 @@ void hippo__device_unlock_streams(hippo_device *dev) {
     hippo__lock_drop(&dev->streams[i]->lock);
 }
 
-hippo_status hippo__pools_install(hippo_device *dev, const hippo_layout *in,
-                                  const hippo_pool_options *pools,
-                                  uint64_t *bytes_in_use) {
-  hippo__layout layout;
-  hippo__pool ***built = NULL;
-  uint32_t *counts = NULL, built_count = 0;
-  uint64_t live = 0, held = 0;
-  bool left = false; /* step 3 ran: pages may wait on leaving lists */
-  hippo_status st;
-
-  if (bytes_in_use)
-    *bytes_in_use = 0;
-  if (dev->flags & HIPPO_DEVICE_FIXED_LAYOUT)
-    return hippo__error_set(HIPPO_UNSUPPORTED,
-                            "pools_install: this device was opened with "
-                            "HIPPO_DEVICE_FIXED_LAYOUT; its layout never "
-                            "changes (retrying will not help)");
-  st = hippo__layout_resolve(in, pools, dev->be, &layout);
-  if (st != HIPPO_SUCCESS)
-    return st;
-  hippo__mutex_take(&dev->lock);
-  st = hippo__device_refuse_while_recording(dev, "pools_install");
-  if (st != HIPPO_SUCCESS) {
-    hippo__mutex_drop(&dev->lock);
-    return st;
-  }
-  hippo__device_lock_streams(dev);
-  /* 1. in use?  Then nothing changes (not even empty pages go back).
-   * Live bytes first (the caller learns them whatever else holds). */
-  {
-    uint32_t held_index = 0;
-    const hippo__pool *held_by = NULL;
-    for (uint32_t i = 0; i < dev->stream_count; i++) {
-      hippo_stream *s = dev->streams[i];
-      if (!held_by)
-        held_by = hippo__manager_held_pool_locked(s, &held_index);
-      live += hippo__manager_dynamic_bytes_locked(s);
-    }
-    if (bytes_in_use)
-      *bytes_in_use = live;
-    if (live) {
-      st = hippo__error_set(HIPPO_POOLS_IN_USE,
-                            "pools_install: %llu B are still live in the "
-                            "dynamic pools, so the old layout was kept "
-                            "(nothing was given back); release them and "
-                            "retry (persistent reservations do not "
-                            "count)%s",
-                            (unsigned long long)live,
-                            held_by ? "; slices that graphs not yet retired "
-                                      "or other streams' work may use are "
-                                      "held too: graph_retire, cleanup"
-                                    : "");
-      goto out;
-    }
-    if (held_by) {
-      st = hippo__error_set(HIPPO_POOLS_IN_USE,
-                            "pools_install: pool %u of a stream holds "
-                            "slices that graphs not yet retired or other "
-                            "streams' work may use (%llu holds) or that a "
-                            "failed relocation wait keeps (%llu B), so "
-                            "the old layout was kept; graph_retire, "
-                            "cleanup and retry",
-                            held_index, (unsigned long long)held_by->holds,
-                            (unsigned long long)held_by->bytes_stranded);
-      goto out;
-    }
-  }
-  /* 2. the new pools, before anything changes */
-  built = calloc(dev->stream_count + 1, sizeof *built);
-  counts = calloc(dev->stream_count + 1, sizeof *counts);
-  if (!built || !counts) {
-    st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                          "pools_install: host memory for the new pools");
-    goto out;
-  }
-  for (uint32_t i = 0; i < dev->stream_count; i++) {
-    st = hippo__manager_build(dev->streams[i], &layout, &built[i], &counts[i]);
-    if (st != HIPPO_SUCCESS) {
-      built_count = i;
-      goto out;
-    }
-  }
-  built_count = dev->stream_count;
-  /* 3. the old pools' pages leave (freed after the locks); a page that
-   * must be freed now and cannot keeps the old layout */
-  left = true;
-  for (uint32_t i = 0; i < dev->stream_count; i++) {
-    hippo_status cst =
-        hippo__manager_empty_dynamic_locked(dev->streams[i], &held);
-    if (cst != HIPPO_SUCCESS && st == HIPPO_SUCCESS)
-      st = cst;
-  }
-  if (held) {
-    st = hippo__error_wrap(st == HIPPO_SUCCESS ? HIPPO_INTERNAL : st,
-                           "pools_install: %llu empty pages could not be "
-                           "given back, so the old layout was kept; retry",
-                           (unsigned long long)held);
-    goto out;
-  }
-  st = HIPPO_SUCCESS;
-  for (uint32_t i = 0; i < dev->stream_count; i++)
-    hippo__manager_swap(dev->streams[i], built[i], counts[i]);
-  built_count = 0;
-  dev->layout = layout;
-out:
-  for (uint32_t j = 0; j < built_count; j++) { /* not installed */
-    hippo__pools_destroy(built[j], 1, counts[j]);
-    free(built[j]);
-  }
-  hippo__device_unlock_streams(dev);
-  /* 4. the frees, with no stream lock held (hipFree may wait): a page
-   * whose free fails stays held by its stream, tried again later.  Only
-   * after step 3 (a refused install gives nothing back), and never by a
-   * look at a leaving list without its stream's lock: the stream's own
-   * thread may be ticking (flush takes the lock to read it) */
-  if (left)
-    for (uint32_t i = 0; i < dev->stream_count; i++)
-      (void)hippo__manager_flush(dev->streams[i], false);
-  hippo__mutex_drop(&dev->lock);
-  free(built);
-  free(counts);
-  return st;
-}
-
 hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
   hippo_status first = HIPPO_SUCCESS, st;
   hippo__mutex_take(&dev->lock);
@@ -753,99 +632,4 @@ hippo_status hippo__cleanup(hippo_device *dev, hippo_stream *only) {
   }
   hippo__mutex_drop(&dev->lock);
   return first;
-}
-
-/* The device's figures: sums over its streams, read holding every stream
- * lock, so they are one consistent snapshot.
- * bytes_reserved, pages and peak_bytes_reserved are the device's own page
- * figures (exact); peak_bytes_in_use is the sum of the peaks of every
- * stream ever attached (detached ones included, so it never goes down), an
- * upper bound of the device's true peak (streams peak at different times,
- * and keeping one exact figure would put an atomic on every reserve). */
-hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
-  memset(out, 0, sizeof *out);
-  out->struct_size = sizeof *out;
-  hippo__mutex_take(&dev->lock);
-  hippo__device_lock_streams(dev); /* one moment for every figure */
-  for (uint32_t i = 0; i < dev->stream_count; i++) {
-    hippo_usage u;
-    hippo__manager_usage_locked(dev->streams[i], &u);
-    out->allocations += u.allocations;
-    out->bytes_in_use += u.bytes_in_use;
-    out->bytes_padding += u.bytes_padding;
-    out->peak_bytes_in_use += u.peak_bytes_in_use;
-    out->bytes_stranded += u.bytes_stranded;
-    out->bytes_guarded += u.bytes_guarded;
-    out->slices_guarded += u.slices_guarded;
-    out->slices_waiting += u.slices_waiting;
-    out->event_failures += u.event_failures;
-  }
-  for (uint32_t i = 0; i < dev->retained_count; i++) {
-    hippo_usage u;
-    hippo__manager_usage_locked(dev->retained[i], &u);
-    out->bytes_guarded += u.bytes_guarded;
-    out->slices_guarded += u.slices_guarded;
-  }
-  out->relocations = atomic_load(&dev->relocations);
-  out->slices_relocated = atomic_load(&dev->slices_relocated);
-  out->bytes_relocated = atomic_load(&dev->bytes_relocated);
-  out->peak_bytes_in_use += dev->detached_peak_in_use;
-  out->pool_count = dev->layout.count + 1;
-  out->bytes_reserved = atomic_load(&dev->acct.bytes_reserved);
-  out->peak_bytes_reserved = atomic_load(&dev->acct.peak_bytes_reserved);
-  out->pages = atomic_load(&dev->acct.pages);
-  hippo__device_unlock_streams(dev);
-  hippo__mutex_drop(&dev->lock);
-  return HIPPO_SUCCESS;
-}
-
-hippo_status hippo__device_check(hippo_device *dev) {
-  hippo_status st = HIPPO_SUCCESS;
-  uint64_t reserved = 0, pages = 0, holds = 0;
-  uint32_t n;
-  hippo__mutex_take(&dev->lock);
-  hippo__device_lock_streams(dev);
-  n = dev->stream_count + dev->retained_count;
-  for (uint32_t i = 0; i < n && st == HIPPO_SUCCESS; i++) {
-    bool retained = i >= dev->stream_count;
-    hippo_stream *s = retained ? dev->retained[i - dev->stream_count]
-                               : dev->streams[i];
-    if (s->device != dev)
-      st = hippo__error_set(HIPPO_INTERNAL,
-                            "device check: stream %u names another device", i);
-    else if (retained && (s->holds == 0 && atomic_load(&s->acct.pages) == 0))
-      st = hippo__error_set(HIPPO_INTERNAL,
-                            "device check: retained stream %u holds nothing",
-                            i - dev->stream_count);
-    else
-      st = hippo__manager_check_locked(s);
-    if (st != HIPPO_SUCCESS)
-      st = hippo__error_wrap(st, "%s %u", retained ? "retained stream" :
-                             "stream", i);
-    reserved += atomic_load(&s->acct.bytes_reserved);
-    pages += atomic_load(&s->acct.pages);
-    holds += s->holds;
-  }
-  if (st == HIPPO_SUCCESS && holds != hippo__graphs_holds(&dev->graphs))
-    st = hippo__error_set(HIPPO_INTERNAL,
-                          "device check: streams count %llu graph holds, the "
-                          "registry %llu",
-                          (unsigned long long)holds,
-                          (unsigned long long)hippo__graphs_holds(
-                              &dev->graphs));
-  if (st == HIPPO_SUCCESS &&
-      (reserved != atomic_load(&dev->acct.bytes_reserved) ||
-       pages != atomic_load(&dev->acct.pages) ||
-       reserved > atomic_load(&dev->acct.peak_bytes_reserved)))
-    st = hippo__error_set(HIPPO_INTERNAL,
-                          "device check: streams hold %llu pages of %llu B, "
-                          "the device's figures say %llu of %llu B",
-                          (unsigned long long)pages,
-                          (unsigned long long)reserved,
-                          (unsigned long long)atomic_load(&dev->acct.pages),
-                          (unsigned long long)atomic_load(
-                              &dev->acct.bytes_reserved));
-  hippo__device_unlock_streams(dev);
-  hippo__mutex_drop(&dev->lock);
-  return st;
 }
