@@ -219,8 +219,9 @@ typedef uint32_t hippo_mode;
 #define HIPPO_CALL_SYNC 3u
 #define HIPPO_CALL_EVENT 4u
 #define HIPPO_CALL_CAPTURE_QUERY 5u
-#define HIPPO_CALL_KINDS 6u /* kinds this header knows; grows with the ABI
-                               (hippo_emu_counters.calls is last) */
+#define HIPPO_CALL_KINDS 6u /* kinds this header knows (grows with the
+                               ABI, up to HIPPO_CALL_KINDS_MAX) */
+#define HIPPO_CALL_KINDS_MAX 16u /* room for kinds in the counters */
 typedef uint32_t hippo_call_kind;
 
 /* Why a relocation runs (relocate_with's reason, reports).  Each says where
@@ -448,10 +449,9 @@ typedef struct hippo_emu_counters {
   uint64_t bytes_copied;             /* device-to-device bytes copied
                                         (HOST: once a copy ran; HIP: once
                                         it was queued) */
-  /* Backend calls by kind (HIPPO_CALL_*), since open.  Last, so it grows
-   * with the kinds: the plugin fills (struct_size - offsetof(calls)) / 8
-   * of them. */
-  uint64_t calls[HIPPO_CALL_KINDS];
+  /* Backend calls by kind (HIPPO_CALL_*), since open; kinds the plugin
+   * does not know read 0. */
+  uint64_t calls[HIPPO_CALL_KINDS_MAX];
 } hippo_emu_counters;
 
 /* ------------------------------------------------------------------------ */

@@ -12,6 +12,9 @@
 
 #include "backend_emu.h"
 
+_Static_assert(HIPPO_CALL_KINDS <= HIPPO_CALL_KINDS_MAX,
+               "the counters have room for every call kind");
+
 #define HIPPO__EMU_STREAM_MAGIC 0x53747265u /* "Stre" */
 #define HIPPO__EMU_EVENT_MAGIC 0x45766e74u  /* "Evnt" */
 
@@ -714,7 +717,7 @@ static hippo_status emu_counters(hippo__backend *be,
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
   pthread_mutex_lock(&emu->mutex);
-  memcpy(c.calls, emu->calls, sizeof c.calls);
+  memcpy(c.calls, emu->calls, sizeof emu->calls);
   c.pages_held = emu->page_count;
   c.bytes_held = emu->bytes_held;
   c.peak_bytes_held = emu->peak_bytes_held;
