@@ -83,5 +83,6 @@ expect_status "--versus without a value" 1
 expect_err "--versus without a value" "--versus needs a value"
 bench --frobnicate
 expect_status "unknown option" 2
+expect_first_err "unknown option" "hippo-bench: unknown option '--frobnicate'"
 
 lib_finish

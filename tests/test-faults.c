@@ -78,8 +78,13 @@
  *                     reservations released; EVENT, CAPTURE_QUERY: the
  *                     status, nothing released
  *
- * make check prints one line to tests/test-faults.log: the faults injected,
- * the kinds and the scenario's steps.  HIPPO_FAULTS_TABLE=1 (with
+ * make check logs a line per campaign to tests/test-faults.log (its faults,
+ * how many failed a step, were absorbed, or met the test's own resolves)
+ * and a summary (the faults injected, the kinds and the scenario's
+ * steps); these tallies are asserted too (campaigns[], test_summary): a
+ * campaign's faults are its kind's calls in the fault-free run, each fired
+ * once, what each kind must fail or absorb, and the total above a floor
+ * measured per backend.  HIPPO_FAULTS_TABLE=1 (with
  * CK_FORK=no) prints that table as the campaign found it;
  * HIPPO_FAULTS_ONE=KIND:N runs only that fault (KIND as in kind_names);
  * HIPPO_FAULTS_DEBUG=1 prints where each fault fired.
@@ -91,6 +96,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "testutil.h"
 
@@ -137,6 +143,8 @@ typedef struct world {
   const char *step;
   int line;
   int steps, failed, absorbed;
+  int resolved; /* the fault fired in a resolve of the test's own (C asks
+                   the driver), not in a step: the resolve failed */
   uint64_t calls[HIPPO_CALL_KINDS]; /* the run's calls, before close */
 } world;
 
@@ -218,6 +226,7 @@ static void resolve_live(world *w, live *l, void **p, uint64_t *size) {
                   w->step, w->line, l->size, l->s, api->status_name(st),
                   api->last_error());
     w->fired = true;
+    w->resolved++;
     st = api->resolve(w->s[l->s], l->h, p, size);
   }
   ck_assert_msg(st == HIPPO_SUCCESS,
@@ -795,6 +804,13 @@ static void scenario(world *w, hippo_call_kind kind, uint64_t nth,
   }
   ck_assert_msg(!nth || w->fired, "the fault %s #%" PRIu64 " never fired",
                 kind_names[kind], nth);
+  /* a fault fires once: in one step (which it failed or which absorbed
+   * it) or in one of the test's resolves, never in two places */
+  ck_assert_msg(!nth || w->failed + w->absorbed + w->resolved == 1,
+                "the fault %s #%" PRIu64 " (%s) counted %d failed steps, %d "
+                "absorbed and %d failed resolves, expected one in all",
+                kind_names[kind], nth, api->status_name(fault), w->failed,
+                w->absorbed, w->resolved);
   CK_OK(api, api->device_close(w->dev));
   for (int i = 0; i < w->nl; i++)
     free(w->l[i].bytes);
@@ -816,50 +832,145 @@ START_TEST(test_scenario_reaches_every_kind) {
 }
 END_TEST
 
+/* What a campaign must show, summed over its faults: SOME, at least one
+ * fault did it; NONE, no fault did; ANY, not asserted. */
+enum { ANY, NONE, SOME };
+static const char *const expect_names[] = {"any", "none", "some"};
+
+/* The campaigns, and what each must show.  Each of a campaign's faults
+ * fires exactly once (scenario() asserts it), in one of three places: in a
+ * step the fault failed ("failed a step", F), in a step that answered as
+ * without it ("absorbed", A), or in one of the test's own resolves ("met
+ * by a resolve", R: a stream that asks the driver whether it captures
+ * asks at every resolve, so only capture questions land there).  So
+ * F + A + R is the campaign's faults, which are the calls of the kind the
+ * fault-free run made (n).  The columns below say which of F, A and R must
+ * be above 0 or stay 0, from what the code does (the header's table); they
+ * hold on HOST, fake-hip and fake-cuda. */
 static const struct {
   hippo_call_kind kind;
   hippo_status status;
+  int failed, absorbed, resolved; /* F, A, R: SOME, NONE or ANY */
 } campaigns[] = {
-    {HIPPO_CALL_ALLOC, HIPPO_BACKEND_ERROR},
-    {HIPPO_CALL_ALLOC, HIPPO_OUT_OF_MEMORY},
-    {HIPPO_CALL_FREE, HIPPO_BACKEND_ERROR},
-    {HIPPO_CALL_COPY, HIPPO_BACKEND_ERROR},
-    {HIPPO_CALL_SYNC, HIPPO_BACKEND_ERROR},
-    {HIPPO_CALL_EVENT, HIPPO_BACKEND_ERROR},
-    {HIPPO_CALL_CAPTURE_QUERY, HIPPO_BACKEND_ERROR},
+    /* A reserve that needs a page, and a relocation that needs a
+     * destination page, fail with the status; no call absorbs an ALLOC
+     * fault other than OUT_OF_MEMORY. */
+    {HIPPO_CALL_ALLOC, HIPPO_BACKEND_ERROR, SOME, NONE, NONE},
+    /* OUT_OF_MEMORY: the reservation ladder gives the stream's empty pages
+     * back and asks again (src/ladder.c), a relocation takes it as "no
+     * room".  Only a reservation while a capture records would fail with
+     * it (the free gate stops the retry), and no step asks the backend for
+     * a page then: the scenario's capturing reservations use room held by
+     * the warm-up, and the one needing a page is refused
+     * HIPPO_GRAPH_NEEDS_PAGE before asking. */
+    {HIPPO_CALL_ALLOC, HIPPO_OUT_OF_MEMORY, NONE, SOME, NONE},
+    /* cleanup, stream_detach and a relocation's emptied page fail with
+     * it; a tick's free, pools_install's and graph_retire's are absorbed
+     * (the page waits for a later free). */
+    {HIPPO_CALL_FREE, HIPPO_BACKEND_ERROR, SOME, SOME, NONE},
+    /* a relocation's copy and the emulated kernel's copy fail; nothing
+     * absorbs a refused copy. */
+    {HIPPO_CALL_COPY, HIPPO_BACKEND_ERROR, SOME, NONE, NONE},
+    /* relocate, relocate_device and reclaim wait for the streams' work
+     * and for their copies: a failed wait fails the relocation step (the
+     * failing stream's slices stay); nothing absorbs it. */
+    {HIPPO_CALL_SYNC, HIPPO_BACKEND_ERROR, SOME, NONE, NONE},
+    /* release, record_use, cleanup and stream_detach fail with it; the
+     * event a reserve polls is absorbed (usage().event_failures). */
+    {HIPPO_CALL_EVENT, HIPPO_BACKEND_ERROR, SOME, SOME, NONE},
+    /* every call that asks whether a stream captures fails with it
+     * (attach, announce, reserve, release, record_use, relocations,
+     * install, retire, detach, cleanup); a tick's question is absorbed
+     * (the page waits); and most land on the verification's resolves
+     * (of C's reservations on HOST, of every stream's on HIP). */
+    {HIPPO_CALL_CAPTURE_QUERY, HIPPO_BACKEND_ERROR, SOME, SOME, SOME},
 };
 #define N_CAMPAIGNS (int)(sizeof campaigns / sizeof campaigns[0])
 
+/* The faults each campaign injected (n), for test_summary: the campaigns
+ * run in forked processes, so this lives in memory shared with them
+ * (main maps it); `done` says the campaign got to the end. */
+static struct tally {
+  bool done;
+  uint64_t n;
+} *tallies;
+
+/* The faults all campaigns inject, at least, per backend: the totals
+ * measured when the floors were set were 212 on HOST (ALLOC 16 + 16
+ * OUT_OF_MEMORY, FREE 16, COPY 5, SYNC 12, EVENT 11, CAPTURE_QUERY 136)
+ * and 780 on HIP with either stand-in runtime, fake-hip or fake-cuda (the
+ * same, but CAPTURE_QUERY 704: the HIP backend has no capture word, so
+ * every stream asks the driver, where on HOST only C does).  A total below
+ * the floor means the scenario lost steps or the backend stopped counting
+ * a kind of call. */
+#define FLOOR_HOST 200
+#define FLOOR_HIP 700
+
+/* Asserts that `got` (F, A or R of campaign i) is as `want` says. */
+static void expect_count(int i, const char *what, uint64_t got, int want) {
+  ck_assert_msg(want == ANY || (want == SOME ? got > 0 : got == 0),
+                "campaign %s -> %s: %" PRIu64 " faults %s, expected %s",
+                kind_names[campaigns[i].kind],
+                tu_api()->status_name(campaigns[i].status), got, what,
+                expect_names[want]);
+}
+
 /* Every position of one call kind fails in turn, each on a fresh device:
  * the statuses, the bytes, the handles, the figures and the pages hold
- * (scenario's checks). */
+ * (scenario's checks); then the campaign's tallies are asserted. */
 START_TEST(test_campaign) {
   hippo_call_kind kind = campaigns[_i].kind;
   hippo_status status = campaigns[_i].status;
+  const char *name = kind_names[kind];
+  const char *status_name = tu_api()->status_name(status);
   world w;
-  uint64_t n, failed = 0, absorbed = 0;
+  uint64_t n, calls, failed = 0, absorbed = 0, resolved = 0, injected = 0;
   uint64_t first = 1;
   const char *one = getenv("HIPPO_FAULTS_ONE"); /* "KIND:N": that run */
   scenario(&w, 0, 0, HIPPO_SUCCESS);
-  n = w.calls[kind];
-  ck_assert_uint_gt(n, 0);
+  calls = n = w.calls[kind];
+  ck_assert_msg(n > 0, "campaign %s -> %s: the scenario makes no %s call",
+                name, status_name, name);
   if (one) {
     size_t len = strcspn(one, ":");
-    if (strlen(kind_names[kind]) != len ||
-        strncmp(one, kind_names[kind], len) != 0)
+    if (strlen(name) != len || strncmp(one, name, len) != 0)
       return;
     first = n = strtoull(one + len + 1, NULL, 10);
+    ck_assert_msg(n >= 1 && n <= calls,
+                  "HIPPO_FAULTS_ONE=%s: the scenario makes %" PRIu64
+                  " %s calls",
+                  one, calls, name);
   }
   for (uint64_t nth = first; nth <= n; nth++) {
     scenario(&w, kind, nth, status);
+    injected++;
     failed += (uint64_t)w.failed;
     absorbed += (uint64_t)w.absorbed;
+    resolved += (uint64_t)w.resolved;
   }
   printf("test-faults: %s -> %s: %" PRIu64 " faults, %" PRIu64
-         " failed a step, %" PRIu64 " absorbed\n",
-         kind_names[kind], tu_api()->status_name(status), n, failed,
-         absorbed);
+         " failed a step, %" PRIu64 " absorbed, %" PRIu64
+         " met by a resolve\n",
+         name, status_name, n, failed, absorbed, resolved);
   fflush(stdout);
+  /* every fault fired once, somewhere (scenario() asserts each) */
+  ck_assert_msg(failed + absorbed + resolved == injected,
+                "campaign %s -> %s: %" PRIu64 " faults injected, but %" PRIu64
+                " failed a step + %" PRIu64 " absorbed + %" PRIu64
+                " met by a resolve = %" PRIu64,
+                name, status_name, injected, failed, absorbed, resolved,
+                failed + absorbed + resolved);
+  if (one)
+    return; /* one fault: the campaign's tallies are not whole */
+  ck_assert_msg(injected == calls,
+                "campaign %s -> %s: %" PRIu64 " faults injected, the "
+                "fault-free run made %" PRIu64 " %s calls",
+                name, status_name, injected, calls, name);
+  expect_count(_i, "failed a step", failed, campaigns[_i].failed);
+  expect_count(_i, "absorbed", absorbed, campaigns[_i].absorbed);
+  expect_count(_i, "met by a resolve", resolved, campaigns[_i].resolved);
+  if (tallies)
+    tallies[_i] = (struct tally){.done = true, .n = injected};
 }
 END_TEST
 
@@ -1016,10 +1127,14 @@ END_TEST
  * campaigns above injected (each asserted that its fault fired), over how
  * many call kinds, and the scenario's length.  HIPPO_FAULTS_TABLE (with
  * CK_FORK=no, so the campaigns ran in this process): what each call
- * answered when a fault hit it. */
+ * answered when a fault hit it.  Asserted: every campaign finished, its n
+ * is its kind's calls in the fault-free run, the total is the sum of the
+ * campaigns' n and not below the backend's floor (FLOOR_HOST, FLOOR_HIP);
+ * skipped under HIPPO_FAULTS_ONE. */
 START_TEST(test_summary) {
   world w;
-  uint64_t total = 0;
+  uint64_t total = 0, reported = 0;
+  uint64_t least = tu_backend() == HIPPO_BACKEND_HOST ? FLOOR_HOST : FLOOR_HIP;
   scenario(&w, 0, 0, HIPPO_SUCCESS);
   for (int i = 0; i < N_CAMPAIGNS; i++)
     total += w.calls[campaigns[i].kind];
@@ -1029,12 +1144,49 @@ START_TEST(test_summary) {
   if (getenv("HIPPO_FAULTS_TABLE"))
     table_print(tu_api());
   fflush(stdout);
+  if (getenv("HIPPO_FAULTS_ONE"))
+    return; /* the campaigns ran one fault each */
+  /* the total is the campaigns' n, summed as they reported them */
+  ck_assert_ptr_nonnull(tallies);
+  for (int i = 0; i < N_CAMPAIGNS; i++) {
+    ck_assert_msg(tallies[i].done,
+                  "campaign %s -> %s did not finish (it failed above, or "
+                  "did not run)",
+                  kind_names[campaigns[i].kind],
+                  tu_api()->status_name(campaigns[i].status));
+    ck_assert_msg(tallies[i].n == w.calls[campaigns[i].kind],
+                  "campaign %s -> %s injected %" PRIu64 " faults, the "
+                  "fault-free run makes %" PRIu64 " calls of the kind",
+                  kind_names[campaigns[i].kind],
+                  tu_api()->status_name(campaigns[i].status), tallies[i].n,
+                  w.calls[campaigns[i].kind]);
+    reported += tallies[i].n;
+  }
+  ck_assert_msg(total == reported,
+                "the summary counts %" PRIu64 " faults, the campaigns "
+                "injected %" PRIu64,
+                total, reported);
+  ck_assert_msg(total >= least,
+                "the campaigns injected %" PRIu64 " faults on %s, fewer "
+                "than the floor of %" PRIu64 " (212 on HOST, 780 on HIP "
+                "when it was set): the scenario lost backend calls",
+                total,
+                tu_backend() == HIPPO_BACKEND_HOST ? "HOST" : "HIP", least);
 }
 END_TEST
 
 int main(void) {
   Suite *suite = suite_create("faults");
   TCase *tc = tcase_create("campaign");
+  /* shared with the forked campaigns (test_summary reads their tallies) */
+  void *shared = mmap(NULL, sizeof *tallies * N_CAMPAIGNS,
+                      PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1,
+                      0);
+  if (shared == MAP_FAILED) {
+    perror("test-faults: mmap");
+    return 99;
+  }
+  tallies = shared;
   /* a guard against a hang, not a speed limit: the capture-question
    * campaign (about 700 faults) passed the old 120 s under the
    * sanitizers on fake-hip with the machine's other core busy */
@@ -1049,5 +1201,9 @@ int main(void) {
   tcase_add_test(tc, test_stranded_freed_by_cleanup);
   suite_add_tcase(suite, tc);
   fflush(stdout); /* nothing buffered for the forked tests to repeat */
-  return tu_run(suite);
+  {
+    int rc = tu_run(suite);
+    munmap(shared, sizeof *tallies * N_CAMPAIGNS);
+    return rc;
+  }
 }

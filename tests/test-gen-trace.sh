@@ -232,16 +232,27 @@ check "random log2" "peak live bytes (cap 256 MiB)" "$2" 'v <= 268435456'
 check "random log2" "smallest reservation" "$5" 'v < 4096'
 
 # ---- usage -----------------------------------------------------------------
+# argparse prints the usage, then "PROG: error: MESSAGE" (checked without
+# what argparse adds after it, which changes across Python versions).
 "$PYTHON" "$gen" >"$out" 2>"$err"
 status=$?
 expect_status "no scenario" 2
-for bad in "train --heads 5" "train --micro 3" "random --p 2" \
-    "random --max-size 1000" "infer --prompt 9:8" "infer --prompt 3:" \
-    "infer --kv linear" \
-    "two-streams --steps 0" "nosuch"; do
-  "$PYTHON" "$gen" $bad >"$out" 2>"$err"
+expect_err "no scenario" \
+  "gen-trace.py: error: the following arguments are required: SCENARIO"
+for bad in \
+    "train --heads 5|gen-trace.py train: error: --heads 5 does not divide --hidden 1024" \
+    "train --micro 3|gen-trace.py train: error: --micro 3 does not divide --batch 8" \
+    "random --p 2|gen-trace.py random: error: argument --p: not in [0, 1]: '2'" \
+    "random --max-size 1000|gen-trace.py random: error: --max-size must be a multiple of 256" \
+    "infer --prompt 9:8|gen-trace.py infer: error: argument --prompt: need 1 <= LO <= HI: '9:8'" \
+    "infer --prompt 3:|gen-trace.py infer: error: argument --prompt: not a range LO:HI: '3:'" \
+    "infer --kv linear|gen-trace.py infer: error: argument --kv: invalid choice: 'linear'" \
+    "two-streams --steps 0|gen-trace.py two-streams: error: argument --steps: must be at least 1: '0'" \
+    "nosuch|gen-trace.py: error: argument SCENARIO: invalid choice: 'nosuch'"; do
+  "$PYTHON" "$gen" ${bad%%|*} >"$out" 2>"$err"
   status=$?
-  expect_status "gen-trace.py $bad" 2
+  expect_status "gen-trace.py ${bad%%|*}" 2
+  expect_err "gen-trace.py ${bad%%|*}" "${bad#*|}"
 done
 # An output that cannot be written: one line, status 1, before the work
 # (a million operations would take seconds), and no traceback.

@@ -274,10 +274,16 @@ if grep -qF "no-such-plugin.so" "$err"; then pass "--plugin missing: named"
 else fail "--plugin missing: the message does not name the file"; fi
 info --backend gpu
 expect_status "--backend gpu" 2
+expect_first_err "--backend gpu" \
+  "hippo-info: --backend takes auto, host, dry or hip, not 'gpu'"
 info --layout round_robin
 expect_status "--layout round_robin" 2
+expect_first_err "--layout round_robin" \
+  "hippo-info: --layout: layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, exclusive_pages) nor a pool kind (sliced, exclusive, direct, arena); in 'round_robin'"
 info --capacity 12X
 expect_status "--capacity 12X" 2
+expect_first_err "--capacity 12X" \
+  "hippo-info: --capacity takes a byte count such as 1073741824 or 1G, not '12X'"
 # Below one alignment an emulated device could serve nothing: the plugin
 # refuses it; 0 is the default (16 GiB).
 info --backend dry --capacity 1
@@ -310,6 +316,8 @@ expect_status "--capacity 0" 0
 expect_line "--capacity 0" "total memory: 17179869184 (16 GiB)"
 info extra-argument
 expect_status "an argument" 2
+expect_first_err "an argument" \
+  "hippo-info: takes no arguments, but got 'extra-argument'"
 # A usage error names the option: a short one in a cluster by its letter
 # (not the argument before it), a long one as given.
 for args in "--backend dry -xh|unknown option '-x'" \

@@ -328,5 +328,6 @@ if grep -qF -- '--lenient' "$out" && grep -qF "$rmm_header" "$out"; then
 else fail "--help: no --lenient or no RMM header"; fi
 replay --lenient=yes "$tmp/stream5.csv"
 expect_status "--lenient=yes" 2
+expect_first_err "--lenient=yes" "hippo-replay: unknown option '--lenient=yes'"
 
 lib_finish

@@ -264,12 +264,17 @@ rm -f "$tmp/gone.svg" "$tmp/gone.json"
 replay --backend dry --plugin "$tmp/no-such-plugin.so" --svg "$tmp/gone.svg" \
   --json "$tmp/gone.json" "$tmp/reloc.csv"
 expect_status "$name" 1
+expect_err "$name" "hippo-replay: hippo_load: cannot load '$tmp/no-such-plugin.so'"
 if [ -e "$tmp/gone.svg" ] || [ -e "$tmp/gone.json" ]; then
   fail "$name: a file is left behind"
 else pass "$name: no file left behind"; fi
 
 replay --backend dry "$tmp/reloc.csv" --svg
 expect_status "--svg without a value" 2
+# (after the trace, the option is refused for its place before its value
+# is looked for; test-replay.sh has --svg alone, "option needs an argument")
+expect_first_err "--svg without a value" \
+  "hippo-replay: options come before the trace, not after it: '--svg'"
 replay --help
 if grep -q -- '--svg FILE' "$out"; then pass "--help: --svg"
 else fail "--help: no --svg"; fi

@@ -167,9 +167,13 @@ else fail "--json overwrote the trace"; fi
 ln -s keep.csv "$tmp/keep-link.csv"
 replay --backend dry --quiet --svg "$tmp/keep-link.csv" "$tmp/keep.csv"
 expect_status "--svg naming the trace through a link" 2
+expect_first_err "--svg naming the trace through a link" \
+  "hippo-replay: --svg $tmp/keep-link.csv is the trace itself; it would be overwritten"
 echo kept >"$tmp/kept.json"
 replay --backend dry --capacity 1 --json "$tmp/kept.json" "$tmp/reloc.csv"
 expect_status "--json FILE, the device refused" 1
+expect_err "--json FILE, the device refused" \
+  "hippo-replay: cannot open a dry device: HIPPO_INVALID_ARGUMENT: DRY device: capacity 1 B is below the alignment 256 B"
 if [ "$(cat "$tmp/kept.json" 2>/dev/null)" = kept ]; then
   pass "a failed run leaves the file that was there"
 else fail "a failed run removed or changed the file that was there"; fi
@@ -190,6 +194,8 @@ if command -v mkfifo >/dev/null 2>&1 && mkfifo "$tmp/fifo"; then
   replay --backend dry --capacity 1 --json "$tmp/fifo" "$tmp/reloc.csv"
   wait
   expect_status "--json FIFO, the device refused" 1
+  expect_err "--json FIFO, the device refused" \
+    "hippo-replay: cannot open a dry device: HIPPO_INVALID_ARGUMENT: DRY device: capacity 1 B is below the alignment 256 B"
   if [ -p "$tmp/fifo" ]; then pass "a failed run leaves the FIFO"
   else fail "a failed run removed the FIFO"; fi
 fi
@@ -202,6 +208,8 @@ expect_first_err "--json and --svg naming one file" \
   "$tmp/reloc.csv" >"$out" 2>"$err"
 status=$?
 expect_status "--json /dev/stdout with --svg - into a file" 2
+expect_first_err "--json /dev/stdout with --svg - into a file" \
+  "hippo-replay: --json /dev/stdout and --svg - name the same file; give each its own"
 replay --backend dry --quiet --json '' "$tmp/reloc.csv"
 expect_status "--json ''" 2
 expect_first_err "--json ''" "hippo-replay: --json needs a file name (- for stdout)"
@@ -247,6 +255,8 @@ for bad in sometimes explicit-every=0 explicit-every= explicit-every=x \
     explicit-every=-1 explicit-every=5x; do
   replay --relocate "$bad" "$tmp/reloc.csv"
   expect_status "--relocate $bad" 2
+  expect_first_err "--relocate $bad" \
+    "hippo-replay: --relocate takes never, wanted or explicit-every=N (N >= 1), not '$bad'"
 done
 
 # ---- --check on small traces ---------------------------------------------
@@ -375,6 +385,8 @@ else fail "missing trace: the message does not name the file"; fi
 : >"$tmp/empty.csv"
 replay --backend dry "$tmp/empty.csv"
 expect_status "empty trace file" 1
+expect_first_err "empty trace file" \
+  "$tmp/empty.csv:1: no header line 'op,id,size,stream' and no events; is this a trace? (an RMM log starts with 'Thread,Time,Action,Pointer,Size,Stream')"
 
 # ---- the plugin path -----------------------------------------------------
 replay --plugin "$tmp/no-such-plugin.so" --backend dry "$tmp/small.csv"
@@ -397,16 +409,27 @@ if grep -q '^usage: hippo-replay' "$err"; then pass "no arguments: usage line"
 else fail "no arguments: no usage line on stderr"; fi
 replay --backend gpu "$train"
 expect_status "--backend gpu" 2
+expect_first_err "--backend gpu" \
+  "hippo-replay: --backend takes auto, host, dry or hip, not 'gpu'"
 replay --layout round_robin "$train"
 expect_status "--layout round_robin" 2
+expect_first_err "--layout round_robin" \
+  "hippo-replay: --layout: layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, exclusive_pages) nor a pool kind (sliced, exclusive, direct, arena); in 'round_robin'"
 replay --capacity 12X "$train"
 expect_status "--capacity 12X" 2
+expect_first_err "--capacity 12X" \
+  "hippo-replay: --capacity takes a byte count such as 1073741824 or 1G, not '12X'"
 replay --no-such-option "$train"
 expect_status "--no-such-option" 2
+expect_first_err "--no-such-option" \
+  "hippo-replay: unknown option '--no-such-option'"
 replay "$train" "$train"
 expect_status "two traces" 2
+expect_first_err "two traces" "hippo-replay: more than one trace: '$train'"
 replay --backend
 expect_status "--backend without a value" 2
+expect_first_err "--backend without a value" \
+  "hippo-replay: option needs an argument: '--backend'"
 replay --help
 expect_status "--help" 0
 if grep -q '^usage: hippo-replay' "$out"; then pass "--help: usage on stdout"

@@ -307,5 +307,7 @@ fi
 # Usage: exit 2.
 run
 expect_status "no snapshot given" 2
+expect_err "no snapshot given" \
+  "torch-snapshot-to-csv.py: error: the following arguments are required: snapshot"
 
 lib_finish
