@@ -90,7 +90,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root" || exit 2
 t_start=$(date +%s)
 progs="tests/test-hip tests/test-gpu-device tests/test-abi tests/test-status
-       tests/test-device tests/test-layout tests/test-relocation
+       tests/test-device tests/test-manager tests/test-layout tests/test-relocation
        tests/test-guard tests/test-faults tests/test-hostile tests/test-stress
        tests/test-fuzz"
 bins="tools/hippo-info $progs bench/hippo-gpu-bench"

@@ -27,7 +27,7 @@ runtime=${1:?usage: suite-gpu.sh fake-hip|fake-cuda|device}
 top_builddir=${top_builddir:-.}
 # HIPPO_SUITE_PROGS narrows the list (.ci/run's ThreadSanitizer pass runs
 # the threaded programs only).
-progs=${HIPPO_SUITE_PROGS:-"test-abi test-status test-device test-layout
+progs=${HIPPO_SUITE_PROGS:-"test-abi test-status test-device test-manager test-layout
        test-relocation test-guard test-faults test-hostile test-stress
        test-fuzz test-hip test-gpu-device"}
 

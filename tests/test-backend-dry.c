@@ -60,7 +60,7 @@ START_TEST(addresses_distinct_aligned_never_reused) {
   }
   assert_disjoint(r, 6);
   for (int i = 0; i < 6; i++)
-    OK(be->ops->page_free(be, r[i].addr, r[i].size));
+    CK_CORE_OK(be->ops->page_free(be, r[i].addr, r[i].size));
   /* After the frees, new pages never land on an old range. */
   for (int i = 6; i < 12; i++) {
     r[i].size = sizes[i - 6];
@@ -70,8 +70,8 @@ START_TEST(addresses_distinct_aligned_never_reused) {
   }
   assert_disjoint(r, 12);
   /* A freed address is gone for good. */
-  FAILS(be->ops->page_free(be, r[0].addr, r[0].size), HIPPO_INVALID_ARGUMENT,
-        "not the start of a live page");
+  CK_CORE_FAILS(be->ops->page_free(be, r[0].addr, r[0].size),
+                HIPPO_INVALID_ARGUMENT, "not the start of a live page");
   be->ops->destroy(be);
 }
 END_TEST
@@ -85,8 +85,8 @@ START_TEST(large_alignment) {
     ck_assert_uint_eq(r[i].addr % (64 * KiB), 0);
   }
   assert_disjoint(r, 4);
-  FAILS(be->ops->page_alloc(be, 4 * KiB, &r[0].addr), HIPPO_INVALID_ARGUMENT,
-        "multiple of the alignment 65536");
+  CK_CORE_FAILS(be->ops->page_alloc(be, 4 * KiB, &r[0].addr),
+                HIPPO_INVALID_ARGUMENT, "multiple of the alignment 65536");
   be->ops->destroy(be);
 }
 END_TEST
@@ -111,7 +111,7 @@ START_TEST(no_host_memory) {
   ck_assert_uint_eq(c.peak_bytes_held, TiB);
   ck_assert_uint_eq(c.host_bytes_mapped, 0);
   for (int i = 0; i < 1024; i++)
-    OK(be->ops->page_free(be, addr[i], GiB));
+    CK_CORE_OK(be->ops->page_free(be, addr[i], GiB));
   c = counters_of(be);
   ck_assert_uint_eq(c.pages_held, 0);
   ck_assert_uint_eq(c.bytes_held, 0);
@@ -128,35 +128,35 @@ START_TEST(copies_counted_not_performed) {
   bool done = false;
   hippo_emu_counters c;
 
-  OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
   /* Would crash if the synthetic addresses were dereferenced. */
-  OK(be->ops->copy(be, s, b, a, 1 * MiB));
-  OK(be->ops->copy(be, s, b, a + 1000, 2000));
+  CK_CORE_OK(be->ops->copy(be, s, b, a, 1 * MiB));
+  CK_CORE_OK(be->ops->copy(be, s, b, a + 1000, 2000));
   c = counters_of(be);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_COPY], 2);
   ck_assert_uint_eq(c.bytes_copied, 0); /* queued, not run */
-  OK(be->ops->event_create(be, &ev));
-  OK(be->ops->event_record(be, ev, s));
-  OK(be->ops->copy(be, s, a, b, 4 * KiB));
-  OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->event_create(be, &ev));
+  CK_CORE_OK(be->ops->event_record(be, ev, s));
+  CK_CORE_OK(be->ops->copy(be, s, a, b, 4 * KiB));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(!done); /* asking runs nothing */
-  OK(be->ops->event_wait(be, ev));
-  OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->event_wait(be, ev));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(done);
   ck_assert_uint_eq(counters_of(be).bytes_copied, 1 * MiB + 2000);
-  OK(be->ops->stream_sync(be, s));
+  CK_CORE_OK(be->ops->stream_sync(be, s));
   c = counters_of(be);
   ck_assert_uint_eq(c.bytes_copied, 1 * MiB + 2000 + 4 * KiB);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_COPY], 3);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_SYNC], 1);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_EVENT], 5);
-  OK(be->ops->event_destroy(be, ev));
+  CK_CORE_OK(be->ops->event_destroy(be, ev));
   /* Ranges are still checked. */
-  FAILS(be->ops->copy(be, s, b, a + 1 * MiB - 8, 16), HIPPO_INVALID_ARGUMENT,
-        "past the end of its page");
-  FAILS(be->ops->copy(be, s, 12345, a, 16), HIPPO_INVALID_ARGUMENT,
-        "destination 0x3039 is not inside a live page");
-  OK(be->ops->emu_stream_destroy(be, s));
+  CK_CORE_FAILS(be->ops->copy(be, s, b, a + 1 * MiB - 8, 16),
+                HIPPO_INVALID_ARGUMENT, "past the end of its page");
+  CK_CORE_FAILS(be->ops->copy(be, s, 12345, a, 16), HIPPO_INVALID_ARGUMENT,
+                "destination 0x3039 is not inside a live page");
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s));
   be->ops->destroy(be);
 }
 END_TEST
@@ -168,11 +168,12 @@ START_TEST(out_of_memory_at_capacity) {
   ck_assert_uint_eq(be->total_memory, 64 * KiB);
   page_new(be, 32 * KiB);
   page_new(be, 16 * KiB);
-  FAILS(be->ops->page_alloc(be, 32 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
-        "DRY page_alloc: 32768 bytes requested, 16384 of 65536 bytes free "
-        "(emulated capacity)");
+  CK_CORE_FAILS(
+      be->ops->page_alloc(be, 32 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
+      "DRY page_alloc: 32768 bytes requested, 16384 of 65536 bytes free "
+      "(emulated capacity)");
   ck_assert_uint_eq(addr, 0);
-  OK(be->ops->mem_info(be, &fr, &tot));
+  CK_CORE_OK(be->ops->mem_info(be, &fr, &tot));
   ck_assert_uint_eq(fr, 16 * KiB);
   ck_assert_uint_eq(tot, 64 * KiB);
   page_new(be, 16 * KiB);
@@ -187,10 +188,10 @@ START_TEST(no_bytes) {
   uint64_t a = page_new(be, 4 * KiB);
   char buf[16] = {0};
 
-  FAILS(be->ops->emu_read(be, a, buf, sizeof buf), HIPPO_UNSUPPORTED,
-        "a DRY device has no bytes");
-  FAILS(be->ops->emu_write(be, a, buf, sizeof buf), HIPPO_UNSUPPORTED,
-        "a DRY device has no bytes");
+  CK_CORE_FAILS(be->ops->emu_read(be, a, buf, sizeof buf), HIPPO_UNSUPPORTED,
+                "a DRY device has no bytes");
+  CK_CORE_FAILS(be->ops->emu_write(be, a, buf, sizeof buf), HIPPO_UNSUPPORTED,
+                "a DRY device has no bytes");
   be->ops->destroy(be);
 }
 END_TEST
@@ -200,28 +201,31 @@ START_TEST(fault_injection) {
   uint64_t a, addr = 0;
   hippo_emu_counters c;
 
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 2, HIPPO_OUT_OF_MEMORY));
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 2, HIPPO_OUT_OF_MEMORY));
   a = page_new(be, 4 * KiB);
-  FAILS(be->ops->page_alloc(be, 4 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
-        "injected fault: DRY page_alloc call #2 failed with "
-        "HIPPO_OUT_OF_MEMORY");
+  CK_CORE_FAILS(be->ops->page_alloc(be, 4 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
+                "injected fault: DRY page_alloc call #2 failed with "
+                "HIPPO_OUT_OF_MEMORY");
   c = counters_of(be);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 2);
   ck_assert_uint_eq(c.pages_held, 1);
   ck_assert_uint_eq(c.bytes_held, 4 * KiB);
   page_new(be, 4 * KiB);
 
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_FREE, 1, HIPPO_BACKEND_ERROR));
-  FAILS(be->ops->page_free(be, a, 4 * KiB), HIPPO_BACKEND_ERROR,
-        "injected fault: DRY page_free call #1");
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_FREE, 1, HIPPO_BACKEND_ERROR));
+  CK_CORE_FAILS(be->ops->page_free(be, a, 4 * KiB), HIPPO_BACKEND_ERROR,
+                "injected fault: DRY page_free call #1");
   ck_assert_uint_eq(counters_of(be).pages_held, 2);
-  OK(be->ops->page_free(be, a, 4 * KiB));
+  CK_CORE_OK(be->ops->page_free(be, a, 4 * KiB));
   ck_assert_uint_eq(counters_of(be).pages_held, 1);
 
-  FAILS(be->ops->emu_inject_fault(be, 7, 1, HIPPO_BACKEND_ERROR),
-        HIPPO_INVALID_ARGUMENT, "call kind 7");
-  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_SUCCESS),
-        HIPPO_INVALID_ARGUMENT, "not a failure status");
+  CK_CORE_FAILS(be->ops->emu_inject_fault(be, 7, 1, HIPPO_BACKEND_ERROR),
+                HIPPO_INVALID_ARGUMENT, "call kind 7");
+  CK_CORE_FAILS(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_SUCCESS),
+      HIPPO_INVALID_ARGUMENT, "not a failure status");
   be->ops->destroy(be);
 }
 END_TEST
@@ -232,20 +236,20 @@ START_TEST(streams_and_captures) {
   uint64_t id = 0;
   bool capturing = false;
 
-  OK(be->ops->emu_stream_create(be, &s));
-  OK(be->ops->emu_capture_begin(be, s, &id));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_OK(be->ops->emu_capture_begin(be, s, &id));
   ck_assert_uint_eq(id, 1);
-  OK(be->ops->capture_status(be, s, &capturing, &id));
+  CK_CORE_OK(be->ops->capture_status(be, s, &capturing, &id));
   ck_assert(capturing);
   ck_assert_uint_eq(id, 1);
-  FAILS(be->ops->emu_stream_destroy(be, s), HIPPO_BUSY, "capturing");
-  OK(be->ops->emu_capture_end(be, s));
-  OK(be->ops->emu_capture_begin(be, s, &id));
+  CK_CORE_FAILS(be->ops->emu_stream_destroy(be, s), HIPPO_BUSY, "capturing");
+  CK_CORE_OK(be->ops->emu_capture_end(be, s));
+  CK_CORE_OK(be->ops->emu_capture_begin(be, s, &id));
   ck_assert_uint_eq(id, 2);
-  OK(be->ops->emu_capture_end(be, s));
-  OK(be->ops->emu_stream_destroy(be, s));
-  FAILS(be->ops->stream_sync(be, s), HIPPO_INVALID_ARGUMENT,
-        "not an emulated stream");
+  CK_CORE_OK(be->ops->emu_capture_end(be, s));
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s));
+  CK_CORE_FAILS(be->ops->stream_sync(be, s), HIPPO_INVALID_ARGUMENT,
+                "not an emulated stream");
   be->ops->destroy(be);
 }
 END_TEST

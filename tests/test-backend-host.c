@@ -26,7 +26,7 @@ static void fill(hippo__backend *be, uint64_t addr, uint64_t size,
   ck_assert_ptr_nonnull(buf);
   for (uint64_t i = 0; i < size; i++)
     buf[i] = (unsigned char)(seed + i * 7);
-  OK(be->ops->emu_write(be, addr, buf, size));
+  CK_CORE_OK(be->ops->emu_write(be, addr, buf, size));
   free(buf);
 }
 
@@ -36,7 +36,7 @@ static bool reads_as(hippo__backend *be, uint64_t addr, uint64_t size,
   unsigned char *buf = malloc(size);
   bool same = true;
   ck_assert_ptr_nonnull(buf);
-  OK(be->ops->emu_read(be, addr, buf, size));
+  CK_CORE_OK(be->ops->emu_read(be, addr, buf, size));
   for (uint64_t i = 0; i < size && same; i++)
     same = buf[i] == (unsigned char)(seed + i * step);
   free(buf);
@@ -90,7 +90,7 @@ START_TEST(write_read_roundtrip) {
   ck_assert(holds(be, a, 8 * KiB, 3));
   ck_assert(holds(be, b, 256, 99));
   /* Reads inside a page at an offset. */
-  OK(be->ops->emu_read(be, a + 1000, part, sizeof part));
+  CK_CORE_OK(be->ops->emu_read(be, a + 1000, part, sizeof part));
   for (unsigned i = 0; i < sizeof part; i++)
     ck_assert_uint_eq(part[i], (unsigned char)(3 + (1000 + i) * 7));
   /* The device address is the host address. */
@@ -119,7 +119,7 @@ START_TEST(large_alignment) {
   ck_assert_uint_eq(c.host_bytes_mapped, 6 * MiB);
   for (int i = 0; i < 3; i++)
     ck_assert(holds(be, p[i], 2 * MiB, (unsigned char)i));
-  OK(be->ops->page_free(be, p[1], 2 * MiB));
+  CK_CORE_OK(be->ops->page_free(be, p[1], 2 * MiB));
   ck_assert_uint_eq(counters_of(be).host_bytes_mapped, 4 * MiB);
   be->ops->destroy(be);
 }
@@ -127,13 +127,13 @@ END_TEST
 
 START_TEST(bad_create) {
   hippo__backend *be = NULL;
-  FAILS(hippo__backend_host_create(MiB, 3, &be), HIPPO_INVALID_ARGUMENT,
-        "alignment 3");
-  FAILS(hippo__backend_host_create(MiB, UINT64_C(1) << 31, &be),
-        HIPPO_INVALID_ARGUMENT, "power of two");
+  CK_CORE_FAILS(hippo__backend_host_create(MiB, 3, &be), HIPPO_INVALID_ARGUMENT,
+                "alignment 3");
+  CK_CORE_FAILS(hippo__backend_host_create(MiB, UINT64_C(1) << 31, &be),
+                HIPPO_INVALID_ARGUMENT, "power of two");
   ck_assert_ptr_null(be);
-  FAILS(hippo__backend_host_create(MiB, 0, NULL), HIPPO_INVALID_ARGUMENT,
-        "NULL");
+  CK_CORE_FAILS(hippo__backend_host_create(MiB, 0, NULL),
+                HIPPO_INVALID_ARGUMENT, "NULL");
   /* Zeros take the defaults. */
   be = host_new(0, 0);
   ck_assert_uint_eq(be->total_memory, HIPPO__DEFAULT_CAPACITY);
@@ -149,29 +149,29 @@ START_TEST(copy_waits_for_sync) {
   void *s;
   uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
 
-  OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
   ck_assert_ptr_nonnull(s);
   fill(be, a, 4 * KiB, 17);
-  OK(be->ops->copy(be, s, b, a, 4 * KiB));
+  CK_CORE_OK(be->ops->copy(be, s, b, a, 4 * KiB));
   /* Not run yet: the destination still holds zeros. */
   ck_assert(all_bytes(be, b, 4 * KiB, 0));
   ck_assert_uint_eq(counters_of(be).bytes_copied, 0);
   /* Syncing another stream does not run it. */
-  OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
   ck_assert(all_bytes(be, b, 4 * KiB, 0));
-  OK(be->ops->stream_sync(be, s));
+  CK_CORE_OK(be->ops->stream_sync(be, s));
   ck_assert(holds(be, b, 4 * KiB, 17));
   ck_assert_uint_eq(counters_of(be).bytes_copied, 4 * KiB);
 
   /* The default stream (NULL) queues too. */
   fill(be, a, 4 * KiB, 55);
-  OK(be->ops->copy(be, NULL, b + 1024, a, 1024));
+  CK_CORE_OK(be->ops->copy(be, NULL, b + 1024, a, 1024));
   ck_assert(holds(be, b, 4 * KiB, 17));
-  OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
   ck_assert(holds(be, b + 1024, 1024, 55));
   ck_assert(holds(be, b, 1024, 17));
   ck_assert_uint_eq(counters_of(be).bytes_copied, 5 * KiB);
-  OK(be->ops->emu_stream_destroy(be, s));
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s));
   be->ops->destroy(be);
 }
 END_TEST
@@ -182,9 +182,9 @@ START_TEST(copy_in_stream_order) {
            c = page_new(be, 4 * KiB);
 
   fill(be, a, 4 * KiB, 1);
-  OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
-  OK(be->ops->copy(be, NULL, c, b, 4 * KiB));
-  OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
+  CK_CORE_OK(be->ops->copy(be, NULL, c, b, 4 * KiB));
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
   ck_assert(holds(be, c, 4 * KiB, 1));
   be->ops->destroy(be);
 }
@@ -197,11 +197,12 @@ START_TEST(copy_overlapping_is_memmove) {
 
   for (unsigned i = 0; i < 256; i++)
     buf[i] = (unsigned char)i;
-  OK(be->ops->emu_write(be, a, buf, 256));
-  OK(be->ops->copy(be, NULL, a + 1, a, 200)); /* forward overlap */
-  OK(be->ops->copy(be, NULL, a + 50, a + 60, 100)); /* backward overlap */
-  OK(be->ops->stream_sync(be, NULL));
-  OK(be->ops->emu_read(be, a, buf, 256));
+  CK_CORE_OK(be->ops->emu_write(be, a, buf, 256));
+  CK_CORE_OK(be->ops->copy(be, NULL, a + 1, a, 200)); /* forward overlap */
+  CK_CORE_OK(
+      be->ops->copy(be, NULL, a + 50, a + 60, 100)); /* backward overlap */
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(be->ops->emu_read(be, a, buf, 256));
   /* After the first: buf[k] = k - 1 for 1 <= k <= 200, buf[0] = 0. */
   /* After the second: buf[50 + j] = old[60 + j] = 59 + j for j < 100. */
   ck_assert_uint_eq(buf[0], 0);
@@ -227,47 +228,47 @@ START_TEST(event_query_and_wait) {
   uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB),
            c = page_new(be, 4 * KiB);
 
-  OK(be->ops->emu_stream_create(be, &s));
-  OK(be->ops->event_create(be, &ev));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_OK(be->ops->event_create(be, &ev));
   ck_assert_ptr_nonnull(ev);
-  OK(be->ops->event_query(be, ev, &done)); /* recorded on nothing */
+  CK_CORE_OK(be->ops->event_query(be, ev, &done)); /* recorded on nothing */
   ck_assert(done);
   fill(be, a, 4 * KiB, 9);
-  OK(be->ops->copy(be, s, b, a, 4 * KiB));
-  OK(be->ops->event_record(be, ev, s));
-  OK(be->ops->copy(be, s, c, a, 4 * KiB)); /* after the event */
-  OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->copy(be, s, b, a, 4 * KiB));
+  CK_CORE_OK(be->ops->event_record(be, ev, s));
+  CK_CORE_OK(be->ops->copy(be, s, c, a, 4 * KiB)); /* after the event */
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(!done);
   ck_assert(all_bytes(be, b, 4 * KiB, 0)); /* the query ran nothing */
-  OK(be->ops->event_wait(be, ev));
-  OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->event_wait(be, ev));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(done);
   ck_assert(holds(be, b, 4 * KiB, 9));
   ck_assert(all_bytes(be, c, 4 * KiB, 0)); /* still queued */
   ck_assert_uint_eq(counters_of(be).bytes_copied, 4 * KiB);
   /* recorded again: it marks the copy to c now; a sync finishes it */
-  OK(be->ops->event_record(be, ev, s));
-  OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->event_record(be, ev, s));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(!done);
-  OK(be->ops->stream_sync(be, s));
-  OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->stream_sync(be, s));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(done);
   ck_assert(holds(be, c, 4 * KiB, 9));
   /* an event with nothing before it is done at once */
-  OK(be->ops->event_create(be, &ev2));
-  OK(be->ops->event_record(be, ev2, NULL));
+  CK_CORE_OK(be->ops->event_create(be, &ev2));
+  CK_CORE_OK(be->ops->event_record(be, ev2, NULL));
   done = false;
-  OK(be->ops->event_query(be, ev2, &done));
+  CK_CORE_OK(be->ops->event_query(be, ev2, &done));
   ck_assert(done);
-  OK(be->ops->event_destroy(be, ev2));
+  CK_CORE_OK(be->ops->event_destroy(be, ev2));
   /* an event of a destroyed stream: its work ran, the event is done */
-  OK(be->ops->copy(be, s, c, b, 1024));
-  OK(be->ops->event_record(be, ev, s));
-  OK(be->ops->emu_stream_destroy(be, s));
+  CK_CORE_OK(be->ops->copy(be, s, c, b, 1024));
+  CK_CORE_OK(be->ops->event_record(be, ev, s));
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s));
   done = false;
-  OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(done);
-  OK(be->ops->event_destroy(be, ev));
+  CK_CORE_OK(be->ops->event_destroy(be, ev));
   ck_assert_uint_eq(counters_of(be).bytes_copied, 9 * KiB);
   be->ops->destroy(be);
 }
@@ -278,17 +279,17 @@ START_TEST(free_drains_pending_copies) {
   void *s;
   uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
 
-  OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
   fill(be, a, 4 * KiB, 77);
-  OK(be->ops->copy(be, s, b, a, 4 * KiB));
-  OK(be->ops->page_free(be, a, 4 * KiB)); /* the copy runs first */
+  CK_CORE_OK(be->ops->copy(be, s, b, a, 4 * KiB));
+  CK_CORE_OK(be->ops->page_free(be, a, 4 * KiB)); /* the copy runs first */
   ck_assert(holds(be, b, 4 * KiB, 77));
   ck_assert_uint_eq(counters_of(be).bytes_copied, 4 * KiB);
   /* Destroying the stream and the backend with work queued is fine. */
-  OK(be->ops->copy(be, s, b, b + 2048, 1024));
-  OK(be->ops->emu_stream_destroy(be, s));
+  CK_CORE_OK(be->ops->copy(be, s, b, b + 2048, 1024));
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s));
   ck_assert(holds(be, b, 1024, (unsigned char)(77 + 2048 * 7)));
-  OK(be->ops->copy(be, NULL, b, b + 1024, 1024));
+  CK_CORE_OK(be->ops->copy(be, NULL, b, b + 1024, 1024));
   be->ops->destroy(be);
 }
 END_TEST
@@ -304,9 +305,10 @@ START_TEST(capacity_exhaustion) {
     p[i] = page_new(be, 4 * KiB);
     fill(be, p[i], 4 * KiB, (unsigned char)(10 * i));
   }
-  FAILS(be->ops->page_alloc(be, 8 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
-        "HOST page_alloc: 8192 bytes requested, 4096 of 16384 bytes free "
-        "(emulated capacity)");
+  CK_CORE_FAILS(
+      be->ops->page_alloc(be, 8 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
+      "HOST page_alloc: 8192 bytes requested, 4096 of 16384 bytes free "
+      "(emulated capacity)");
   ck_assert_uint_eq(addr, 0);
   c = counters_of(be);
   ck_assert_uint_eq(c.pages_held, 3);
@@ -314,16 +316,16 @@ START_TEST(capacity_exhaustion) {
   ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 4);
   for (int i = 0; i < 3; i++)
     ck_assert(holds(be, p[i], 4 * KiB, (unsigned char)(10 * i)));
-  OK(be->ops->mem_info(be, &fr, &tot));
+  CK_CORE_OK(be->ops->mem_info(be, &fr, &tot));
   ck_assert_uint_eq(fr, 4 * KiB);
   ck_assert_uint_eq(tot, 16 * KiB);
   q = page_new(be, 4 * KiB); /* exactly full */
-  OK(be->ops->mem_info(be, &fr, &tot));
+  CK_CORE_OK(be->ops->mem_info(be, &fr, &tot));
   ck_assert_uint_eq(fr, 0);
-  FAILS(be->ops->page_alloc(be, 256, &addr), HIPPO_OUT_OF_MEMORY,
-        "256 bytes requested, 0 of 16384 bytes free");
-  OK(be->ops->page_free(be, q, 4 * KiB));
-  OK(be->ops->mem_info(be, &fr, NULL));
+  CK_CORE_FAILS(be->ops->page_alloc(be, 256, &addr), HIPPO_OUT_OF_MEMORY,
+                "256 bytes requested, 0 of 16384 bytes free");
+  CK_CORE_OK(be->ops->page_free(be, q, 4 * KiB));
+  CK_CORE_OK(be->ops->mem_info(be, &fr, NULL));
   ck_assert_uint_eq(fr, 4 * KiB);
   be->ops->destroy(be);
 }
@@ -336,12 +338,13 @@ START_TEST(fault_alloc_nth) {
   uint64_t addr = 0;
   hippo_emu_counters c;
 
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 3, HIPPO_BACKEND_ERROR));
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 3, HIPPO_BACKEND_ERROR));
   page_new(be, 4 * KiB);
   page_new(be, 4 * KiB);
-  FAILS(be->ops->page_alloc(be, 4 * KiB, &addr), HIPPO_BACKEND_ERROR,
-        "injected fault: HOST page_alloc call #3 failed with "
-        "HIPPO_BACKEND_ERROR");
+  CK_CORE_FAILS(be->ops->page_alloc(be, 4 * KiB, &addr), HIPPO_BACKEND_ERROR,
+                "injected fault: HOST page_alloc call #3 failed with "
+                "HIPPO_BACKEND_ERROR");
   ck_assert_uint_eq(addr, 0);
   c = counters_of(be);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 3);
@@ -355,15 +358,17 @@ START_TEST(fault_alloc_nth) {
   ck_assert_uint_eq(c.pages_held, 3);
 
   /* nth counts from the injection, 1 = the very next call. */
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
-  FAILS(be->ops->page_alloc(be, 4 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
-        "injected fault: HOST page_alloc call #5 failed with "
-        "HIPPO_OUT_OF_MEMORY");
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
+  CK_CORE_FAILS(be->ops->page_alloc(be, 4 * KiB, &addr), HIPPO_OUT_OF_MEMORY,
+                "injected fault: HOST page_alloc call #5 failed with "
+                "HIPPO_OUT_OF_MEMORY");
   ck_assert_uint_eq(counters_of(be).bytes_held, 12 * KiB);
 
   /* nth == 0 clears. */
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 0, HIPPO_SUCCESS));
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
+  CK_CORE_OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 0, HIPPO_SUCCESS));
   page_new(be, 4 * KiB);
   be->ops->destroy(be);
 }
@@ -371,15 +376,16 @@ END_TEST
 
 START_TEST(fault_bad_arguments) {
   hippo__backend *be = host_new(MiB, 0);
-  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1,
-                                  HIPPO_BACKEND_ERROR),
-        HIPPO_INVALID_ARGUMENT, "call kind 6");
-  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_SUCCESS),
-        HIPPO_INVALID_ARGUMENT, "not a failure status");
-  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, 999),
-        HIPPO_INVALID_ARGUMENT, "not a failure status");
-  FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, -1),
-        HIPPO_INVALID_ARGUMENT, "not a failure status");
+  CK_CORE_FAILS(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1, HIPPO_BACKEND_ERROR),
+      HIPPO_INVALID_ARGUMENT, "call kind 6");
+  CK_CORE_FAILS(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_SUCCESS),
+      HIPPO_INVALID_ARGUMENT, "not a failure status");
+  CK_CORE_FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, 999),
+                HIPPO_INVALID_ARGUMENT, "not a failure status");
+  CK_CORE_FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, -1),
+                HIPPO_INVALID_ARGUMENT, "not a failure status");
   page_new(be, 4 * KiB); /* nothing was armed */
   be->ops->destroy(be);
 }
@@ -391,16 +397,17 @@ START_TEST(fault_free_keeps_page) {
   hippo_emu_counters c;
 
   fill(be, a, 4 * KiB, 5);
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_FREE, 1, HIPPO_BACKEND_ERROR));
-  FAILS(be->ops->page_free(be, a, 4 * KiB), HIPPO_BACKEND_ERROR,
-        "injected fault: HOST page_free call #1 failed with "
-        "HIPPO_BACKEND_ERROR");
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_FREE, 1, HIPPO_BACKEND_ERROR));
+  CK_CORE_FAILS(be->ops->page_free(be, a, 4 * KiB), HIPPO_BACKEND_ERROR,
+                "injected fault: HOST page_free call #1 failed with "
+                "HIPPO_BACKEND_ERROR");
   c = counters_of(be);
   ck_assert_uint_eq(c.pages_held, 1);
   ck_assert_uint_eq(c.bytes_held, 4 * KiB);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 1);
   ck_assert(holds(be, a, 4 * KiB, 5));
-  OK(be->ops->page_free(be, a, 4 * KiB));
+  CK_CORE_OK(be->ops->page_free(be, a, 4 * KiB));
   c = counters_of(be);
   ck_assert_uint_eq(c.pages_held, 0);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 2);
@@ -413,11 +420,12 @@ START_TEST(fault_copy_queues_nothing) {
   uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
 
   fill(be, a, 4 * KiB, 8);
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_COPY, 2, HIPPO_BACKEND_ERROR));
-  OK(be->ops->copy(be, NULL, b, a, 1024));
-  FAILS(be->ops->copy(be, NULL, b + 1024, a + 1024, 1024),
-        HIPPO_BACKEND_ERROR, "HOST copy call #2 failed");
-  OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_COPY, 2, HIPPO_BACKEND_ERROR));
+  CK_CORE_OK(be->ops->copy(be, NULL, b, a, 1024));
+  CK_CORE_FAILS(be->ops->copy(be, NULL, b + 1024, a + 1024, 1024),
+                HIPPO_BACKEND_ERROR, "HOST copy call #2 failed");
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
   ck_assert(holds(be, b, 1024, 8));
   ck_assert(all_bytes(be, b + 1024, 3 * KiB, 0));
   ck_assert_uint_eq(counters_of(be).bytes_copied, 1024);
@@ -431,12 +439,13 @@ START_TEST(fault_sync_runs_nothing) {
   uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
 
   fill(be, a, 4 * KiB, 8);
-  OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_BACKEND_ERROR));
-  FAILS(be->ops->stream_sync(be, NULL), HIPPO_BACKEND_ERROR,
-        "HOST stream_sync call #1 failed with HIPPO_BACKEND_ERROR");
+  CK_CORE_OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_BACKEND_ERROR));
+  CK_CORE_FAILS(be->ops->stream_sync(be, NULL), HIPPO_BACKEND_ERROR,
+                "HOST stream_sync call #1 failed with HIPPO_BACKEND_ERROR");
   ck_assert(all_bytes(be, b, 4 * KiB, 0));
-  OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
   ck_assert(holds(be, b, 4 * KiB, 8));
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_SYNC], 2);
   be->ops->destroy(be);
@@ -450,48 +459,52 @@ START_TEST(fault_event_and_capture_query) {
   bool done = false, capturing = true;
 
   fill(be, a, 4 * KiB, 8);
-  OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
+  CK_CORE_OK(be->ops->copy(be, NULL, b, a, 4 * KiB));
   /* event_create, _record, _query and _wait share the HIPPO_CALL_EVENT
    * count. */
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_OUT_OF_MEMORY));
-  FAILS(be->ops->event_create(be, &ev), HIPPO_OUT_OF_MEMORY,
-        "HOST event_create call #1 failed");
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_OUT_OF_MEMORY));
+  CK_CORE_FAILS(be->ops->event_create(be, &ev), HIPPO_OUT_OF_MEMORY,
+                "HOST event_create call #1 failed");
   ck_assert_ptr_null(ev);
-  OK(be->ops->event_create(be, &ev));
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
-  FAILS(be->ops->event_record(be, ev, NULL), HIPPO_BACKEND_ERROR,
-        "HOST event_record call #3 failed");
-  OK(be->ops->event_record(be, ev, NULL));
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
-  FAILS(be->ops->event_wait(be, ev), HIPPO_BACKEND_ERROR,
-        "HOST event_wait call #5 failed");
+  CK_CORE_OK(be->ops->event_create(be, &ev));
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
+  CK_CORE_FAILS(be->ops->event_record(be, ev, NULL), HIPPO_BACKEND_ERROR,
+                "HOST event_record call #3 failed");
+  CK_CORE_OK(be->ops->event_record(be, ev, NULL));
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
+  CK_CORE_FAILS(be->ops->event_wait(be, ev), HIPPO_BACKEND_ERROR,
+                "HOST event_wait call #5 failed");
   ck_assert(all_bytes(be, b, 4 * KiB, 0)); /* the failed wait ran nothing */
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
-  FAILS(be->ops->event_query(be, ev, &done), HIPPO_BACKEND_ERROR,
-        "HOST event_query call #6 failed");
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_EVENT, 1, HIPPO_BACKEND_ERROR));
+  CK_CORE_FAILS(be->ops->event_query(be, ev, &done), HIPPO_BACKEND_ERROR,
+                "HOST event_query call #6 failed");
   ck_assert(!done);
-  OK(be->ops->event_wait(be, ev));
-  OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->event_wait(be, ev));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(done);
   ck_assert(holds(be, b, 4 * KiB, 8));
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 8);
-  OK(be->ops->event_destroy(be, ev));
+  CK_CORE_OK(be->ops->event_destroy(be, ev));
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 8);
 
-  OK(be->ops->emu_stream_create(be, &s));
-  OK(be->ops->emu_capture_begin(be, s, &id));
-  OK(be->ops->emu_inject_fault(be, HIPPO_CALL_CAPTURE_QUERY, 1,
-                               HIPPO_BACKEND_ERROR));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_OK(be->ops->emu_capture_begin(be, s, &id));
+  CK_CORE_OK(be->ops->emu_inject_fault(be, HIPPO_CALL_CAPTURE_QUERY, 1,
+                                       HIPPO_BACKEND_ERROR));
   capturing = false;
-  FAILS(be->ops->capture_status(be, s, &capturing, &id), HIPPO_BACKEND_ERROR,
-        "HOST capture_status call #1 failed");
+  CK_CORE_FAILS(be->ops->capture_status(be, s, &capturing, &id),
+                HIPPO_BACKEND_ERROR, "HOST capture_status call #1 failed");
   ck_assert(!capturing);
-  OK(be->ops->capture_status(be, s, &capturing, &id));
+  CK_CORE_OK(be->ops->capture_status(be, s, &capturing, &id));
   ck_assert(capturing);
   ck_assert_uint_eq(id, 1);
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_CAPTURE_QUERY], 2);
-  OK(be->ops->emu_capture_end(be, s));
-  OK(be->ops->emu_stream_destroy(be, s));
+  CK_CORE_OK(be->ops->emu_capture_end(be, s));
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s));
   be->ops->destroy(be);
 }
 END_TEST
@@ -504,64 +517,64 @@ START_TEST(captures) {
   uint64_t id = 99, a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
   bool capturing = true;
 
-  OK(be->ops->emu_stream_create(be, &s1));
-  OK(be->ops->emu_stream_create(be, &s2));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s1));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s2));
   ck_assert_ptr_ne(s1, s2);
-  OK(be->ops->capture_status(be, s1, &capturing, &id));
+  CK_CORE_OK(be->ops->capture_status(be, s1, &capturing, &id));
   ck_assert(!capturing);
   ck_assert_uint_eq(id, 0);
-  OK(be->ops->capture_status(be, NULL, &capturing, &id));
+  CK_CORE_OK(be->ops->capture_status(be, NULL, &capturing, &id));
   ck_assert(!capturing);
 
-  OK(be->ops->emu_capture_begin(be, s1, &id));
+  CK_CORE_OK(be->ops->emu_capture_begin(be, s1, &id));
   ck_assert_uint_eq(id, 1);
-  OK(be->ops->emu_capture_begin(be, s2, &id));
+  CK_CORE_OK(be->ops->emu_capture_begin(be, s2, &id));
   ck_assert_uint_eq(id, 2);
-  OK(be->ops->capture_status(be, s1, &capturing, &id));
+  CK_CORE_OK(be->ops->capture_status(be, s1, &capturing, &id));
   ck_assert(capturing);
   ck_assert_uint_eq(id, 1);
-  OK(be->ops->capture_status(be, s2, &capturing, &id));
+  CK_CORE_OK(be->ops->capture_status(be, s2, &capturing, &id));
   ck_assert(capturing);
   ck_assert_uint_eq(id, 2);
-  OK(be->ops->capture_status(be, NULL, &capturing, &id));
+  CK_CORE_OK(be->ops->capture_status(be, NULL, &capturing, &id));
   ck_assert(!capturing);
   ck_assert_uint_eq(id, 0);
 
-  FAILS(be->ops->emu_capture_begin(be, s1, &id), HIPPO_INVALID_ARGUMENT,
-        "already capturing graph 1");
-  FAILS(be->ops->emu_stream_destroy(be, s1), HIPPO_BUSY, "capturing");
+  CK_CORE_FAILS(be->ops->emu_capture_begin(be, s1, &id), HIPPO_INVALID_ARGUMENT,
+                "already capturing graph 1");
+  CK_CORE_FAILS(be->ops->emu_stream_destroy(be, s1), HIPPO_BUSY, "capturing");
   /* No copy and no sync on a capturing stream (HIP would bake the copy into
    * the graph, and refuses the sync). */
-  FAILS(be->ops->copy(be, s1, b, a, 16), HIPPO_BACKEND_ERROR,
-        "capturing graph 1");
-  FAILS(be->ops->stream_sync(be, s1), HIPPO_BACKEND_ERROR,
-        "hipErrorStreamCaptureUnsupported");
+  CK_CORE_FAILS(be->ops->copy(be, s1, b, a, 16), HIPPO_BACKEND_ERROR,
+                "capturing graph 1");
+  CK_CORE_FAILS(be->ops->stream_sync(be, s1), HIPPO_BACKEND_ERROR,
+                "hipErrorStreamCaptureUnsupported");
 
-  OK(be->ops->emu_capture_end(be, s1));
-  OK(be->ops->capture_status(be, s1, &capturing, &id));
+  CK_CORE_OK(be->ops->emu_capture_end(be, s1));
+  CK_CORE_OK(be->ops->capture_status(be, s1, &capturing, &id));
   ck_assert(!capturing);
   ck_assert_uint_eq(id, 0);
-  FAILS(be->ops->emu_capture_end(be, s1), HIPPO_INVALID_ARGUMENT,
-        "not capturing");
-  OK(be->ops->emu_capture_begin(be, s1, &id));
+  CK_CORE_FAILS(be->ops->emu_capture_end(be, s1), HIPPO_INVALID_ARGUMENT,
+                "not capturing");
+  CK_CORE_OK(be->ops->emu_capture_begin(be, s1, &id));
   ck_assert_uint_eq(id, 3); /* ids never repeat */
-  OK(be->ops->emu_capture_end(be, s1));
-  OK(be->ops->emu_capture_end(be, s2));
+  CK_CORE_OK(be->ops->emu_capture_end(be, s1));
+  CK_CORE_OK(be->ops->emu_capture_end(be, s2));
 
-  FAILS(be->ops->emu_capture_begin(be, NULL, &id), HIPPO_INVALID_ARGUMENT,
-        "default stream");
-  FAILS(be->ops->emu_capture_end(be, NULL), HIPPO_INVALID_ARGUMENT,
-        "not capturing");
-  OK(be->ops->emu_stream_destroy(be, s1));
-  FAILS(be->ops->emu_stream_destroy(be, s1), HIPPO_INVALID_ARGUMENT,
-        "not an emulated stream");
-  FAILS(be->ops->emu_capture_begin(be, s1, &id), HIPPO_INVALID_ARGUMENT,
-        "not an emulated stream");
-  FAILS(be->ops->capture_status(be, s1, &capturing, &id),
-        HIPPO_INVALID_ARGUMENT, "not an emulated stream");
-  FAILS(be->ops->emu_stream_destroy(be, NULL), HIPPO_INVALID_ARGUMENT,
-        "default stream");
-  OK(be->ops->emu_stream_destroy(be, s2));
+  CK_CORE_FAILS(be->ops->emu_capture_begin(be, NULL, &id),
+                HIPPO_INVALID_ARGUMENT, "default stream");
+  CK_CORE_FAILS(be->ops->emu_capture_end(be, NULL), HIPPO_INVALID_ARGUMENT,
+                "not capturing");
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s1));
+  CK_CORE_FAILS(be->ops->emu_stream_destroy(be, s1), HIPPO_INVALID_ARGUMENT,
+                "not an emulated stream");
+  CK_CORE_FAILS(be->ops->emu_capture_begin(be, s1, &id), HIPPO_INVALID_ARGUMENT,
+                "not an emulated stream");
+  CK_CORE_FAILS(be->ops->capture_status(be, s1, &capturing, &id),
+                HIPPO_INVALID_ARGUMENT, "not an emulated stream");
+  CK_CORE_FAILS(be->ops->emu_stream_destroy(be, NULL), HIPPO_INVALID_ARGUMENT,
+                "default stream");
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s2));
   be->ops->destroy(be);
 }
 END_TEST
@@ -576,53 +589,56 @@ START_TEST(bad_addresses) {
   void *ev = NULL;
   bool done;
 
-  FAILS(be->ops->emu_read(be, 0, buf, 1), HIPPO_INVALID_ARGUMENT,
-        "not inside a live page");
-  FAILS(be->ops->emu_read(be, (uint64_t)(uintptr_t)&local, buf, 1),
-        HIPPO_INVALID_ARGUMENT, "not inside a live page");
-  FAILS(be->ops->emu_read(be, a + 4 * KiB - 32, buf, 64),
-        HIPPO_INVALID_ARGUMENT, "runs 32 bytes past the end of its page");
-  FAILS(be->ops->emu_write(be, a + 4 * KiB - 32, buf, 64),
-        HIPPO_INVALID_ARGUMENT, "runs 32 bytes past the end of its page");
-  FAILS(be->ops->emu_read(be, UINT64_MAX - 8, buf, 64),
-        HIPPO_INVALID_ARGUMENT, "wraps around");
-  FAILS(be->ops->copy(be, NULL, b, a + 4000, 200), HIPPO_INVALID_ARGUMENT,
-        "source");
-  FAILS(be->ops->copy(be, NULL, a + 4000, b, 200), HIPPO_INVALID_ARGUMENT,
-        "destination");
-  FAILS(be->ops->copy(be, (void *)&local, b, a, 16), HIPPO_INVALID_ARGUMENT,
-        "not an emulated stream");
-  FAILS(be->ops->stream_sync(be, (void *)&local), HIPPO_INVALID_ARGUMENT,
-        "not an emulated stream");
-  OK(be->ops->event_create(be, &ev));
-  FAILS(be->ops->event_record(be, ev, (void *)&local),
-        HIPPO_INVALID_ARGUMENT, "not an emulated stream");
-  FAILS(be->ops->event_record(be, (void *)&local, NULL),
-        HIPPO_INVALID_ARGUMENT, "not a live event");
-  FAILS(be->ops->event_wait(be, NULL), HIPPO_INVALID_ARGUMENT,
-        "not a live event");
-  OK(be->ops->event_destroy(be, ev));
-  FAILS(be->ops->event_query(be, NULL, &done), HIPPO_INVALID_ARGUMENT,
-        "not a live event");
-  FAILS(be->ops->event_destroy(be, NULL), HIPPO_INVALID_ARGUMENT,
-        "not a live event");
+  CK_CORE_FAILS(be->ops->emu_read(be, 0, buf, 1), HIPPO_INVALID_ARGUMENT,
+                "not inside a live page");
+  CK_CORE_FAILS(be->ops->emu_read(be, (uint64_t)(uintptr_t)&local, buf, 1),
+                HIPPO_INVALID_ARGUMENT, "not inside a live page");
+  CK_CORE_FAILS(be->ops->emu_read(be, a + 4 * KiB - 32, buf, 64),
+                HIPPO_INVALID_ARGUMENT,
+                "runs 32 bytes past the end of its page");
+  CK_CORE_FAILS(be->ops->emu_write(be, a + 4 * KiB - 32, buf, 64),
+                HIPPO_INVALID_ARGUMENT,
+                "runs 32 bytes past the end of its page");
+  CK_CORE_FAILS(be->ops->emu_read(be, UINT64_MAX - 8, buf, 64),
+                HIPPO_INVALID_ARGUMENT, "wraps around");
+  CK_CORE_FAILS(be->ops->copy(be, NULL, b, a + 4000, 200),
+                HIPPO_INVALID_ARGUMENT, "source");
+  CK_CORE_FAILS(be->ops->copy(be, NULL, a + 4000, b, 200),
+                HIPPO_INVALID_ARGUMENT, "destination");
+  CK_CORE_FAILS(be->ops->copy(be, (void *)&local, b, a, 16),
+                HIPPO_INVALID_ARGUMENT, "not an emulated stream");
+  CK_CORE_FAILS(be->ops->stream_sync(be, (void *)&local),
+                HIPPO_INVALID_ARGUMENT, "not an emulated stream");
+  CK_CORE_OK(be->ops->event_create(be, &ev));
+  CK_CORE_FAILS(be->ops->event_record(be, ev, (void *)&local),
+                HIPPO_INVALID_ARGUMENT, "not an emulated stream");
+  CK_CORE_FAILS(be->ops->event_record(be, (void *)&local, NULL),
+                HIPPO_INVALID_ARGUMENT, "not a live event");
+  CK_CORE_FAILS(be->ops->event_wait(be, NULL), HIPPO_INVALID_ARGUMENT,
+                "not a live event");
+  CK_CORE_OK(be->ops->event_destroy(be, ev));
+  CK_CORE_FAILS(be->ops->event_query(be, NULL, &done), HIPPO_INVALID_ARGUMENT,
+                "not a live event");
+  CK_CORE_FAILS(be->ops->event_destroy(be, NULL), HIPPO_INVALID_ARGUMENT,
+                "not a live event");
 
-  FAILS(be->ops->page_alloc(be, 0, &addr), HIPPO_INVALID_ARGUMENT,
-        "not a positive multiple of the alignment 256");
-  FAILS(be->ops->page_alloc(be, 300, &addr), HIPPO_INVALID_ARGUMENT,
-        "size 300");
-  FAILS(be->ops->page_free(be, a + 256, 4 * KiB), HIPPO_INVALID_ARGUMENT,
-        "not the start of a live page");
-  FAILS(be->ops->page_free(be, a, 8 * KiB), HIPPO_INVALID_ARGUMENT,
-        "has 4096 bytes, not the 8192 given");
-  FAILS(be->ops->page_free(be, 0, 4 * KiB), HIPPO_INVALID_ARGUMENT,
-        "not the start of a live page");
-  OK(be->ops->page_free(be, a, 4 * KiB));
-  FAILS(be->ops->page_free(be, a, 4 * KiB), HIPPO_INVALID_ARGUMENT,
-        "not the start of a live page");
-  FAILS(be->ops->emu_read(be, a, buf, 1), HIPPO_INVALID_ARGUMENT,
-        "not inside a live page");
-  FAILS(be->ops->copy(be, NULL, b, a, 16), HIPPO_INVALID_ARGUMENT, "source");
+  CK_CORE_FAILS(be->ops->page_alloc(be, 0, &addr), HIPPO_INVALID_ARGUMENT,
+                "not a positive multiple of the alignment 256");
+  CK_CORE_FAILS(be->ops->page_alloc(be, 300, &addr), HIPPO_INVALID_ARGUMENT,
+                "size 300");
+  CK_CORE_FAILS(be->ops->page_free(be, a + 256, 4 * KiB),
+                HIPPO_INVALID_ARGUMENT, "not the start of a live page");
+  CK_CORE_FAILS(be->ops->page_free(be, a, 8 * KiB), HIPPO_INVALID_ARGUMENT,
+                "has 4096 bytes, not the 8192 given");
+  CK_CORE_FAILS(be->ops->page_free(be, 0, 4 * KiB), HIPPO_INVALID_ARGUMENT,
+                "not the start of a live page");
+  CK_CORE_OK(be->ops->page_free(be, a, 4 * KiB));
+  CK_CORE_FAILS(be->ops->page_free(be, a, 4 * KiB), HIPPO_INVALID_ARGUMENT,
+                "not the start of a live page");
+  CK_CORE_FAILS(be->ops->emu_read(be, a, buf, 1), HIPPO_INVALID_ARGUMENT,
+                "not inside a live page");
+  CK_CORE_FAILS(be->ops->copy(be, NULL, b, a, 16), HIPPO_INVALID_ARGUMENT,
+                "source");
   /* Nothing above changed the books. */
   ck_assert_uint_eq(counters_of(be).pages_held, 1);
   ck_assert_uint_eq(counters_of(be).bytes_held, 4 * KiB);
@@ -649,8 +665,8 @@ START_TEST(counters_exact) {
   a = page_new(be, 256);       /* maps one OS page */
   b = page_new(be, 8 * KiB);   /* two */
   d = page_new(be, 64 * KiB);
-  FAILS(be->ops->page_alloc(be, 2 * MiB, &addr), HIPPO_OUT_OF_MEMORY,
-        "2097152 bytes requested");
+  CK_CORE_FAILS(be->ops->page_alloc(be, 2 * MiB, &addr), HIPPO_OUT_OF_MEMORY,
+                "2097152 bytes requested");
   c = counters_of(be);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 4);
   ck_assert_uint_eq(c.pages_held, 3);
@@ -658,17 +674,17 @@ START_TEST(counters_exact) {
   ck_assert_uint_eq(c.peak_bytes_held, 256 + 8 * KiB + 64 * KiB);
   ck_assert_uint_eq(c.host_bytes_mapped, os_page() + 8 * KiB + 64 * KiB);
 
-  OK(be->ops->page_free(be, d, 64 * KiB));
-  OK(be->ops->copy(be, NULL, b, a, 256));
-  OK(be->ops->copy(be, NULL, b + 256, a, 100));
-  OK(be->ops->copy(be, NULL, b, a, 0)); /* counted, copies nothing */
-  OK(be->ops->stream_sync(be, NULL));
-  OK(be->ops->stream_sync(be, NULL));
-  OK(be->ops->event_create(be, &ev));
-  OK(be->ops->event_record(be, ev, NULL));
-  OK(be->ops->event_query(be, ev, &done));
-  OK(be->ops->event_destroy(be, ev));
-  OK(be->ops->capture_status(be, NULL, &capturing, NULL));
+  CK_CORE_OK(be->ops->page_free(be, d, 64 * KiB));
+  CK_CORE_OK(be->ops->copy(be, NULL, b, a, 256));
+  CK_CORE_OK(be->ops->copy(be, NULL, b + 256, a, 100));
+  CK_CORE_OK(be->ops->copy(be, NULL, b, a, 0)); /* counted, copies nothing */
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(be->ops->event_create(be, &ev));
+  CK_CORE_OK(be->ops->event_record(be, ev, NULL));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->event_destroy(be, ev));
+  CK_CORE_OK(be->ops->capture_status(be, NULL, &capturing, NULL));
   c = counters_of(be);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_ALLOC], 4);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 1);
@@ -685,9 +701,9 @@ START_TEST(counters_exact) {
   /* A peak is a peak: a bigger set later raises it. */
   d = page_new(be, 128 * KiB);
   ck_assert_uint_eq(counters_of(be).peak_bytes_held, 256 + 136 * KiB);
-  OK(be->ops->page_free(be, d, 128 * KiB));
-  OK(be->ops->page_free(be, a, 256));
-  OK(be->ops->page_free(be, b, 8 * KiB));
+  CK_CORE_OK(be->ops->page_free(be, d, 128 * KiB));
+  CK_CORE_OK(be->ops->page_free(be, a, 256));
+  CK_CORE_OK(be->ops->page_free(be, b, 8 * KiB));
   c = counters_of(be);
   ck_assert_uint_eq(c.pages_held, 0);
   ck_assert_uint_eq(c.bytes_held, 0);
@@ -711,7 +727,7 @@ START_TEST(counters_struct_size) {
   for (uint32_t size = 8; size <= sizeof small; size += 8) {
     memset(&small, 0xab, sizeof small);
     small.struct_size = size;
-    OK(be->ops->emu_counters(be, &small));
+    CK_CORE_OK(be->ops->emu_counters(be, &small));
     ck_assert_uint_eq(small.struct_size, size);
     if (size >= offsetof(hippo_emu_counters, bytes_held) + 8)
       ck_assert_uint_eq(small.pages_held, 1);
@@ -719,18 +735,19 @@ START_TEST(counters_struct_size) {
       ck_assert_uint_eq(((unsigned char *)&small)[size], 0xab);
   }
   small.struct_size = 12;
-  FAILS(be->ops->emu_counters(be, &small), HIPPO_INVALID_ARGUMENT,
-        "struct_size is 12");
+  CK_CORE_FAILS(be->ops->emu_counters(be, &small), HIPPO_INVALID_ARGUMENT,
+                "struct_size is 12");
   small.struct_size = 4;
-  FAILS(be->ops->emu_counters(be, &small), HIPPO_INVALID_ARGUMENT,
-        "struct_size is 4");
-  FAILS(be->ops->emu_counters(be, NULL), HIPPO_INVALID_ARGUMENT, "NULL");
+  CK_CORE_FAILS(be->ops->emu_counters(be, &small), HIPPO_INVALID_ARGUMENT,
+                "struct_size is 4");
+  CK_CORE_FAILS(be->ops->emu_counters(be, NULL), HIPPO_INVALID_ARGUMENT,
+                "NULL");
   /* A newer caller's larger struct: known fields filled, the rest zeroed,
    * its size the plugin's (HIPPO_HAS: the fields past it were not
    * filled). */
   memset(&big, 0xff, sizeof big);
   big.c.struct_size = sizeof big;
-  OK(be->ops->emu_counters(be, &big.c));
+  CK_CORE_OK(be->ops->emu_counters(be, &big.c));
   ck_assert_uint_eq(big.c.struct_size, sizeof big.c);
   ck_assert_uint_eq(big.c.pages_held, 1);
   ck_assert_uint_eq(big.c.bytes_held, 4 * KiB);
@@ -750,7 +767,7 @@ START_TEST(freed_page_is_unmapped) {
   fill(be, a, 16 * KiB, 1);
   ck_assert_int_eq(msync(p, 16 * KiB, MS_ASYNC), 0);
   ck_assert(is_mapped(a, 16 * KiB));
-  OK(be->ops->page_free(be, a, 16 * KiB));
+  CK_CORE_OK(be->ops->page_free(be, a, 16 * KiB));
   ck_assert(!is_mapped(a, 16 * KiB));
   be->ops->destroy(be);
 }
@@ -759,7 +776,7 @@ END_TEST
 START_TEST(destroy_unmaps_everything) {
   hippo__backend *be = host_new(MiB, 0);
   uint64_t a = page_new(be, 4 * KiB), b = page_new(be, 4 * KiB);
-  OK(be->ops->copy(be, NULL, b, a, 4 * KiB)); /* still queued */
+  CK_CORE_OK(be->ops->copy(be, NULL, b, a, 4 * KiB)); /* still queued */
   ck_assert(is_mapped(a, 4 * KiB) && is_mapped(b, 4 * KiB));
   be->ops->destroy(be);
   ck_assert(!is_mapped(a, 4 * KiB));

@@ -47,7 +47,7 @@
 #define POOL_ARENA 2u
 
 /* A runtime call must succeed (its error's name on failure). */
-#define RT_OK(rt, call)                                                        \
+#define CK_RT_OK(rt, call)                                                     \
   do {                                                                         \
     int rt_err_ = (call);                                                      \
     ck_assert_msg(rt_err_ == GL_SUCCESS, "%s\n  returned %s (%d)", #call,      \
@@ -82,17 +82,6 @@ static bool overlaps(uint64_t a, uint64_t asize, uint64_t b, uint64_t bsize) {
 
 static void *ptr_of(uint64_t addr) { return (void *)(uintptr_t)addr; }
 
-/* A reservation of `size` holding the pattern of `seed`. */
-static hippo_handle filled(const hippo_api *api, hippo_device *dev,
-                           hippo_stream *s, uint64_t size, uint64_t seed) {
-  hippo_handle h = tu_reserve(api, s, size);
-  tu_fill(api, dev, ptr_of(tu_addr(api, s, h)), size, seed);
-  return h;
-}
-
-#define VERIFY(api, dev, s, h, size, seed)                                     \
-  TU_VERIFY(api, dev, ptr_of(tu_addr(api, s, h)), size, seed)
-
 /* ---- a real capture ------------------------------------------------------ */
 
 #define CAP_SIZE (256 * KiB)
@@ -123,7 +112,7 @@ START_TEST(test_real_capture) {
   gl_rt rt;
 
   load_runtime(api, dev, &rt);
-  src = filled(api, dev, s, CAP_SIZE, 1);
+  src = tu_reserve_filled(api, dev, s, CAP_SIZE, 1);
   psrc = tu_addr(api, s, src);
   grow = tu_reserve(api, s, 8 * MiB); /* src's page is outdated now */
   ck_assert_uint_eq(tu_report(api, s, POOL_ARENA).outdated_pages, 1);
@@ -135,19 +124,19 @@ START_TEST(test_real_capture) {
     CK_OK(api, api->release(s, warm[i]));
   allocs = tu_counters(api, dev).calls[HIPPO_CALL_ALLOC];
 
-  RT_OK(rt, rt.begin_capture(n, GL_CAPTURE_RELAXED));
-  RT_OK(rt, rt.capture_info(n, &cs, &id, NULL, NULL, NULL, NULL));
+  CK_RT_OK(rt, rt.begin_capture(n, GL_CAPTURE_RELAXED));
+  CK_RT_OK(rt, rt.capture_info(n, &cs, &id, NULL, NULL, NULL, NULL));
   ck_assert_int_eq(cs, GL_CAPTURE_ACTIVE);
   ck_assert_uint_ne(id, 0);
   ck_assert_uint_eq(tu_addr(api, s, src), psrc); /* guarded from here */
   a = tu_reserve(api, s, CAP_SIZE);
   pa = tu_addr(api, s, a);
-  RT_OK(rt, rt.memcpy_async(ptr_of(pa), ptr_of(psrc), CAP_SIZE,
-                            GL_MEMCPY_D2D, n));
+  CK_RT_OK(rt, rt.memcpy_async(ptr_of(pa), ptr_of(psrc), CAP_SIZE,
+                               GL_MEMCPY_D2D, n));
   b = tu_reserve(api, s, CAP_SIZE);
   pb = tu_addr(api, s, b);
-  RT_OK(rt, rt.memcpy_async(ptr_of(pb), ptr_of(pa), CAP_SIZE, GL_MEMCPY_D2D,
-                            n));
+  CK_RT_OK(rt,
+           rt.memcpy_async(ptr_of(pb), ptr_of(pa), CAP_SIZE, GL_MEMCPY_D2D, n));
   /* no page inside the capture: room held, or GRAPH_NEEDS_PAGE */
   CK_STATUS(api, api->reserve(s, 64 * MiB, HIPPO_MODE_AUTO, &big),
             HIPPO_GRAPH_NEEDS_PAGE);
@@ -171,7 +160,7 @@ START_TEST(test_real_capture) {
   ck_assert_uint_eq(u.bytes_guarded, CAP_SIZE);
   ck_assert_uint_eq(u.slices_guarded, 5); /* src, a, b, c, d */
   CK_CHECK(api, dev);
-  RT_OK(rt, rt.end_capture(n, &graph));
+  CK_RT_OK(rt, rt.end_capture(n, &graph));
   ck_assert_ptr_nonnull(graph);
 
   /* after the capture, before retire: still guarded */
@@ -186,18 +175,18 @@ START_TEST(test_real_capture) {
   ck_assert_uint_eq(tu_addr(api, s, src), psrc);
 
   /* the graph copies src -> a -> b at the addresses of the capture */
-  RT_OK(rt, gl_instantiate(&rt, &exec, graph));
-  RT_OK(rt, rt.graph_launch(exec, n));
-  RT_OK(rt, rt.stream_sync(n));
-  VERIFY(api, dev, s, a, CAP_SIZE, 1);
-  VERIFY(api, dev, s, b, CAP_SIZE, 1);
+  CK_RT_OK(rt, gl_instantiate(&rt, &exec, graph));
+  CK_RT_OK(rt, rt.graph_launch(exec, n));
+  CK_RT_OK(rt, rt.stream_sync(n));
+  TU_VERIFY_HANDLE(api, dev, s, a, CAP_SIZE, 1);
+  TU_VERIFY_HANDLE(api, dev, s, b, CAP_SIZE, 1);
   tu_fill(api, dev, ptr_of(psrc), CAP_SIZE, 2); /* a second replay */
-  RT_OK(rt, rt.graph_launch(exec, n));
-  RT_OK(rt, rt.stream_sync(n));
-  VERIFY(api, dev, s, a, CAP_SIZE, 2);
-  VERIFY(api, dev, s, b, CAP_SIZE, 2);
-  RT_OK(rt, rt.graph_exec_destroy(exec));
-  RT_OK(rt, rt.graph_destroy(graph));
+  CK_RT_OK(rt, rt.graph_launch(exec, n));
+  CK_RT_OK(rt, rt.stream_sync(n));
+  TU_VERIFY_HANDLE(api, dev, s, a, CAP_SIZE, 2);
+  TU_VERIFY_HANDLE(api, dev, s, b, CAP_SIZE, 2);
+  CK_RT_OK(rt, rt.graph_exec_destroy(exec));
+  CK_RT_OK(rt, rt.graph_destroy(graph));
 
   /* retired: the guard goes, the released slice is reused in place, src
    * moves off its outdated page with its bytes */
@@ -214,8 +203,8 @@ START_TEST(test_real_capture) {
   ck_assert_uint_eq(rr.slices_moved, 1);
   ck_assert_uint_eq(rr.pages_freed, 1);
   ck_assert_uint_ne(tu_addr(api, s, src), psrc);
-  VERIFY(api, dev, s, src, CAP_SIZE, 2);
-  VERIFY(api, dev, s, b, CAP_SIZE, 2);
+  TU_VERIFY_HANDLE(api, dev, s, src, CAP_SIZE, 2);
+  TU_VERIFY_HANDLE(api, dev, s, b, CAP_SIZE, 2);
   CK_CHECK(api, dev);
   {
     hippo_handle live[] = {src, a, b, d, e, f};
@@ -250,8 +239,8 @@ START_TEST(test_announced_capture) {
   CK_STATUS(api, api->capture_announce(s, HIPPO_CAPTURE_BEGINS),
             HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "does not capture");
-  RT_OK(rt, rt.begin_capture(n, GL_CAPTURE_RELAXED));
-  RT_OK(rt, rt.capture_info(n, &cs, &id, NULL, NULL, NULL, NULL));
+  CK_RT_OK(rt, rt.begin_capture(n, GL_CAPTURE_RELAXED));
+  CK_RT_OK(rt, rt.capture_info(n, &cs, &id, NULL, NULL, NULL, NULL));
   CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_BEGINS));
   h = tu_reserve(api, s, 4 * KiB);
   CK_STATUS(api, api->reserve(s, 64 * MiB, HIPPO_MODE_AUTO, &big),
@@ -259,8 +248,8 @@ START_TEST(test_announced_capture) {
   CK_STATUS(api, api->capture_announce(s, HIPPO_CAPTURE_ENDED),
             HIPPO_GRAPH_RECORDING);
   CK_ERROR_HAS(api, "still captures");
-  RT_OK(rt, rt.end_capture(n, &graph));
-  RT_OK(rt, rt.graph_destroy(graph));
+  CK_RT_OK(rt, rt.end_capture(n, &graph));
+  CK_RT_OK(rt, rt.graph_destroy(graph));
   CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_ENDED));
   CK_OK(api, api->release(s, h));
   ck_assert_uint_eq(tu_usage(api, dev, s).bytes_guarded, 4 * KiB);
@@ -302,16 +291,16 @@ START_TEST(test_global_capture_elsewhere) {
   CK_OK(api, api->release(a, x)); /* waits for c's work (none) */
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 1);
   allocs = tu_counters(api, dev).calls[HIPPO_CALL_ALLOC];
-  RT_OK(rt, rt.begin_capture(nb, GL_CAPTURE_GLOBAL));
+  CK_RT_OK(rt, rt.begin_capture(nb, GL_CAPTURE_GLOBAL));
   big = tu_reserve(api, a, 64 * MiB);
   ck_assert_uint_gt(tu_counters(api, dev).calls[HIPPO_CALL_ALLOC], allocs);
   y = tu_reserve(api, a, 4 * KiB);
   u = tu_usage(api, dev, a);
   ck_assert_uint_eq(u.slices_waiting, 0);
   ck_assert_uint_eq(u.event_failures, 0);
-  RT_OK(rt, rt.end_capture(nb, &graph));
+  CK_RT_OK(rt, rt.end_capture(nb, &graph));
   ck_assert_ptr_nonnull(graph);
-  RT_OK(rt, rt.graph_destroy(graph));
+  CK_RT_OK(rt, rt.graph_destroy(graph));
   CK_CHECK(api, dev);
   CK_OK(api, api->release(a, big));
   CK_OK(api, api->release(a, y));
@@ -336,12 +325,12 @@ END_TEST
  * stream, unusable while the capture runs, refuses hippo's calls with
  * HIPPO_GRAPH_RECORDING (it took pages as if idle) until the capture
  * ended. */
-#define PEEK_CLEAN(rt, what)                                                   \
+#define CK_RT_CLEAN(rt, what)                                                  \
   do {                                                                         \
     if ((rt).peek_last_error) {                                                \
       int peek_ = (rt).peek_last_error();                                      \
-      ck_assert_msg(peek_ == GL_SUCCESS, "%s: the runtime's last error is "   \
-                    "%s (%d)", what, gl_err(&(rt), peek_), peek_);            \
+      ck_assert_msg(peek_ == GL_SUCCESS, "%s: the runtime's last error is "    \
+                    "%s (%d)", what, gl_err(&(rt), peek_), peek_);             \
     }                                                                          \
   } while (0)
 
@@ -362,35 +351,35 @@ START_TEST(test_last_error_untouched) {
   y = tu_reserve(api, b, MiB);
   src = ptr_of(tu_addr(api, b, y));
   dst = ptr_of(tu_addr(api, a, x));
-  RT_OK(rt, rt.memcpy_async(dst, src, 4 * KiB, GL_MEMCPY_D2D, nb));
+  CK_RT_OK(rt, rt.memcpy_async(dst, src, 4 * KiB, GL_MEMCPY_D2D, nb));
   CK_OK(api, api->record_use(a, x, b));
   CK_OK(api, api->release(a, x));
   x = tu_reserve(api, a, 4 * KiB); /* asks the event: not ready (fake) */
-  PEEK_CLEAN(rt, "a reservation that asked a waiting event");
+  CK_RT_CLEAN(rt, "a reservation that asked a waiting event");
   /* out of memory: a reservation larger than the device */
   CK_STATUS(api, api->reserve(a, tu_info(api, dev).total_memory - MiB,
                               HIPPO_MODE_AUTO, &z),
             HIPPO_OUT_OF_MEMORY);
-  PEEK_CLEAN(rt, "a reservation the device had no memory for");
-  RT_OK(rt, rt.stream_sync(nb));
+  CK_RT_CLEAN(rt, "a reservation the device had no memory for");
+  CK_RT_OK(rt, rt.stream_sync(nb));
   /* the legacy stream while a blocking stream captures */
   CK_OK(api, api->stream_attach(dev, NULL, &legacy));
-  RT_OK(rt, rt.stream_create(&blocking, 0));
-  RT_OK(rt, rt.begin_capture(blocking, GL_CAPTURE_GLOBAL));
+  CK_RT_OK(rt, rt.stream_create(&blocking, 0));
+  CK_RT_OK(rt, rt.begin_capture(blocking, GL_CAPTURE_GLOBAL));
   z = 0;
   CK_STATUS(api, api->reserve(legacy, 4 * KiB, HIPPO_MODE_AUTO, &z),
             HIPPO_GRAPH_RECORDING);
   CK_ERROR_HAS(api, "legacy default stream is unusable");
   ck_assert_uint_eq(z, 0);
-  PEEK_CLEAN(rt, "a reservation on the legacy stream during the capture");
-  RT_OK(rt, rt.end_capture(blocking, &graph));
+  CK_RT_CLEAN(rt, "a reservation on the legacy stream during the capture");
+  CK_RT_OK(rt, rt.end_capture(blocking, &graph));
   if (graph)
-    RT_OK(rt, rt.graph_destroy(graph));
+    CK_RT_OK(rt, rt.graph_destroy(graph));
   z = tu_reserve(api, legacy, 4 * KiB); /* usable again */
   CK_OK(api, api->release(legacy, z));
   CK_CHECK(api, dev);
   CK_OK(api, api->stream_detach(legacy));
-  RT_OK(rt, rt.stream_destroy(blocking));
+  CK_RT_OK(rt, rt.stream_destroy(blocking));
   CK_OK(api, api->release(a, x));
   CK_OK(api, api->release(b, y));
   tu_detach(api, dev, b, nb);
@@ -427,14 +416,17 @@ START_TEST(test_relocation_readback) {
   for (int i = 0; i < R_STREAMS; i++) {
     s[i] = tu_attach(api, dev, &n[i]);
     for (int k = 0; k < R_SLICES; k++) {
-      h[i][k] = filled(api, dev, s[i], size[k], (uint64_t)(i * 100 + k));
+      h[i][k] =
+          tu_reserve_filled(api, dev, s[i], size[k], (uint64_t)(i * 100 + k));
       moved += size[k];
     }
-    staging[i] = filled(api, dev, s[i], size[0], (uint64_t)(i * 100 + 50));
+    staging[i] =
+        tu_reserve_filled(api, dev, s[i], size[0], (uint64_t)(i * 100 + 50));
     moved += size[0];
     ck_assert_uint_eq(tu_report(api, s[i], POOL_ARENA).current_page_size,
                       2 * MiB);
-    big[i] = filled(api, dev, s[i], 8 * MiB, (uint64_t)(i * 100 + 99));
+    big[i] =
+        tu_reserve_filled(api, dev, s[i], 8 * MiB, (uint64_t)(i * 100 + 99));
     ck_assert_uint_eq(tu_report(api, s[i], POOL_ARENA).current_page_size,
                       9 * MiB);
     ck_assert_uint_eq(tu_report(api, s[i], POOL_ARENA).outdated_pages, 1);
@@ -469,11 +461,12 @@ START_TEST(test_relocation_readback) {
     ck_assert_uint_eq(tu_report(api, s[i], POOL_ARENA).outdated_pages, 0);
     for (int k = 0; k < R_SLICES; k++) {
       ck_assert_uint_ne(tu_addr(api, s[i], h[i][k]), old[i][k]);
-      VERIFY(api, dev, s[i], h[i][k], size[k],
-             (uint64_t)(i * 100 + (k == 0 ? 50 : k)));
+      TU_VERIFY_HANDLE(api, dev, s[i], h[i][k], size[k],
+                       (uint64_t)(i * 100 + (k == 0 ? 50 : k)));
     }
-    VERIFY(api, dev, s[i], staging[i], size[0], (uint64_t)(i * 100 + 50));
-    VERIFY(api, dev, s[i], big[i], 8 * MiB, (uint64_t)(i * 100 + 99));
+    TU_VERIFY_HANDLE(api, dev, s[i], staging[i], size[0],
+                     (uint64_t)(i * 100 + 50));
+    TU_VERIFY_HANDLE(api, dev, s[i], big[i], 8 * MiB, (uint64_t)(i * 100 + 99));
   }
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_relocated, moved);
   CK_CHECK(api, dev);

@@ -53,32 +53,6 @@ static void clean(void) {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-/* expr succeeds (else the status and last_error are printed). */
-#define OKE(expr)                                                              \
-  do {                                                                         \
-    hippo_status st_ = (expr);                                                 \
-    ck_assert_msg(st_ == HIPPO_SUCCESS, "%s: %s: %s", #expr,                   \
-                  hippo__status_name(st_), hippo__error_get());                \
-  } while (0)
-/* expr fails with st (else both statuses and last_error are printed). */
-#define REFUSES(expr, st)                                                      \
-  do {                                                                         \
-    hippo_status st_ = (expr);                                                 \
-    ck_assert_msg(st_ == (st), "%s: %s, expected %s: %s", #expr,              \
-                  hippo__status_name(st_), hippo__status_name(st),             \
-                  hippo__error_get());                                         \
-  } while (0)
-/* last_error contains s. */
-#define SAYS(s)                                                                \
-  ck_assert_msg(strstr(hippo__error_get(), (s)) != NULL,                       \
-                "last_error \"%s\" does not contain \"%s\"",                   \
-                hippo__error_get(), (s))
-#define SAYS_NOT(s)                                                            \
-  ck_assert_msg(strstr(hippo__error_get(), (s)) == NULL,                       \
-                "last_error \"%s\" contains \"%s\"", hippo__error_get(), (s))
-/* last_error is exactly s. */
-#define SAYS_EXACTLY(s) ck_assert_str_eq(hippo__error_get(), (s))
-
 /* A stand-in runtime's path, from make check's environment. */
 static const char *fake_lib(const char *var) {
   const char *p = getenv(var);
@@ -107,7 +81,7 @@ static void env(const char *name, const char *value) {
 static hippo__backend *gpu_new(int32_t ordinal, uint64_t capacity,
                                uint64_t alignment) {
   hippo__backend *be = NULL;
-  OKE(hippo__backend_hip_create(ordinal, capacity, alignment, &be));
+  CK_CORE_OK(hippo__backend_hip_create(ordinal, capacity, alignment, &be));
   ck_assert_ptr_nonnull(be);
   ck_assert_uint_eq(be->kind, HIPPO_BACKEND_HIP);
   return be;
@@ -117,14 +91,15 @@ static hippo__backend *gpu_new(int32_t ordinal, uint64_t capacity,
 static void gpu_refused(int32_t ordinal, uint64_t capacity,
                         uint64_t alignment, hippo_status st) {
   hippo__backend *be = (hippo__backend *)&be;
-  REFUSES(hippo__backend_hip_create(ordinal, capacity, alignment, &be), st);
+  CK_CORE_STATUS(hippo__backend_hip_create(ordinal, capacity, alignment, &be),
+                 st);
   ck_assert_ptr_eq(be, (hippo__backend *)&be);
 }
 
 /* The loaded runtime of `flavor` (the backend's: the cache). */
 static const hippo__gpu_rt *rt_of(enum hippo__gpu_flavor flavor) {
   const hippo__gpu_rt *rt = NULL;
-  OKE(hippo__gpu_rt_load(flavor, &rt));
+  CK_CORE_OK(hippo__gpu_rt_load(flavor, &rt));
   return rt;
 }
 
@@ -284,28 +259,32 @@ START_TEST(test_fail_message) {
   rt.name = "CUDA";
   rt.prefix = "cuda";
   rt.error_string = text_oom;
-  REFUSES(hippo__gpu_fail(&rt, 2, "Malloc",
-                          "release or clean up device memory"),
-          HIPPO_OUT_OF_MEMORY);
-  SAYS_EXACTLY("CUDA cudaMalloc failed: cudaErrorMemoryAllocation (2): out "
-               "of memory; release or clean up device memory");
-  REFUSES(hippo__gpu_fail(&rt, 100, "GetDeviceCount", NULL), HIPPO_NO_DEVICE);
-  SAYS_EXACTLY("CUDA cudaGetDeviceCount failed: cudaErrorNoDevice (100): no "
-               "message");
+  CK_CORE_STATUS(
+      hippo__gpu_fail(&rt, 2, "Malloc", "release or clean up device memory"),
+      HIPPO_OUT_OF_MEMORY);
+  CK_CORE_ERROR_IS("CUDA cudaMalloc failed: cudaErrorMemoryAllocation (2): out "
+                   "of memory; release or clean up device memory");
+  CK_CORE_STATUS(hippo__gpu_fail(&rt, 100, "GetDeviceCount", NULL),
+                 HIPPO_NO_DEVICE);
+  CK_CORE_ERROR_IS(
+      "CUDA cudaGetDeviceCount failed: cudaErrorNoDevice (100): no "
+      "message");
   rt.error_string = NULL;
-  REFUSES(hippo__gpu_fail(&rt, 400, "StreamDestroy", NULL),
-          HIPPO_BACKEND_ERROR);
-  SAYS_EXACTLY("CUDA cudaStreamDestroy failed: "
-               "cudaErrorInvalidResourceHandle (400): no message");
+  CK_CORE_STATUS(hippo__gpu_fail(&rt, 400, "StreamDestroy", NULL),
+                 HIPPO_BACKEND_ERROR);
+  CK_CORE_ERROR_IS("CUDA cudaStreamDestroy failed: "
+                   "cudaErrorInvalidResourceHandle (400): no message");
 
   runtimes(fake_hip(), NULL);
   hip = rt_of(HIPPO__GPU_HIP);
-  REFUSES(hippo__gpu_fail(hip, 2, "Malloc", "hint"), HIPPO_OUT_OF_MEMORY);
-  SAYS_EXACTLY("HIP hipMalloc failed: fakeErrorOutOfMemory (2): a fake "
-               "runtime's error; hint");
-  REFUSES(hippo__gpu_fail(hip, 35, "GetDeviceCount", NULL), HIPPO_NO_DEVICE);
-  SAYS_EXACTLY("HIP hipGetDeviceCount failed: fakeErrorInsufficientDriver "
-               "(35): a fake runtime's error");
+  CK_CORE_STATUS(hippo__gpu_fail(hip, 2, "Malloc", "hint"),
+                 HIPPO_OUT_OF_MEMORY);
+  CK_CORE_ERROR_IS("HIP hipMalloc failed: fakeErrorOutOfMemory (2): a fake "
+                   "runtime's error; hint");
+  CK_CORE_STATUS(hippo__gpu_fail(hip, 35, "GetDeviceCount", NULL),
+                 HIPPO_NO_DEVICE);
+  CK_CORE_ERROR_IS("HIP hipGetDeviceCount failed: fakeErrorInsufficientDriver "
+                   "(35): a fake runtime's error");
 }
 END_TEST
 
@@ -316,15 +295,16 @@ END_TEST
 START_TEST(test_load_missing_library) {
   const hippo__gpu_rt *rt = NULL;
   runtimes(NULL, NULL);
-  REFUSES(hippo__gpu_rt_load(HIPPO__GPU_HIP, &rt), HIPPO_NO_DEVICE);
+  CK_CORE_STATUS(hippo__gpu_rt_load(HIPPO__GPU_HIP, &rt), HIPPO_NO_DEVICE);
   ck_assert_ptr_null(rt);
-  SAYS("no HIP runtime could be loaded (" NOLIB ": ");
-  SAYS(NOLIB ": not found"); /* dlerror shortened */
-  SAYS("HIPPO_HIP_LIBRARY names it: correct the path, or unset it");
-  REFUSES(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt), HIPPO_NO_DEVICE);
-  SAYS("no CUDA runtime could be loaded (" NOLIB ": ");
-  SAYS(NOLIB ": not found"); /* dlerror shortened */
-  SAYS("HIPPO_CUDA_LIBRARY names it");
+  CK_CORE_ERROR_HAS("no HIP runtime could be loaded (" NOLIB ": ");
+  CK_CORE_ERROR_HAS(NOLIB ": not found"); /* dlerror shortened */
+  CK_CORE_ERROR_HAS(
+      "HIPPO_HIP_LIBRARY names it: correct the path, or unset it");
+  CK_CORE_STATUS(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt), HIPPO_NO_DEVICE);
+  CK_CORE_ERROR_HAS("no CUDA runtime could be loaded (" NOLIB ": ");
+  CK_CORE_ERROR_HAS(NOLIB ": not found"); /* dlerror shortened */
+  CK_CORE_ERROR_HAS("HIPPO_CUDA_LIBRARY names it");
 }
 END_TEST
 
@@ -333,21 +313,21 @@ END_TEST
 START_TEST(test_load_missing_symbol) {
   const hippo__gpu_rt *rt = NULL;
   runtimes(fake_cuda(), "libc.so.6");
-  REFUSES(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt), HIPPO_NO_DEVICE);
-  SAYS("no CUDA runtime could be loaded (libc.so.6: it has no "
-       "cudaGetDeviceCount)");
-  REFUSES(hippo__gpu_rt_load(HIPPO__GPU_HIP, &rt), HIPPO_NO_DEVICE);
-  SAYS(": it has no hipGetDeviceCount)");
-  SAYS(fake_cuda());
+  CK_CORE_STATUS(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt), HIPPO_NO_DEVICE);
+  CK_CORE_ERROR_HAS("no CUDA runtime could be loaded (libc.so.6: it has no "
+                    "cudaGetDeviceCount)");
+  CK_CORE_STATUS(hippo__gpu_rt_load(HIPPO__GPU_HIP, &rt), HIPPO_NO_DEVICE);
+  CK_CORE_ERROR_HAS(": it has no hipGetDeviceCount)");
+  CK_CORE_ERROR_HAS(fake_cuda());
   env("HIPPO_CUDA_LIBRARY", fake_hip());
-  REFUSES(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt), HIPPO_NO_DEVICE);
-  SAYS(": it has no cudaGetDeviceCount)");
+  CK_CORE_STATUS(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt), HIPPO_NO_DEVICE);
+  CK_CORE_ERROR_HAS(": it has no cudaGetDeviceCount)");
   ck_assert_ptr_null(rt);
   /* the backend passes it on: no GPU, naming the call */
   env("HIPPO_GPU_RUNTIME", "cuda");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("no GPU: no CUDA runtime could be loaded");
-  SAYS("it has no cudaGetDeviceCount");
+  CK_CORE_ERROR_HAS("no GPU: no CUDA runtime could be loaded");
+  CK_CORE_ERROR_HAS("it has no cudaGetDeviceCount");
 }
 END_TEST
 
@@ -398,16 +378,16 @@ END_TEST
 START_TEST(test_load_cache) {
   const hippo__gpu_rt *a = NULL, *b = NULL;
   runtimes(NULL, NULL);
-  REFUSES(hippo__gpu_rt_load(HIPPO__GPU_HIP, &a), HIPPO_NO_DEVICE);
+  CK_CORE_STATUS(hippo__gpu_rt_load(HIPPO__GPU_HIP, &a), HIPPO_NO_DEVICE);
   env("HIPPO_HIP_LIBRARY", fake_hip()); /* a failure is not cached */
-  OKE(hippo__gpu_rt_load(HIPPO__GPU_HIP, &a));
+  CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_HIP, &a));
   env("HIPPO_HIP_LIBRARY", NOLIB); /* a success is */
-  OKE(hippo__gpu_rt_load(HIPPO__GPU_HIP, &b));
+  CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_HIP, &b));
   ck_assert_ptr_eq(a, b);
   ck_assert_str_eq(b->path, fake_hip());
   hippo__gpu_rt_forget();
-  REFUSES(hippo__gpu_rt_load(HIPPO__GPU_HIP, &b), HIPPO_NO_DEVICE);
-  SAYS(NOLIB);
+  CK_CORE_STATUS(hippo__gpu_rt_load(HIPPO__GPU_HIP, &b), HIPPO_NO_DEVICE);
+  CK_CORE_ERROR_HAS(NOLIB);
   hippo__gpu_rt_forget(); /* nothing loaded: nothing to do */
 }
 END_TEST
@@ -425,10 +405,10 @@ START_TEST(test_alignment) {
   env("FAKE_GPU_ALIGNMENT", "512");
   be = gpu_new(0, 0, 0);
   ck_assert_uint_eq(be->alignment, 512);
-  REFUSES(be->ops->page_alloc(be, 256, &addr), HIPPO_INVALID_ARGUMENT);
-  SAYS_EXACTLY("HIP page_alloc: size 256 must be a positive multiple of "
-               "512");
-  REFUSES(be->ops->page_alloc(be, 0, &addr), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_STATUS(be->ops->page_alloc(be, 256, &addr), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_IS("HIP page_alloc: size 256 must be a positive multiple of "
+                   "512");
+  CK_CORE_STATUS(be->ops->page_alloc(be, 0, &addr), HIPPO_INVALID_ARGUMENT);
   be->ops->destroy(be);
   be = gpu_new(0, 0, 1024);
   ck_assert_uint_eq(be->alignment, 1024);
@@ -437,17 +417,17 @@ START_TEST(test_alignment) {
   ck_assert_uint_eq(be->alignment, UINT64_C(1) << 30);
   be->ops->destroy(be);
   gpu_refused(0, 0, 256, HIPPO_INVALID_ARGUMENT);
-  SAYS_EXACTLY("device_open: alignment 256 on HIP device 0: it must be a "
-               "power of two from the device's 512 up to 1 GiB (0 takes "
-               "the device's)");
+  CK_CORE_ERROR_IS("device_open: alignment 256 on HIP device 0: it must be a "
+                   "power of two from the device's 512 up to 1 GiB (0 takes "
+                   "the device's)");
   gpu_refused(0, 0, 384, HIPPO_INVALID_ARGUMENT);
-  SAYS("alignment 384 on HIP device 0");
-  SAYS("the device's 512");
+  CK_CORE_ERROR_HAS("alignment 384 on HIP device 0");
+  CK_CORE_ERROR_HAS("the device's 512");
   gpu_refused(0, 0, 3, HIPPO_INVALID_ARGUMENT);
-  SAYS("alignment 3 on HIP device 0");
-  SAYS("the device's 512");
+  CK_CORE_ERROR_HAS("alignment 3 on HIP device 0");
+  CK_CORE_ERROR_HAS("the device's 512");
   gpu_refused(0, 0, UINT64_C(1) << 31, HIPPO_INVALID_ARGUMENT);
-  SAYS("up to 1 GiB");
+  CK_CORE_ERROR_HAS("up to 1 GiB");
 
   env("FAKE_GPU_ALIGNMENT", "100"); /* below 256: 256 */
   be = gpu_new(0, 0, 0);
@@ -476,24 +456,24 @@ START_TEST(test_capacity_budget) {
   be = gpu_new(0, 64 * MiB, 0);
   rt = rt_of(HIPPO__GPU_HIP);
   ck_assert_uint_eq(be->total_memory, 64 * MiB);
-  OKE(be->ops->mem_info(be, &fr, &tot));
+  CK_CORE_OK(be->ops->mem_info(be, &fr, &tot));
   ck_assert_uint_eq(tot, 64 * MiB);
   ck_assert_uint_eq(fr, 64 * MiB);
   p1 = page_new(be, 48 * MiB);
-  OKE(be->ops->mem_info(be, &fr, &tot));
+  CK_CORE_OK(be->ops->mem_info(be, &fr, &tot));
   ck_assert_uint_eq(fr, 16 * MiB);
   ck_assert_uint_eq(tot, 64 * MiB);
   before = device_free(rt);
   ck_assert_uint_eq(before, GiB - 48 * MiB);
-  REFUSES(be->ops->page_alloc(be, 32 * MiB, &(uint64_t){0}),
-          HIPPO_OUT_OF_MEMORY);
-  SAYS_EXACTLY("HIP page_alloc: 33554432 bytes requested, 50331648 of the "
-               "device's budget of 67108864 bytes held "
-               "(hippo_device_desc.capacity)");
+  CK_CORE_STATUS(be->ops->page_alloc(be, 32 * MiB, &(uint64_t){0}),
+                 HIPPO_OUT_OF_MEMORY);
+  CK_CORE_ERROR_IS("HIP page_alloc: 33554432 bytes requested, 50331648 of the "
+                   "device's budget of 67108864 bytes held "
+                   "(hippo_device_desc.capacity)");
   ck_assert_uint_eq(device_free(rt), before);
   ck_assert_uint_eq(counters_of(be).bytes_held, 48 * MiB);
-  OKE(be->ops->page_free(be, p1, 48 * MiB));
-  OKE(be->ops->mem_info(be, &fr, &tot));
+  CK_CORE_OK(be->ops->page_free(be, p1, 48 * MiB));
+  CK_CORE_OK(be->ops->mem_info(be, &fr, &tot));
   ck_assert_uint_eq(fr, 64 * MiB);
   be->ops->destroy(be);
 
@@ -504,7 +484,7 @@ START_TEST(test_capacity_budget) {
   be->ops->destroy(be);
   be = gpu_new(0, 2 * GiB, 0);
   ck_assert_uint_eq(be->total_memory, 256 * MiB);
-  OKE(be->ops->mem_info(be, &fr, &tot));
+  CK_CORE_OK(be->ops->mem_info(be, &fr, &tot));
   ck_assert_uint_eq(tot, 256 * MiB);
   be->ops->destroy(be);
 }
@@ -522,19 +502,20 @@ START_TEST(test_device_full) {
   a = gpu_new(0, 0, 0);
   b = gpu_new(0, 0, 0);
   pa = page_new(a, 3 * MiB);
-  OKE(b->ops->mem_info(b, &fr, &tot));
+  CK_CORE_OK(b->ops->mem_info(b, &fr, &tot));
   ck_assert_uint_eq(tot, 4 * MiB);
   ck_assert_uint_eq(fr, 1 * MiB);
-  REFUSES(b->ops->page_alloc(b, 2 * MiB, &addr), HIPPO_OUT_OF_MEMORY);
-  SAYS("HIP page_alloc of 2097152 bytes");
-  SAYS("HIP hipMalloc failed: fakeErrorOutOfMemory (2): a fake runtime's "
-       "error; release or clean up device memory");
+  CK_CORE_STATUS(b->ops->page_alloc(b, 2 * MiB, &addr), HIPPO_OUT_OF_MEMORY);
+  CK_CORE_ERROR_HAS("HIP page_alloc of 2097152 bytes");
+  CK_CORE_ERROR_HAS(
+      "HIP hipMalloc failed: fakeErrorOutOfMemory (2): a fake runtime's "
+      "error; release or clean up device memory");
   ck_assert_uint_eq(addr, 0);
   ck_assert_uint_eq(counters_of(b).bytes_held, 0);
   ck_assert_uint_eq(counters_of(b).pages_held, 0);
-  OKE(a->ops->page_free(a, pa, 3 * MiB));
+  CK_CORE_OK(a->ops->page_free(a, pa, 3 * MiB));
   addr = page_new(b, 2 * MiB);
-  OKE(b->ops->page_free(b, addr, 2 * MiB));
+  CK_CORE_OK(b->ops->page_free(b, addr, 2 * MiB));
   a->ops->destroy(a);
   b->ops->destroy(b);
 }
@@ -548,17 +529,17 @@ START_TEST(test_ordinal_out_of_range) {
   env("FAKE_GPU_DEVICES", "2");
   env("HIPPO_GPU_RUNTIME", "hip");
   gpu_refused(2, 0, 0, HIPPO_NO_DEVICE);
-  SAYS_EXACTLY("no GPU: HIP device ordinal 2 is out of range: 2 device(s) "
-               "visible (ordinals 0..1) (HIPPO_GPU_RUNTIME=hip)");
+  CK_CORE_ERROR_IS("no GPU: HIP device ordinal 2 is out of range: 2 device(s) "
+                   "visible (ordinals 0..1) (HIPPO_GPU_RUNTIME=hip)");
   gpu_refused(-1, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("HIP device ordinal -1 is out of range");
+  CK_CORE_ERROR_HAS("HIP device ordinal -1 is out of range");
   be = gpu_new(1, 0, 0);
   be->ops->destroy(be);
   /* unforced, the CUDA runtime is tried next and named too */
   unsetenv("HIPPO_GPU_RUNTIME");
   gpu_refused(2, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("no GPU: HIP device ordinal 2 is out of range");
-  SAYS("; no CUDA runtime could be loaded (" NOLIB);
+  CK_CORE_ERROR_HAS("no GPU: HIP device ordinal 2 is out of range");
+  CK_CORE_ERROR_HAS("; no CUDA runtime could be loaded (" NOLIB);
 }
 END_TEST
 
@@ -570,20 +551,24 @@ START_TEST(test_no_device) {
   env("FAKE_GPU_FAIL", "nodevice");
   env("HIPPO_GPU_RUNTIME", "hip");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("no GPU: HIP hipGetDeviceCount failed: fakeErrorNoDevice (100): no "
-       "fake device; no ROCm device is visible: check /dev/kfd permissions, "
-       "or use backend HOST or DRY");
+  CK_CORE_ERROR_HAS(
+      "no GPU: HIP hipGetDeviceCount failed: fakeErrorNoDevice (100): no "
+      "fake device; no ROCm device is visible: check /dev/kfd permissions, "
+      "or use backend HOST or DRY");
   env("HIPPO_GPU_RUNTIME", "cuda");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("no GPU: CUDA cudaGetDeviceCount failed: fakeErrorNoDevice (100): "
-       "no fake device; no CUDA device is visible: check the NVIDIA driver");
+  CK_CORE_ERROR_HAS(
+      "no GPU: CUDA cudaGetDeviceCount failed: fakeErrorNoDevice (100): "
+      "no fake device; no CUDA device is visible: check the NVIDIA driver");
   /* zero devices reads the same */
   unsetenv("FAKE_GPU_FAIL");
   env("FAKE_GPU_DEVICES", "0");
   unsetenv("HIPPO_GPU_RUNTIME");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("no GPU: HIP hipGetDeviceCount failed: fakeErrorNoDevice (100)");
-  SAYS("; CUDA cudaGetDeviceCount failed: fakeErrorNoDevice (100)");
+  CK_CORE_ERROR_HAS(
+      "no GPU: HIP hipGetDeviceCount failed: fakeErrorNoDevice (100)");
+  CK_CORE_ERROR_HAS(
+      "; CUDA cudaGetDeviceCount failed: fakeErrorNoDevice (100)");
 }
 END_TEST
 
@@ -594,13 +579,16 @@ START_TEST(test_insufficient_driver) {
   env("FAKE_GPU_FAIL", "driver");
   env("HIPPO_GPU_RUNTIME", "hip");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("HIP hipGetDeviceCount failed: fakeErrorInsufficientDriver (35)");
-  SAYS("update the amdgpu driver");
+  CK_CORE_ERROR_HAS(
+      "HIP hipGetDeviceCount failed: fakeErrorInsufficientDriver (35)");
+  CK_CORE_ERROR_HAS("update the amdgpu driver");
   env("HIPPO_GPU_RUNTIME", "cuda");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("CUDA cudaGetDeviceCount failed: fakeErrorInsufficientDriver (35)");
-  SAYS("the NVIDIA driver does not support this CUDA runtime: update the "
-       "driver");
+  CK_CORE_ERROR_HAS(
+      "CUDA cudaGetDeviceCount failed: fakeErrorInsufficientDriver (35)");
+  CK_CORE_ERROR_HAS(
+      "the NVIDIA driver does not support this CUDA runtime: update the "
+      "driver");
 }
 END_TEST
 
@@ -609,9 +597,10 @@ START_TEST(test_prohibited) {
   runtimes(fake_hip(), fake_cuda());
   env("FAKE_GPU_FAIL", "prohibited");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("HIP device 0 is in prohibited compute mode; no host thread may use "
-       "it");
-  SAYS("CUDA device 0 is in prohibited compute mode");
+  CK_CORE_ERROR_HAS(
+      "HIP device 0 is in prohibited compute mode; no host thread may use "
+      "it");
+  CK_CORE_ERROR_HAS("CUDA device 0 is in prohibited compute mode");
 }
 END_TEST
 
@@ -641,8 +630,8 @@ START_TEST(test_runtime_choice) {
   be->ops->destroy(be);
   env("HIPPO_GPU_RUNTIME", "bogus");
   gpu_refused(0, 0, 0, HIPPO_INVALID_ARGUMENT);
-  SAYS_EXACTLY("HIPPO_GPU_RUNTIME is 'bogus': use hip (AMD's runtime) or "
-               "cuda (NVIDIA's), or unset it to try both");
+  CK_CORE_ERROR_IS("HIPPO_GPU_RUNTIME is 'bogus': use hip (AMD's runtime) or "
+                   "cuda (NVIDIA's), or unset it to try both");
   hippo__gpu_rt_forget();
 
   /* only CUDA's installed */
@@ -654,17 +643,17 @@ START_TEST(test_runtime_choice) {
   be->ops->destroy(be);
   env("HIPPO_GPU_RUNTIME", "hip");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("no GPU: no HIP runtime could be loaded (" NOLIB);
-  SAYS("(HIPPO_GPU_RUNTIME=hip)");
-  SAYS_NOT("CUDA");
+  CK_CORE_ERROR_HAS("no GPU: no HIP runtime could be loaded (" NOLIB);
+  CK_CORE_ERROR_HAS("(HIPPO_GPU_RUNTIME=hip)");
+  CK_CORE_ERROR_LACKS("CUDA");
   hippo__gpu_rt_forget();
 
   /* neither */
   runtimes(NULL, NULL);
   unsetenv("HIPPO_GPU_RUNTIME");
   gpu_refused(0, 0, 0, HIPPO_NO_DEVICE);
-  SAYS("no GPU: no HIP runtime could be loaded (" NOLIB);
-  SAYS("; no CUDA runtime could be loaded (" NOLIB);
+  CK_CORE_ERROR_HAS("no GPU: no HIP runtime could be loaded (" NOLIB);
+  CK_CORE_ERROR_HAS("; no CUDA runtime could be loaded (" NOLIB);
 }
 END_TEST
 
@@ -710,38 +699,39 @@ START_TEST(test_stream_of_another_device) {
   be0 = gpu_new(0, 0, 0);
   be1 = gpu_new(1, 0, 0);
   rt = rt_of(HIPPO__GPU_HIP);
-  OKE(be1->ops->emu_stream_create(be1, &s1)); /* made on device 1 */
+  CK_CORE_OK(be1->ops->emu_stream_create(be1, &s1)); /* made on device 1 */
   ck_assert_int_eq(rt->get_device(&cur), 0);
   ck_assert_int_eq(cur, 0); /* the thread's device is back */
-  OKE(be0->ops->emu_stream_create(be0, &s0));
-  REFUSES(be0->ops->stream_check(be0, s1), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_OK(be0->ops->emu_stream_create(be0, &s0));
+  CK_CORE_STATUS(be0->ops->stream_check(be0, s1), HIPPO_INVALID_ARGUMENT);
   snprintf(want, sizeof want,
            "HIP stream %p belongs to device 1, this hippo device is HIP "
            "device 0: attach it to a device opened with hip_device 1",
            s1);
-  SAYS_EXACTLY(want);
-  REFUSES(be1->ops->stream_check(be1, s0), HIPPO_INVALID_ARGUMENT);
-  SAYS("belongs to device 0, this hippo device is HIP device 1");
-  OKE(be1->ops->stream_check(be1, s1));
-  OKE(be0->ops->stream_check(be0, s0));
-  OKE(be0->ops->stream_check(be0, NULL));
+  CK_CORE_ERROR_IS(want);
+  CK_CORE_STATUS(be1->ops->stream_check(be1, s0), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("belongs to device 0, this hippo device is HIP device 1");
+  CK_CORE_OK(be1->ops->stream_check(be1, s1));
+  CK_CORE_OK(be0->ops->stream_check(be0, s0));
+  CK_CORE_OK(be0->ops->stream_check(be0, NULL));
   /* the thread on device 1: be0's calls run on 0 and leave it on 1 */
   ck_assert_int_eq(rt->set_device(1), 0);
-  OKE(be0->ops->page_free(be0, page_new(be0, 4096), 4096));
+  CK_CORE_OK(be0->ops->page_free(be0, page_new(be0, 4096), 4096));
   ck_assert_int_eq(rt->get_device(&cur), 0);
   ck_assert_int_eq(cur, 1);
   ck_assert_int_eq(rt->set_device(0), 0);
   /* emu_stream_check: only streams emu_stream_create made here */
-  REFUSES(be0->ops->emu_stream_check(be0, s1, "emu_copy"),
-          HIPPO_INVALID_ARGUMENT);
-  SAYS("HIP emu_copy: stream");
-  SAYS("is not an emulated stream of this device");
-  OKE(be0->ops->emu_stream_check(be0, NULL, "emu_copy"));
-  OKE(be1->ops->emu_stream_destroy(be1, s1));
-  REFUSES(be1->ops->emu_stream_destroy(be1, s1), HIPPO_INVALID_ARGUMENT);
-  SAYS("destroyed twice?");
-  REFUSES(be1->ops->emu_stream_destroy(be1, NULL), HIPPO_INVALID_ARGUMENT);
-  OKE(be0->ops->emu_stream_destroy(be0, s0));
+  CK_CORE_STATUS(be0->ops->emu_stream_check(be0, s1, "emu_copy"),
+                 HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("HIP emu_copy: stream");
+  CK_CORE_ERROR_HAS("is not an emulated stream of this device");
+  CK_CORE_OK(be0->ops->emu_stream_check(be0, NULL, "emu_copy"));
+  CK_CORE_OK(be1->ops->emu_stream_destroy(be1, s1));
+  CK_CORE_STATUS(be1->ops->emu_stream_destroy(be1, s1), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("destroyed twice?");
+  CK_CORE_STATUS(be1->ops->emu_stream_destroy(be1, NULL),
+                 HIPPO_INVALID_ARGUMENT);
+  CK_CORE_OK(be0->ops->emu_stream_destroy(be0, s0));
   be0->ops->destroy(be0);
   be1->ops->destroy(be1);
 }
@@ -755,17 +745,17 @@ START_TEST(test_page_free_unknown) {
   uint64_t p;
   runtimes(fake_hip(), NULL);
   be = gpu_new(0, 0, 0);
-  REFUSES(be->ops->page_free(be, 0x1000, 512), HIPPO_INVALID_ARGUMENT);
-  SAYS_EXACTLY("HIP page_free: 0x1000 (512 bytes) is not a page of this "
-               "device");
+  CK_CORE_STATUS(be->ops->page_free(be, 0x1000, 512), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_IS("HIP page_free: 0x1000 (512 bytes) is not a page of this "
+                   "device");
   p = page_new(be, 8192);
-  REFUSES(be->ops->page_free(be, p, 4096), HIPPO_INVALID_ARGUMENT);
-  SAYS("is not a page of this device");
-  REFUSES(be->ops->page_free(be, p + 256, 7936), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_STATUS(be->ops->page_free(be, p, 4096), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("is not a page of this device");
+  CK_CORE_STATUS(be->ops->page_free(be, p + 256, 7936), HIPPO_INVALID_ARGUMENT);
   ck_assert_uint_eq(counters_of(be).pages_held, 1);
-  OKE(be->ops->emu_write(be, p, "x", 1)); /* still live */
-  OKE(be->ops->page_free(be, p, 8192));
-  REFUSES(be->ops->page_free(be, p, 8192), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_OK(be->ops->emu_write(be, p, "x", 1)); /* still live */
+  CK_CORE_OK(be->ops->page_free(be, p, 8192));
+  CK_CORE_STATUS(be->ops->page_free(be, p, 8192), HIPPO_INVALID_ARGUMENT);
   be->ops->destroy(be);
 }
 END_TEST
@@ -783,19 +773,19 @@ START_TEST(test_page_free_refused) {
   p = page_new(be, 8192);
   for (size_t i = 0; i < sizeof in; i++)
     in[i] = (unsigned char)(i * 5 + 3);
-  OKE(be->ops->emu_write(be, p + 4096, in, sizeof in));
+  CK_CORE_OK(be->ops->emu_write(be, p + 4096, in, sizeof in));
   env("FAKE_GPU_FAIL", "free");
-  REFUSES(be->ops->page_free(be, p, 8192), HIPPO_BACKEND_ERROR);
-  SAYS("HIP hipFree failed: fakeError (400)");
+  CK_CORE_STATUS(be->ops->page_free(be, p, 8192), HIPPO_BACKEND_ERROR);
+  CK_CORE_ERROR_HAS("HIP hipFree failed: fakeError (400)");
   unsetenv("FAKE_GPU_FAIL");
   ck_assert_uint_eq(counters_of(be).pages_held, 1);
   ck_assert_uint_eq(counters_of(be).bytes_held, 8192);
   memset(out, 0, sizeof out);
-  OKE(be->ops->emu_read(be, p + 4096, out, sizeof out)); /* still live */
+  CK_CORE_OK(be->ops->emu_read(be, p + 4096, out, sizeof out)); /* still live */
   ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
-  OKE(be->ops->page_free(be, p, 8192));
+  CK_CORE_OK(be->ops->page_free(be, p, 8192));
   ck_assert_uint_eq(counters_of(be).pages_held, 0);
-  REFUSES(be->ops->emu_read(be, p, out, 1), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_STATUS(be->ops->emu_read(be, p, out, 1), HIPPO_INVALID_ARGUMENT);
   be->ops->destroy(be);
 }
 END_TEST
@@ -815,36 +805,38 @@ START_TEST(test_ranges_and_bytes) {
   for (size_t i = 0; i < sizeof in; i++)
     in[i] = (unsigned char)(i * 7 + 1);
   memset(out, 0, sizeof out);
-  OKE(be->ops->emu_write(be, a, in, 4096));
-  OKE(be->ops->emu_write(be, b, out, 4096));
-  REFUSES(be->ops->emu_write(be, a + 4000, in, 200), HIPPO_INVALID_ARGUMENT);
-  SAYS("HIP emu_write: device_ptr [");
-  SAYS("runs 104 bytes past the end of its page");
-  REFUSES(be->ops->emu_read(be, 0x10, out, 1), HIPPO_INVALID_ARGUMENT);
-  SAYS_EXACTLY("HIP emu_read: device_ptr 0x10 is not inside a live page of "
-               "this device (freed, or never allocated here)");
-  REFUSES(be->ops->emu_read(be, UINT64_MAX - 4, out, 16),
-          HIPPO_INVALID_ARGUMENT);
-  SAYS("wraps around the address space");
-  OKE(be->ops->emu_read(be, 0x10, out, 0)); /* nothing to read */
+  CK_CORE_OK(be->ops->emu_write(be, a, in, 4096));
+  CK_CORE_OK(be->ops->emu_write(be, b, out, 4096));
+  CK_CORE_STATUS(be->ops->emu_write(be, a + 4000, in, 200),
+                 HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("HIP emu_write: device_ptr [");
+  CK_CORE_ERROR_HAS("runs 104 bytes past the end of its page");
+  CK_CORE_STATUS(be->ops->emu_read(be, 0x10, out, 1), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_IS("HIP emu_read: device_ptr 0x10 is not inside a live page of "
+                   "this device (freed, or never allocated here)");
+  CK_CORE_STATUS(be->ops->emu_read(be, UINT64_MAX - 4, out, 16),
+                 HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("wraps around the address space");
+  CK_CORE_OK(be->ops->emu_read(be, 0x10, out, 0)); /* nothing to read */
 
-  OKE(be->ops->emu_stream_create(be, &s));
-  REFUSES(be->ops->copy(be, s, b, a + 4000, 200), HIPPO_INVALID_ARGUMENT);
-  SAYS("HIP copy: source [");
-  REFUSES(be->ops->copy(be, s, 0x20, a, 16), HIPPO_INVALID_ARGUMENT);
-  SAYS("HIP copy: destination 0x20 is not inside a live page");
-  OKE(be->ops->copy(be, s, b, a, 0));
-  OKE(be->ops->copy(be, s, b + 96, a, 4000));
-  OKE(be->ops->stream_sync(be, s));
-  OKE(be->ops->emu_read(be, b, out, 4096));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_STATUS(be->ops->copy(be, s, b, a + 4000, 200),
+                 HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("HIP copy: source [");
+  CK_CORE_STATUS(be->ops->copy(be, s, 0x20, a, 16), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("HIP copy: destination 0x20 is not inside a live page");
+  CK_CORE_OK(be->ops->copy(be, s, b, a, 0));
+  CK_CORE_OK(be->ops->copy(be, s, b + 96, a, 4000));
+  CK_CORE_OK(be->ops->stream_sync(be, s));
+  CK_CORE_OK(be->ops->emu_read(be, b, out, 4096));
   for (size_t i = 0; i < 96; i++)
     ck_assert_uint_eq(out[i], 0);
   ck_assert_int_eq(memcmp(out + 96, in, 4000), 0);
   ck_assert_uint_eq(counters_of(be).bytes_copied, 4000);
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_COPY], 4);
-  OKE(be->ops->emu_stream_destroy(be, s));
-  OKE(be->ops->page_free(be, a, 4096));
-  OKE(be->ops->page_free(be, b, 4096));
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s));
+  CK_CORE_OK(be->ops->page_free(be, a, 4096));
+  CK_CORE_OK(be->ops->page_free(be, b, 4096));
   be->ops->destroy(be);
 }
 END_TEST
@@ -862,41 +854,44 @@ START_TEST(test_events_and_captures) {
   runtimes(fake_hip(), NULL);
   be = gpu_new(0, 0, 0);
   a = page_new(be, 4096);
-  OKE(be->ops->emu_write(be, a, (unsigned char[512]){1}, 512));
-  OKE(be->ops->emu_stream_create(be, &s));
-  OKE(be->ops->event_create(be, &ev));
-  OKE(be->ops->copy(be, s, a + 2048, a, 512));
-  OKE(be->ops->event_record(be, ev, s));
-  OKE(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->emu_write(be, a, (unsigned char[512]){1}, 512));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_OK(be->ops->event_create(be, &ev));
+  CK_CORE_OK(be->ops->copy(be, s, a + 2048, a, 512));
+  CK_CORE_OK(be->ops->event_record(be, ev, s));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(!done); /* the fake runs the copy at a wait */
-  OKE(be->ops->event_wait(be, ev));
-  OKE(be->ops->event_query(be, ev, &done));
+  CK_CORE_OK(be->ops->event_wait(be, ev));
+  CK_CORE_OK(be->ops->event_query(be, ev, &done));
   ck_assert(done);
-  OKE(be->ops->event_destroy(be, ev));
+  CK_CORE_OK(be->ops->event_destroy(be, ev));
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_EVENT], 5);
 
-  OKE(be->ops->capture_status(be, s, &capturing, &id));
+  CK_CORE_OK(be->ops->capture_status(be, s, &capturing, &id));
   ck_assert(!capturing);
   ck_assert_uint_eq(id, 0);
-  OKE(be->ops->emu_capture_begin(be, s, &id));
+  CK_CORE_OK(be->ops->emu_capture_begin(be, s, &id));
   ck_assert_uint_ne(id, 0);
-  OKE(be->ops->capture_status(be, s, &capturing, &id2));
+  CK_CORE_OK(be->ops->capture_status(be, s, &capturing, &id2));
   ck_assert(capturing);
   ck_assert_uint_eq(id2, id);
-  REFUSES(be->ops->emu_capture_begin(be, s, &id2), HIPPO_INVALID_ARGUMENT);
-  SAYS("is already capturing; end that capture first");
-  REFUSES(be->ops->emu_stream_destroy(be, s), HIPPO_BUSY);
-  SAYS("is capturing; end the capture first");
-  REFUSES(be->ops->stream_sync(be, s), HIPPO_BACKEND_ERROR);
-  SAYS("HIP hipStreamSynchronize failed: fakeErrorStreamCaptureUnsupported (900)");
-  OKE(be->ops->emu_capture_end(be, s));
-  REFUSES(be->ops->emu_capture_end(be, s), HIPPO_INVALID_ARGUMENT);
-  SAYS("is not capturing");
-  REFUSES(be->ops->emu_capture_begin(be, NULL, &id2), HIPPO_INVALID_ARGUMENT);
-  SAYS("the default stream (NULL)");
+  CK_CORE_STATUS(be->ops->emu_capture_begin(be, s, &id2),
+                 HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("is already capturing; end that capture first");
+  CK_CORE_STATUS(be->ops->emu_stream_destroy(be, s), HIPPO_BUSY);
+  CK_CORE_ERROR_HAS("is capturing; end the capture first");
+  CK_CORE_STATUS(be->ops->stream_sync(be, s), HIPPO_BACKEND_ERROR);
+  CK_CORE_ERROR_HAS("HIP hipStreamSynchronize failed: "
+                    "fakeErrorStreamCaptureUnsupported (900)");
+  CK_CORE_OK(be->ops->emu_capture_end(be, s));
+  CK_CORE_STATUS(be->ops->emu_capture_end(be, s), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("is not capturing");
+  CK_CORE_STATUS(be->ops->emu_capture_begin(be, NULL, &id2),
+                 HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("the default stream (NULL)");
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_CAPTURE_QUERY], 2);
-  OKE(be->ops->emu_stream_destroy(be, s));
-  OKE(be->ops->page_free(be, a, 4096));
+  CK_CORE_OK(be->ops->emu_stream_destroy(be, s));
+  CK_CORE_OK(be->ops->page_free(be, a, 4096));
   be->ops->destroy(be);
 }
 END_TEST
@@ -911,12 +906,12 @@ START_TEST(test_faults_and_counters) {
   uint64_t p1, p2, p3, addr = 0;
   runtimes(fake_hip(), NULL);
   be = gpu_new(0, 0, 0);
-  OKE(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 2,
-                                HIPPO_OUT_OF_MEMORY));
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 2, HIPPO_OUT_OF_MEMORY));
   p1 = page_new(be, 4096);
-  REFUSES(be->ops->page_alloc(be, 8192, &addr), HIPPO_OUT_OF_MEMORY);
-  SAYS_EXACTLY("injected fault: HIP page_alloc call #2 failed with "
-               "HIPPO_OUT_OF_MEMORY");
+  CK_CORE_STATUS(be->ops->page_alloc(be, 8192, &addr), HIPPO_OUT_OF_MEMORY);
+  CK_CORE_ERROR_IS("injected fault: HIP page_alloc call #2 failed with "
+                   "HIPPO_OUT_OF_MEMORY");
   ck_assert_uint_eq(addr, 0);
   p2 = page_new(be, 8192); /* once only */
   p3 = page_new(be, 4096);
@@ -927,12 +922,12 @@ START_TEST(test_faults_and_counters) {
   ck_assert_uint_eq(c.peak_bytes_held, 16384);
   ck_assert_uint_eq(c.host_bytes_mapped, 0);
 
-  OKE(be->ops->emu_inject_fault(be, HIPPO_CALL_FREE, 1,
-                                HIPPO_BACKEND_ERROR));
-  REFUSES(be->ops->page_free(be, p2, 8192), HIPPO_BACKEND_ERROR);
-  SAYS("injected fault: HIP page_free call #1");
+  CK_CORE_OK(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_FREE, 1, HIPPO_BACKEND_ERROR));
+  CK_CORE_STATUS(be->ops->page_free(be, p2, 8192), HIPPO_BACKEND_ERROR);
+  CK_CORE_ERROR_HAS("injected fault: HIP page_free call #1");
   ck_assert_uint_eq(counters_of(be).pages_held, 3);
-  OKE(be->ops->page_free(be, p2, 8192));
+  CK_CORE_OK(be->ops->page_free(be, p2, 8192));
   c = counters_of(be);
   ck_assert_uint_eq(c.calls[HIPPO_CALL_FREE], 2);
   ck_assert_uint_eq(c.pages_held, 2);
@@ -940,19 +935,20 @@ START_TEST(test_faults_and_counters) {
   ck_assert_uint_eq(c.peak_bytes_held, 16384);
 
   /* armed and cleared (nth 0) */
-  OKE(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_BUSY));
-  OKE(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 0, HIPPO_SUCCESS));
-  OKE(be->ops->stream_sync(be, NULL));
-  OKE(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_BUSY));
-  REFUSES(be->ops->stream_sync(be, NULL), HIPPO_BUSY);
-  REFUSES(be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1, HIPPO_BUSY),
-          HIPPO_INVALID_ARGUMENT);
-  SAYS("HIP emu_inject_fault: call kind 6 is unknown");
-  REFUSES(be->ops->emu_inject_fault(be, HIPPO_CALL_COPY, 1, HIPPO_SUCCESS),
-          HIPPO_INVALID_ARGUMENT);
-  SAYS("is not a failure status");
-  OKE(be->ops->page_free(be, p1, 4096));
-  OKE(be->ops->page_free(be, p3, 4096));
+  CK_CORE_OK(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_BUSY));
+  CK_CORE_OK(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 0, HIPPO_SUCCESS));
+  CK_CORE_OK(be->ops->stream_sync(be, NULL));
+  CK_CORE_OK(be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_BUSY));
+  CK_CORE_STATUS(be->ops->stream_sync(be, NULL), HIPPO_BUSY);
+  CK_CORE_STATUS(be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1, HIPPO_BUSY),
+                 HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("HIP emu_inject_fault: call kind 6 is unknown");
+  CK_CORE_STATUS(
+      be->ops->emu_inject_fault(be, HIPPO_CALL_COPY, 1, HIPPO_SUCCESS),
+      HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("is not a failure status");
+  CK_CORE_OK(be->ops->page_free(be, p1, 4096));
+  CK_CORE_OK(be->ops->page_free(be, p3, 4096));
   c = counters_of(be);
   ck_assert_uint_eq(c.pages_held, 0);
   ck_assert_uint_eq(c.bytes_held, 0);
@@ -972,8 +968,8 @@ START_TEST(test_destroy_gives_back) {
   rt = rt_of(HIPPO__GPU_HIP);
   (void)page_new(be, 1 * MiB);
   (void)page_new(be, 2 * MiB);
-  OKE(be->ops->emu_stream_create(be, &s));
-  OKE(be->ops->copy(be, s, page_new(be, 4096), page_new(be, 4096), 16));
+  CK_CORE_OK(be->ops->emu_stream_create(be, &s));
+  CK_CORE_OK(be->ops->copy(be, s, page_new(be, 4096), page_new(be, 4096), 16));
   ck_assert_uint_eq(device_free(rt), GiB - 3 * MiB - 8192);
   be->ops->destroy(be);
   ck_assert_uint_eq(device_free(rt), GiB);
@@ -991,13 +987,13 @@ static hippo_device *device_open(hippo_backend backend, int32_t ordinal,
   d.hip_device = ordinal;
   d.capacity = capacity;
   d.alignment = alignment;
-  OKE(hippo__device_open(&d, NULL, NULL, NULL, &dev));
+  CK_CORE_OK(hippo__device_open(&d, NULL, NULL, NULL, &dev));
   return dev;
 }
 
 static hippo_device_info info_of(hippo_device *dev) {
   hippo_device_info i;
-  OKE(hippo__device_info(dev, &i));
+  CK_CORE_OK(hippo__device_info(dev, &i));
   return i;
 }
 
@@ -1017,7 +1013,7 @@ START_TEST(test_auto_without_gpu) {
                                "could be loaded (" NOLIB)) == 0,
                 "note: %s", i.note);
   ck_assert_str_eq(i.runtime, "none");
-  OKE(hippo__device_close(dev));
+  CK_CORE_OK(hippo__device_close(dev));
 
   /* a runtime without a device (an old driver): HOST, saying so */
   runtimes(fake_hip(), fake_cuda());
@@ -1029,7 +1025,7 @@ START_TEST(test_auto_without_gpu) {
                                "hipGetDeviceCount failed: "
                                "fakeErrorInsufficientDriver (35)") == i.note,
                 "note: %s", i.note);
-  OKE(hippo__device_close(dev));
+  CK_CORE_OK(hippo__device_close(dev));
 }
 END_TEST
 
@@ -1054,19 +1050,20 @@ START_TEST(test_auto_with_gpu) {
   ck_assert_uint_eq(i.total_memory, 512 * MiB);
   ck_assert_uint_eq(i.free_memory, 512 * MiB);
   ck_assert_uint_eq(i.alignment, 256);
-  OKE(hippo__device_close(dev));
+  CK_CORE_OK(hippo__device_close(dev));
 
   /* HIP asked for: no note */
   dev = device_open(HIPPO_BACKEND_HIP, 0, 0, 0);
   ck_assert_str_eq(info_of(dev).note, "");
-  OKE(hippo__device_close(dev));
+  CK_CORE_OK(hippo__device_close(dev));
 
   env("HIPPO_GPU_RUNTIME", "bogus");
   TU_SIZED(d);
   d.backend = HIPPO_BACKEND_AUTO;
-  REFUSES(hippo__device_open(&d, NULL, NULL, NULL, &(hippo_device *){NULL}),
-          HIPPO_INVALID_ARGUMENT);
-  SAYS("HIPPO_GPU_RUNTIME is 'bogus'");
+  CK_CORE_STATUS(
+      hippo__device_open(&d, NULL, NULL, NULL, &(hippo_device *){NULL}),
+      HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("HIPPO_GPU_RUNTIME is 'bogus'");
 }
 END_TEST
 
@@ -1089,20 +1086,21 @@ START_TEST(test_presets_from_memory) {
   ck_assert_uint_eq(i.total_memory, 64 * MiB);
   ck_assert_uint_eq(i.free_memory, 64 * MiB);
   ck_assert_uint_eq(i.alignment, 1024);
-  OKE(hippo__device_close(dev));
+  CK_CORE_OK(hippo__device_close(dev));
 
   dev = device_open(HIPPO_BACKEND_HIP, 0, 0, 0);
   ck_assert_int_eq(memcmp(&dev->layout, &other, sizeof other), 0);
   ck_assert_uint_eq(info_of(dev).total_memory, GiB);
-  OKE(hippo__device_close(dev));
+  CK_CORE_OK(hippo__device_close(dev));
 
   TU_SIZED(d);
   d.backend = HIPPO_BACKEND_HIP;
   d.alignment = 512;
-  REFUSES(hippo__device_open(&d, NULL, NULL, NULL, &(hippo_device *){NULL}),
-          HIPPO_INVALID_ARGUMENT);
-  SAYS("alignment 512 on HIP device 0");
-  SAYS("the device's 1024");
+  CK_CORE_STATUS(
+      hippo__device_open(&d, NULL, NULL, NULL, &(hippo_device *){NULL}),
+      HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("alignment 512 on HIP device 0");
+  CK_CORE_ERROR_HAS("the device's 1024");
 }
 END_TEST
 
@@ -1116,18 +1114,18 @@ START_TEST(test_attach_other_device) {
   env("FAKE_GPU_DEVICES", "2");
   dev0 = device_open(HIPPO_BACKEND_HIP, 0, 0, 0);
   dev1 = device_open(HIPPO_BACKEND_HIP, 1, 0, 0);
-  OKE(dev1->be->ops->emu_stream_create(dev1->be, &n1));
-  OKE(dev0->be->ops->emu_stream_create(dev0->be, &n0));
-  REFUSES(hippo__stream_attach(dev0, n1, &s), HIPPO_INVALID_ARGUMENT);
-  SAYS("stream_attach: native stream");
-  SAYS("belongs to device 1, this hippo device is HIP device 0");
+  CK_CORE_OK(dev1->be->ops->emu_stream_create(dev1->be, &n1));
+  CK_CORE_OK(dev0->be->ops->emu_stream_create(dev0->be, &n0));
+  CK_CORE_STATUS(hippo__stream_attach(dev0, n1, &s), HIPPO_INVALID_ARGUMENT);
+  CK_CORE_ERROR_HAS("stream_attach: native stream");
+  CK_CORE_ERROR_HAS("belongs to device 1, this hippo device is HIP device 0");
   ck_assert_ptr_null(s);
-  OKE(hippo__stream_attach(dev0, n0, &s));
-  OKE(hippo__stream_detach(s));
-  OKE(hippo__emu_stream_destroy(dev0, n0));
-  OKE(hippo__emu_stream_destroy(dev1, n1));
-  OKE(hippo__device_close(dev0));
-  OKE(hippo__device_close(dev1));
+  CK_CORE_OK(hippo__stream_attach(dev0, n0, &s));
+  CK_CORE_OK(hippo__stream_detach(s));
+  CK_CORE_OK(hippo__emu_stream_destroy(dev0, n0));
+  CK_CORE_OK(hippo__emu_stream_destroy(dev1, n1));
+  CK_CORE_OK(hippo__device_close(dev0));
+  CK_CORE_OK(hippo__device_close(dev1));
 }
 END_TEST
 

@@ -19,16 +19,6 @@
 #define MiB TU_MiB
 #define KiB TU_KiB
 
-static const hippo_backend backends[] = {HIPPO_BACKEND_HOST,
-                                         HIPPO_BACKEND_DRY};
-#define N_BACKENDS 2
-
-/* One SLICED pool of 1 MiB pages taking up to 256 KiB. */
-static hippo_device *open_sliced(const hippo_api *api, hippo_backend b) {
-  tu_layout l;
-  return tu_open(api, b, 64 * MiB, tu_layout_sliced(&l, MiB, 256 * KiB));
-}
-
 static uint64_t guarded(const hippo_api *api, hippo_device *dev,
                         hippo_stream *s) {
   return tu_usage(api, dev, s).bytes_guarded;
@@ -45,7 +35,7 @@ static uint64_t holds(const hippo_api *api, hippo_device *dev,
  * is retiring a graph whose capture is still recording. */
 START_TEST(test_released_not_reused) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, backends[_i]);
+  hippo_device *dev = tu_open_1m(api, tu_backends[_i]);
   void *n;
   hippo_stream *s = tu_attach(api, dev, &n);
   hippo_handle warm, h1, h2, h3;
@@ -120,7 +110,7 @@ END_TEST
  * persistent mode; another stream goes on taking pages. */
 START_TEST(test_capture_needs_page) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, backends[_i]);
+  hippo_device *dev = tu_open_1m(api, tu_backends[_i]);
   void *na, *nb;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_handle h[3], x, y;
@@ -187,7 +177,7 @@ START_TEST(test_zero_frees_while_recording) {
   uint64_t id, frees;
   tu_layout_sliced(&l, MiB, 256 * KiB);
   l.pools[0].dealloc_period = 1;
-  dev = tu_open(api, backends[_i], 64 * MiB, &l.layout);
+  dev = tu_open(api, tu_backends[_i], 64 * MiB, &l.layout);
   a = tu_attach(api, dev, &na);
   b = tu_attach(api, dev, &nb);
   h = tu_reserve(api, a, 4096);
@@ -287,7 +277,7 @@ END_TEST
  * retired, at device_close.  install is refused while holds remain. */
 START_TEST(test_detach_retains) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, backends[_i]);
+  hippo_device *dev = tu_open_1m(api, tu_backends[_i]);
   void *na, *nb;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_handle h, k;
@@ -343,7 +333,7 @@ START_TEST(test_page_pools_guard) {
   uint64_t id, a, p;
   tu_layout_init(&l);
   tu_layout_add(&l, HIPPO_POOL_EXCLUSIVE)->max_alloc_size = 4 * MiB;
-  dev = tu_open(api, backends[_i], 64 * MiB, &l.layout);
+  dev = tu_open(api, tu_backends[_i], 64 * MiB, &l.layout);
   s = tu_attach(api, dev, &n);
   w = tu_reserve(api, s, MiB); /* warm-up: a free 1 MiB page */
   CK_OK(api, api->release(s, w));
@@ -382,7 +372,7 @@ END_TEST
  * intact. */
 START_TEST(test_use_order) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  hippo_device *dev = tu_open_1m(api, HIPPO_BACKEND_HOST);
   void *na, *nb;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_handle x, y, r1, r2;
@@ -431,7 +421,7 @@ END_TEST
  * work and then the bytes are free. */
 START_TEST(test_use_faults) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, backends[_i]);
+  hippo_device *dev = tu_open_1m(api, tu_backends[_i]);
   void *na, *nb, *p;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_handle x, r, q;
@@ -476,7 +466,7 @@ END_TEST
  * for its later work (found by the fault campaign's review). */
 START_TEST(test_use_failed_detach) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, backends[_i]);
+  hippo_device *dev = tu_open_1m(api, tu_backends[_i]);
   void *na, *nb, *nc, *src, *dst;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb),
                *c = tu_attach(api, dev, &nc);
@@ -528,7 +518,7 @@ END_TEST
  * in review). */
 START_TEST(test_use_failed_owner_detach) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  hippo_device *dev = tu_open_1m(api, HIPPO_BACKEND_HOST);
   void *na, *nb, *src, *dst;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_handle x, y, keep, bd, r;
@@ -590,7 +580,7 @@ static uint64_t event_calls(const hippo_api *api, hippo_device *dev) {
  * detaches first. */
 START_TEST(test_use_poll_per_user) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  hippo_device *dev = tu_open_1m(api, HIPPO_BACKEND_HOST);
   void *na, *nb, *nc, *p, *q;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb),
                *c = tu_attach(api, dev, &nc);
@@ -659,7 +649,7 @@ END_TEST
  * and the owner's release then waits for that mark. */
 START_TEST(test_use_detach) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  hippo_device *dev = tu_open_1m(api, HIPPO_BACKEND_HOST);
   void *na, *nb, *nc;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_stream *c;
@@ -703,7 +693,7 @@ END_TEST
  * bytes until the copy ran (found by fake-hip fuzz seed 45). */
 START_TEST(test_use_released_while_capturing) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  hippo_device *dev = tu_open_1m(api, HIPPO_BACKEND_HOST);
   void *na, *nb;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_handle x, y, keep, r1, r2, r3, r4;
@@ -776,7 +766,7 @@ END_TEST
 /* A user that captures a graph: the slice is guarded for that graph. */
 START_TEST(test_use_by_capture) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, backends[_i]);
+  hippo_device *dev = tu_open_1m(api, tu_backends[_i]);
   void *na, *nb;
   hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
   hippo_device *other = tu_open(api, HIPPO_BACKEND_DRY, 0, NULL);
@@ -815,7 +805,7 @@ END_TEST
  * the guard works the same with announcements. */
 START_TEST(test_capture_announce) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sliced(api, backends[_i]);
+  hippo_device *dev = tu_open_1m(api, tu_backends[_i]);
   void *n;
   hippo_stream *s = tu_attach(api, dev, &n);
   hippo_handle warm, h, r;
@@ -889,7 +879,7 @@ START_TEST(test_retire_beside_check) {
   const hippo_api *api = r.api;
   pthread_t t;
   long checks = 0, bad = 0;
-  r.dev = open_sliced(api, HIPPO_BACKEND_HOST);
+  r.dev = tu_open_1m(api, HIPPO_BACKEND_HOST);
   r.s = tu_attach(api, r.dev, &r.native);
   r.h = tu_reserve(api, r.s, 4 * KiB);
   atomic_init(&r.stop, false);
@@ -916,24 +906,24 @@ END_TEST
 static Suite *guard_suite(void) {
   Suite *s = suite_create("guard");
   TCase *tc = tcase_create("graph");
-  tcase_add_loop_test(tc, test_released_not_reused, 0, N_BACKENDS);
-  tcase_add_loop_test(tc, test_capture_needs_page, 0, N_BACKENDS);
-  tcase_add_loop_test(tc, test_zero_frees_while_recording, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_released_not_reused, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_capture_needs_page, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_zero_frees_while_recording, 0, TU_N_BACKENDS);
   tcase_add_test(tc, test_resolved_not_moved);
-  tcase_add_loop_test(tc, test_detach_retains, 0, N_BACKENDS);
-  tcase_add_loop_test(tc, test_page_pools_guard, 0, N_BACKENDS);
-  tcase_add_loop_test(tc, test_capture_announce, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_detach_retains, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_page_pools_guard, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_capture_announce, 0, TU_N_BACKENDS);
   tcase_add_test(tc, test_retire_beside_check);
   suite_add_tcase(s, tc);
   tc = tcase_create("record_use");
   tcase_add_test(tc, test_use_order);
-  tcase_add_loop_test(tc, test_use_faults, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_use_faults, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_use_poll_per_user, 0, 2);
   tcase_add_test(tc, test_use_detach);
-  tcase_add_loop_test(tc, test_use_failed_detach, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_use_failed_detach, 0, TU_N_BACKENDS);
   tcase_add_test(tc, test_use_failed_owner_detach);
   tcase_add_test(tc, test_use_released_while_capturing);
-  tcase_add_loop_test(tc, test_use_by_capture, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_use_by_capture, 0, TU_N_BACKENDS);
   suite_add_tcase(s, tc);
   return s;
 }

@@ -21,12 +21,9 @@
 #include <string.h>
 
 #include "hippo.h"
+#include "testutil.h"
 
-#define MiB (UINT64_C(1) << 20)
-
-#define OK(expr)                                                               \
-  ck_assert_msg((expr) == HIPPO_SUCCESS, "%s failed: %s", #expr,               \
-                api->last_error())
+#define MiB TU_MiB
 
 static const hippo_api *api;
 /* What opening HIP device 0 answered, probed once in main. */
@@ -56,7 +53,7 @@ static hippo_device_info info_of(hippo_device *dev) {
   hippo_device_info info;
   memset(&info, 0, sizeof info);
   info.struct_size = sizeof info;
-  OK(api->device_info(dev, &info));
+  CK_OK(api, api->device_info(dev, &info));
   return info;
 }
 
@@ -64,7 +61,7 @@ static hippo_usage usage_of(hippo_device *dev, hippo_stream *s) {
   hippo_usage u;
   memset(&u, 0, sizeof u);
   u.struct_size = sizeof u;
-  OK(api->usage(dev, s, &u));
+  CK_OK(api, api->usage(dev, s, &u));
   return u;
 }
 
@@ -129,7 +126,7 @@ START_TEST(auto_picks_hip_or_host) {
     ck_assert_str_eq(info.runtime, "none");
   }
   ck_assert_uint_gt(info.total_memory, 0);
-  OK(api->device_close(dev));
+  CK_OK(api, api->device_close(dev));
 }
 END_TEST
 
@@ -163,7 +160,7 @@ START_TEST(hip_device_info) {
   ck_assert_msg(!strncmp(info.runtime, "HIP ", 4) ||
                     !strncmp(info.runtime, "CUDA ", 5),
                 "runtime \"%s\" names neither HIP nor CUDA", info.runtime);
-  OK(api->device_close(dev));
+  CK_OK(api, api->device_close(dev));
 }
 END_TEST
 
@@ -177,16 +174,16 @@ START_TEST(hip_reserve_resolve_release) {
   hippo_usage u;
 
   ck_assert_msg(st == HIPPO_SUCCESS, "%s", api->last_error());
-  OK(api->stream_attach(dev, NULL, &s));
-  OK(api->reserve(s, 1 * MiB, HIPPO_MODE_AUTO, &h1));
-  OK(api->reserve(s, 3000, HIPPO_MODE_AUTO, &h2));
+  CK_OK(api, api->stream_attach(dev, NULL, &s));
+  CK_OK(api, api->reserve(s, 1 * MiB, HIPPO_MODE_AUTO, &h1));
+  CK_OK(api, api->reserve(s, 3000, HIPPO_MODE_AUTO, &h2));
   ck_assert_uint_ne(h1, 0);
   ck_assert_uint_ne(h2, h1);
-  OK(api->resolve(s, h1, &p1, &size));
+  CK_OK(api, api->resolve(s, h1, &p1, &size));
   ck_assert_ptr_nonnull(p1);
   ck_assert_uint_eq(size, 1 * MiB);
   ck_assert_uint_eq((uintptr_t)p1 % info_of(dev).alignment, 0);
-  OK(api->resolve(s, h2, &p2, &size));
+  CK_OK(api, api->resolve(s, h2, &p2, &size));
   ck_assert_ptr_nonnull(p2);
   ck_assert_uint_eq(size, 3000);
   ck_assert_uint_eq((uintptr_t)p2 % info_of(dev).alignment, 0);
@@ -198,19 +195,19 @@ START_TEST(hip_reserve_resolve_release) {
   ck_assert_uint_ge(u.bytes_reserved, 1 * MiB + 3000);
   ck_assert_uint_ge(u.pages, 1);
 
-  OK(api->release(s, h1));
+  CK_OK(api, api->release(s, h1));
   ck_assert_int_eq(api->resolve(s, h1, &p1, &size), HIPPO_INVALID_HANDLE);
-  OK(api->release(s, h2));
+  CK_OK(api, api->release(s, h2));
   u = usage_of(dev, s);
   ck_assert_uint_eq(u.allocations, 0);
   ck_assert_uint_eq(u.bytes_in_use, 0);
   ck_assert_uint_eq(u.peak_bytes_in_use, 1 * MiB + 3000);
-  OK(api->cleanup(dev, NULL));
+  CK_OK(api, api->cleanup(dev, NULL));
   u = usage_of(dev, s);
   ck_assert_uint_eq(u.bytes_reserved, 0);
   ck_assert_uint_eq(u.pages, 0);
-  OK(api->stream_detach(s));
-  OK(api->device_close(dev));
+  CK_OK(api, api->stream_detach(s));
+  CK_OK(api, api->device_close(dev));
 }
 END_TEST
 
@@ -227,34 +224,35 @@ START_TEST(hip_emulation) {
   unsigned char in[4096], out[4096];
 
   ck_assert_msg(st == HIPPO_SUCCESS, "%s", api->last_error());
-  OK(emu()->stream_create(dev, &native));
-  OK(api->stream_attach(dev, native, &s));
-  OK(api->reserve(s, sizeof in, HIPPO_MODE_AUTO, &a));
-  OK(api->reserve(s, sizeof in, HIPPO_MODE_AUTO, &b));
-  OK(api->resolve(s, a, &pa, NULL));
-  OK(api->resolve(s, b, &pb, NULL));
+  CK_OK(api, emu()->stream_create(dev, &native));
+  CK_OK(api, api->stream_attach(dev, native, &s));
+  CK_OK(api, api->reserve(s, sizeof in, HIPPO_MODE_AUTO, &a));
+  CK_OK(api, api->reserve(s, sizeof in, HIPPO_MODE_AUTO, &b));
+  CK_OK(api, api->resolve(s, a, &pa, NULL));
+  CK_OK(api, api->resolve(s, b, &pb, NULL));
   for (size_t i = 0; i < sizeof in; i++)
     in[i] = (unsigned char)(i * 7 + 1);
-  OK(emu()->write(dev, pa, in, sizeof in));
-  OK(emu()->copy(dev, native, pb, pa, sizeof in));
-  OK(emu()->stream_sync(dev, native));
-  OK(emu()->read(dev, pb, out, sizeof out));
+  CK_OK(api, emu()->write(dev, pa, in, sizeof in));
+  CK_OK(api, emu()->copy(dev, native, pb, pa, sizeof in));
+  CK_OK(api, emu()->stream_sync(dev, native));
+  CK_OK(api, emu()->read(dev, pb, out, sizeof out));
   ck_assert_int_eq(memcmp(in, out, sizeof in), 0);
-  OK(emu()->capture_begin(dev, native, &id));
+  CK_OK(api, emu()->capture_begin(dev, native, &id));
   ck_assert_uint_ne(id, 0);
-  OK(emu()->capture_end(dev, native));
+  CK_OK(api, emu()->capture_end(dev, native));
   memset(&c, 0, sizeof c);
   c.struct_size = sizeof c;
-  OK(emu()->counters(dev, &c));
+  CK_OK(api, emu()->counters(dev, &c));
   ck_assert_uint_ge(c.pages_held, 1);
   ck_assert_uint_ge(c.bytes_copied, sizeof in);
-  OK(emu()->inject_fault(dev, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
-  OK(emu()->inject_fault(dev, HIPPO_CALL_ALLOC, 0, HIPPO_SUCCESS));
-  OK(api->release(s, a));
-  OK(api->release(s, b));
-  OK(api->stream_detach(s));
-  OK(emu()->stream_destroy(dev, native));
-  OK(api->device_close(dev));
+  CK_OK(api,
+        emu()->inject_fault(dev, HIPPO_CALL_ALLOC, 1, HIPPO_OUT_OF_MEMORY));
+  CK_OK(api, emu()->inject_fault(dev, HIPPO_CALL_ALLOC, 0, HIPPO_SUCCESS));
+  CK_OK(api, api->release(s, a));
+  CK_OK(api, api->release(s, b));
+  CK_OK(api, api->stream_detach(s));
+  CK_OK(api, emu()->stream_destroy(dev, native));
+  CK_OK(api, api->device_close(dev));
 }
 END_TEST
 

@@ -162,7 +162,7 @@ static void refused_at(const hippo_api *api, hippo_status st,
                   "line %d: %s: last_error \"%s\" does not mention \"%s\"",
                   line, call, api->last_error(), text);
 }
-#define REFUSED(api, call, want, text)                                         \
+#define CK_REFUSED(api, call, want, text)                                      \
   refused_at((api), (call), (want), (text), #call, __LINE__)
 
 /* splitmix64: a fixed, reproducible sequence. */
@@ -172,32 +172,6 @@ static uint64_t next_random(uint64_t *state) {
   z = (z ^ (z >> 27)) * UINT64_C(0x94D049BB133111EB);
   return z ^ (z >> 31);
 }
-
-/* `h` is not live on `s`: resolve, release and record_use refuse it with
- * HIPPO_INVALID_HANDLE, and resolve writes nothing. */
-static void not_live_at(const hippo_api *api, hippo_stream *s,
-                        hippo_stream *user, hippo_handle h, int line) {
-  void *p = (void *)&p;
-  uint64_t size = 777;
-  hippo_status st = api->resolve(s, h, &p, &size);
-  ck_assert_msg(st == HIPPO_INVALID_HANDLE,
-                "line %d: resolve(%#llx) returned %s: %s", line,
-                (unsigned long long)h, api->status_name(st),
-                api->last_error());
-  ck_assert_msg(p == (void *)&p && size == 777,
-                "line %d: a refused resolve wrote its outputs", line);
-  st = api->release(s, h);
-  ck_assert_msg(st == HIPPO_INVALID_HANDLE,
-                "line %d: release(%#llx) returned %s: %s", line,
-                (unsigned long long)h, api->status_name(st),
-                api->last_error());
-  st = api->record_use(s, h, user);
-  ck_assert_msg(st == HIPPO_INVALID_HANDLE,
-                "line %d: record_use(%#llx) returned %s: %s", line,
-                (unsigned long long)h, api->status_name(st),
-                api->last_error());
-}
-#define NOT_LIVE(api, s, user, h) not_live_at((api), (s), (user), (h), __LINE__)
 
 /* ---- handles ------------------------------------------------------------------ */
 
@@ -217,7 +191,7 @@ START_TEST(test_random_handles) {
     hippo_handle h = next_random(&state);
     if (is_victim(&v, h))
       continue; /* 1 in ~2^60: not hostile, a real handle */
-    NOT_LIVE(v.api, v.s, user, h);
+    CK_NOT_LIVE(v.api, v.s, user, h);
     tried++;
   }
   ck_assert_int_eq(tried, 10000);
@@ -251,7 +225,7 @@ START_TEST(test_near_handles) {
     for (int k = 0; k < n; k++) {
       if (is_victim(&v, cand[k]))
         continue;
-      NOT_LIVE(v.api, v.s, v.s, cand[k]);
+      CK_NOT_LIVE(v.api, v.s, v.s, cand[k]);
       tried++;
     }
   }
@@ -288,10 +262,10 @@ START_TEST(test_foreign_handles) {
   CK_OK(api, api->reserve(s3, 5000, HIPPO_MODE_PERSISTENT, &h3[2]));
   victim_snap(&v);
 
-  NOT_LIVE(api, v.s, v.s, ho); /* another device's */
-  NOT_LIVE(api, v.s, s2, h2);  /* another live stream's, same device */
+  CK_NOT_LIVE(api, v.s, v.s, ho); /* another device's */
+  CK_NOT_LIVE(api, v.s, s2, h2);  /* another live stream's, same device */
   for (int i = 0; i < NV; i++)
-    NOT_LIVE(api, s2, v.s, v.h[i]); /* the victim's, on another stream */
+    CK_NOT_LIVE(api, s2, v.s, v.h[i]); /* the victim's, on another stream */
   CK_OK(api, api->resolve(os, ho, &p, NULL));
   CK_OK(api, api->resolve(s2, h2, &p, NULL));
   CK_OK(api, api->stream_detach(s3));
@@ -299,9 +273,9 @@ START_TEST(test_foreign_handles) {
   victim_snap(&v);
   s4 = tu_attach(api, v.dev, &n4);
   for (int i = 0; i < 3; i++) {
-    NOT_LIVE(api, v.s, s2, h3[i]); /* a detached stream's */
-    NOT_LIVE(api, s2, v.s, h3[i]);
-    NOT_LIVE(api, s4, v.s, h3[i]); /* attached after the detach */
+    CK_NOT_LIVE(api, v.s, s2, h3[i]); /* a detached stream's */
+    CK_NOT_LIVE(api, s2, v.s, h3[i]);
+    CK_NOT_LIVE(api, s4, v.s, h3[i]); /* attached after the detach */
   }
   INTACT(&v);
   CK_OK(api, api->release(s2, h2));
@@ -329,14 +303,14 @@ START_TEST(test_double_release) {
     uint64_t size;
     CK_OK(api, api->reserve(v.s, victim_sizes[i], victim_modes[i], &h));
     CK_OK(api, api->release(v.s, h));
-    REFUSED(api, api->release(v.s, h), HIPPO_INVALID_HANDLE, "release");
+    CK_REFUSED(api, api->release(v.s, h), HIPPO_INVALID_HANDLE, "release");
     CK_OK(api, api->reserve(v.s, victim_sizes[i], victim_modes[i], &again));
     ck_assert_uint_ne(again, h);
-    NOT_LIVE(api, v.s, v.s, h);
+    CK_NOT_LIVE(api, v.s, v.s, h);
     CK_OK(api, api->resolve(v.s, again, &p, &size));
     ck_assert_uint_eq(size, victim_sizes[i]);
     CK_OK(api, api->release(v.s, again));
-    REFUSED(api, api->release(v.s, again), HIPPO_INVALID_HANDLE, "release");
+    CK_REFUSED(api, api->release(v.s, again), HIPPO_INVALID_HANDLE, "release");
   }
   /* the victim's reservations are untouched (the figures moved: peaks) */
   CK_OK(api, api->cleanup(v.dev, NULL));
@@ -369,23 +343,23 @@ START_TEST(test_record_use_hostile) {
   dead = tu_attach(api, v.dev, &n3);
   tu_detach(api, v.dev, dead, n3);
   victim_snap(&v);
-  REFUSED(api, api->record_use(v.s, v.h[0], NULL), HIPPO_INVALID_ARGUMENT,
-          "record_use: stream is NULL");
-  REFUSED(api, api->record_use(v.s, v.h[0], os), HIPPO_INVALID_ARGUMENT,
-          "another device");
-  REFUSED(api, api->record_use(v.s, v.h[0], dead), HIPPO_INVALID_ARGUMENT,
-          "detached already");
-  REFUSED(api,
-          api->record_use(v.s, v.h[0], (hippo_stream *)(void *)v.dev),
-          HIPPO_INVALID_ARGUMENT, "record_use");
-  REFUSED(api, api->record_use(NULL, v.h[0], s2), HIPPO_INVALID_ARGUMENT,
-          "record_use");
-  REFUSED(api, api->record_use(dead, v.h[0], s2), HIPPO_INVALID_ARGUMENT,
-          "detached already");
-  REFUSED(api, api->record_use(v.s, v.h[0] ^ 1, s2), HIPPO_INVALID_HANDLE,
-          "record_use");
-  REFUSED(api, api->record_use(s2, v.h[0], v.s), HIPPO_INVALID_HANDLE,
-          "record_use"); /* the victim's handle on s2 */
+  CK_REFUSED(api, api->record_use(v.s, v.h[0], NULL), HIPPO_INVALID_ARGUMENT,
+             "record_use: stream is NULL");
+  CK_REFUSED(api, api->record_use(v.s, v.h[0], os), HIPPO_INVALID_ARGUMENT,
+             "another device");
+  CK_REFUSED(api, api->record_use(v.s, v.h[0], dead), HIPPO_INVALID_ARGUMENT,
+             "detached already");
+  CK_REFUSED(api, api->record_use(v.s, v.h[0], (hippo_stream *)(void *)v.dev),
+             HIPPO_INVALID_ARGUMENT, "record_use");
+  CK_REFUSED(api, api->record_use(NULL, v.h[0], s2), HIPPO_INVALID_ARGUMENT,
+             "record_use");
+  CK_REFUSED(api, api->record_use(dead, v.h[0], s2), HIPPO_INVALID_ARGUMENT,
+             "detached already");
+  CK_REFUSED(api, api->record_use(v.s, v.h[0] ^ 1, s2), HIPPO_INVALID_HANDLE,
+             "record_use");
+  /* the victim's handle on s2 */
+  CK_REFUSED(api, api->record_use(s2, v.h[0], v.s), HIPPO_INVALID_HANDLE,
+             "record_use");
   CK_OK(api, api->record_use(v.s, v.h[0], v.s)); /* its own stream */
   INTACT(&v);
   /* a real use, recorded twice, on a fresh reservation */
@@ -393,9 +367,9 @@ START_TEST(test_record_use_hostile) {
   CK_OK(api, api->record_use(v.s, h, s2));
   CK_OK(api, api->record_use(v.s, h, s2));
   CK_OK(api, api->release(v.s, h));
-  REFUSED(api, api->release(v.s, h), HIPPO_INVALID_HANDLE, "release");
-  REFUSED(api, api->record_use(v.s, h, s2), HIPPO_INVALID_HANDLE,
-          "record_use");
+  CK_REFUSED(api, api->release(v.s, h), HIPPO_INVALID_HANDLE, "release");
+  CK_REFUSED(api, api->record_use(v.s, h, s2), HIPPO_INVALID_HANDLE,
+             "record_use");
   CK_OK(api, tu_emu(api)->stream_sync(v.dev, n2));
   tu_detach(api, v.dev, s2, n2);
   tu_detach(api, other, os, no);
@@ -448,8 +422,8 @@ START_TEST(test_reserve_sizes) {
     INTACT(&v);
     for (size_t i = 0; i < sizeof too_big / sizeof too_big[0]; i++) {
       h = 0xfeed;
-      REFUSED(api, api->reserve(v.s, too_big[i], modes[m], &h),
-              HIPPO_BUFFER_TOO_BIG, "accepts");
+      CK_REFUSED(api, api->reserve(v.s, too_big[i], modes[m], &h),
+                 HIPPO_BUFFER_TOO_BIG, "accepts");
       ck_assert_uint_eq(h, 0xfeed);
     }
     INTACT(&v);
@@ -457,10 +431,10 @@ START_TEST(test_reserve_sizes) {
   /* the whole device cannot be had while the victim holds some of it */
   {
     hippo_handle h = 0xfeed;
-    REFUSED(api, api->reserve(v.s, CAPACITY, HIPPO_MODE_AUTO, &h),
-            HIPPO_OUT_OF_MEMORY, "out of memory");
-    REFUSED(api, api->reserve(v.s, CAPACITY, HIPPO_MODE_PERSISTENT, &h),
-            HIPPO_OUT_OF_MEMORY, "out of memory");
+    CK_REFUSED(api, api->reserve(v.s, CAPACITY, HIPPO_MODE_AUTO, &h),
+               HIPPO_OUT_OF_MEMORY, "out of memory");
+    CK_REFUSED(api, api->reserve(v.s, CAPACITY, HIPPO_MODE_PERSISTENT, &h),
+               HIPPO_OUT_OF_MEMORY, "out of memory");
     ck_assert_uint_eq(h, 0xfeed);
     INTACT(&v);
   }
@@ -468,10 +442,10 @@ START_TEST(test_reserve_sizes) {
     const hippo_mode bad[] = {2, 3, 0x80000000u, UINT32_MAX};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       hippo_handle h = 0xfeed;
-      REFUSED(api, api->reserve(v.s, 1000, bad[i], &h),
-              HIPPO_INVALID_ARGUMENT, "mode");
-      REFUSED(api, api->reserve(v.s, 0, bad[i], &h), HIPPO_INVALID_ARGUMENT,
-              "mode");
+      CK_REFUSED(api, api->reserve(v.s, 1000, bad[i], &h),
+                 HIPPO_INVALID_ARGUMENT, "mode");
+      CK_REFUSED(api, api->reserve(v.s, 0, bad[i], &h), HIPPO_INVALID_ARGUMENT,
+                 "mode");
       ck_assert_uint_eq(h, 0xfeed);
     }
   }
@@ -502,12 +476,12 @@ START_TEST(test_reserve_beyond_device_custom) {
     dev = tu_open(api, HIPPO_BACKEND_DRY, CAPACITY, &l.layout);
     s = tu_attach(api, dev, &n);
     before = tu_counters(api, dev);
-    REFUSED(api, api->reserve(s, CAPACITY + 1, HIPPO_MODE_AUTO, &h),
-            HIPPO_BUFFER_TOO_BIG, "67108864 B");
-    REFUSED(api, api->reserve(s, TU_TiB, HIPPO_MODE_AUTO, &h),
-            HIPPO_BUFFER_TOO_BIG, "no pool accepts");
-    REFUSED(api, api->reserve(s, UINT64_MAX - 255, HIPPO_MODE_AUTO, &h),
-            HIPPO_BUFFER_TOO_BIG, "no pool accepts");
+    CK_REFUSED(api, api->reserve(s, CAPACITY + 1, HIPPO_MODE_AUTO, &h),
+               HIPPO_BUFFER_TOO_BIG, "67108864 B");
+    CK_REFUSED(api, api->reserve(s, TU_TiB, HIPPO_MODE_AUTO, &h),
+               HIPPO_BUFFER_TOO_BIG, "no pool accepts");
+    CK_REFUSED(api, api->reserve(s, UINT64_MAX - 255, HIPPO_MODE_AUTO, &h),
+               HIPPO_BUFFER_TOO_BIG, "no pool accepts");
     ck_assert_uint_eq(h, 0xfeed);
     after = tu_counters(api, dev);
     /* no driver allocation was even tried */
@@ -586,7 +560,7 @@ static void device_slots_refused_at(const hippo_api *api, hippo_device *bad,
   ck_assert_uint_eq(c.calls[0], 0);
   ck_assert_uint_eq(rep.outcome, 0);
 }
-#define DEVICE_SLOTS_REFUSED(api, bad, text)                                   \
+#define CK_DEVICE_SLOTS_REFUSED(api, bad, text)                                \
   device_slots_refused_at((api), (bad), (text), __LINE__)
 
 /* Every slot taking a stream refuses `bad` (NULL only where the header does
@@ -645,7 +619,7 @@ static void stream_slots_refused_at(const hippo_api *api, hippo_device *dev,
   ck_assert_uint_eq(u.allocations, 0);
   ck_assert_uint_eq(rep.outcome, 0);
 }
-#define STREAM_SLOTS_REFUSED(api, dev, good, h, bad, text)                     \
+#define CK_STREAM_SLOTS_REFUSED(api, dev, good, h, bad, text)                  \
   stream_slots_refused_at((api), (dev), (good), (h), (bad), (text), __LINE__)
 
 /* NULL for the device or the stream, in every slot that takes one and does
@@ -653,8 +627,8 @@ static void stream_slots_refused_at(const hippo_api *api, hippo_device *dev,
 START_TEST(test_null_objects) {
   victim v;
   victim_open(&v);
-  DEVICE_SLOTS_REFUSED(v.api, NULL, "device is NULL");
-  STREAM_SLOTS_REFUSED(v.api, v.dev, v.s, v.h[0], NULL, "stream is NULL");
+  CK_DEVICE_SLOTS_REFUSED(v.api, NULL, "device is NULL");
+  CK_STREAM_SLOTS_REFUSED(v.api, v.dev, v.s, v.h[0], NULL, "stream is NULL");
   INTACT(&v);
   victim_close(&v);
 }
@@ -675,69 +649,73 @@ START_TEST(test_null_arguments) {
   api = v.api;
   TU_SIZED(d);
   d.backend = HIPPO_BACKEND_DRY;
-  REFUSED(api, api->device_open(NULL, &dev), HIPPO_INVALID_ARGUMENT,
-          "hippo_device_desc must not be NULL");
-  REFUSED(api, api->device_open(&d, NULL), HIPPO_INVALID_ARGUMENT,
-          "device_open: device must not be NULL");
+  CK_REFUSED(api, api->device_open(NULL, &dev), HIPPO_INVALID_ARGUMENT,
+             "hippo_device_desc must not be NULL");
+  CK_REFUSED(api, api->device_open(&d, NULL), HIPPO_INVALID_ARGUMENT,
+             "device_open: device must not be NULL");
   ck_assert_ptr_eq(dev, (hippo_device *)(void *)&dev);
-  REFUSED(api, api->device_info(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
-          "device_info: info must not be NULL");
-  REFUSED(api, api->stream_attach(v.dev, NULL, NULL), HIPPO_INVALID_ARGUMENT,
-          "stream_attach: stream must not be NULL");
-  REFUSED(api, api->pools_install(v.dev, NULL, NULL), HIPPO_INVALID_ARGUMENT,
-          "pools_install: layout must not be NULL");
-  REFUSED(api, api->reserve(v.s, 1000, HIPPO_MODE_AUTO, NULL),
-          HIPPO_INVALID_ARGUMENT, "reserve: handle must not be NULL");
-  REFUSED(api, api->reserve(v.s, 0, HIPPO_MODE_PERSISTENT, NULL),
-          HIPPO_INVALID_ARGUMENT, "reserve: handle must not be NULL");
-  REFUSED(api, api->resolve(v.s, v.h[0], NULL, NULL), HIPPO_INVALID_ARGUMENT,
-          "resolve: device_ptr must not be NULL");
-  REFUSED(api, api->resolve(v.s, v.h[0], NULL, &(uint64_t){0}),
-          HIPPO_INVALID_ARGUMENT, "device_ptr");
-  REFUSED(api, api->usage(v.dev, v.s, NULL), HIPPO_INVALID_ARGUMENT,
-          "usage: usage must not be NULL");
-  REFUSED(api, api->usage(v.dev, NULL, NULL), HIPPO_INVALID_ARGUMENT,
-          "usage: usage must not be NULL");
-  REFUSED(api, api->pool_report(v.s, 0, NULL, NULL), HIPPO_INVALID_ARGUMENT,
-          "pool_report: report must not be NULL");
-  REFUSED(api, tu_emu(api)->stream_create(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
-          "emu_stream_create: native_stream must not be NULL");
-  REFUSED(api, tu_emu(api)->capture_begin(v.dev, v.native, NULL),
-          HIPPO_INVALID_ARGUMENT,
-          "emu_capture_begin: capture_id must not be NULL");
-  REFUSED(api, tu_emu(api)->read(v.dev, v.ptr[0], NULL, 8),
-          HIPPO_INVALID_ARGUMENT, "emu_read: host must not be NULL");
-  REFUSED(api, tu_emu(api)->write(v.dev, v.ptr[0], NULL, 8),
-          HIPPO_INVALID_ARGUMENT, "emu_write: host must not be NULL");
-  REFUSED(api, tu_emu(api)->read(v.dev, NULL, buf, 8), HIPPO_INVALID_ARGUMENT,
-          "not inside a live page"); /* device_ptr NULL: no such page */
-  REFUSED(api, tu_emu(api)->write(v.dev, NULL, buf, 8), HIPPO_INVALID_ARGUMENT,
-          "not inside a live page");
-  REFUSED(api, tu_emu(api)->copy(v.dev, v.native, NULL, v.ptr[0], 8),
-          HIPPO_INVALID_ARGUMENT, "destination");
-  REFUSED(api, tu_emu(api)->copy(v.dev, v.native, v.ptr[0], NULL, 8),
-          HIPPO_INVALID_ARGUMENT, "source");
-  REFUSED(api, tu_emu(api)->counters(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
-          "emu_counters: counters must not be NULL");
-  REFUSED(api, api->relocation_need(v.s, NULL), HIPPO_INVALID_ARGUMENT,
-          "relocation_need: need must not be NULL");
-  REFUSED(api, api->relocation_report(v.dev, v.s, NULL),
-          HIPPO_INVALID_ARGUMENT, "relocation_report: report must not be NULL");
-  REFUSED(api, api->relocation_report(v.dev, NULL, NULL),
-          HIPPO_INVALID_ARGUMENT, "relocation_report: report must not be NULL");
+  CK_REFUSED(api, api->device_info(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
+             "device_info: info must not be NULL");
+  CK_REFUSED(api, api->stream_attach(v.dev, NULL, NULL), HIPPO_INVALID_ARGUMENT,
+             "stream_attach: stream must not be NULL");
+  CK_REFUSED(api, api->pools_install(v.dev, NULL, NULL), HIPPO_INVALID_ARGUMENT,
+             "pools_install: layout must not be NULL");
+  CK_REFUSED(api, api->reserve(v.s, 1000, HIPPO_MODE_AUTO, NULL),
+             HIPPO_INVALID_ARGUMENT, "reserve: handle must not be NULL");
+  CK_REFUSED(api, api->reserve(v.s, 0, HIPPO_MODE_PERSISTENT, NULL),
+             HIPPO_INVALID_ARGUMENT, "reserve: handle must not be NULL");
+  CK_REFUSED(api, api->resolve(v.s, v.h[0], NULL, NULL), HIPPO_INVALID_ARGUMENT,
+             "resolve: device_ptr must not be NULL");
+  CK_REFUSED(api, api->resolve(v.s, v.h[0], NULL, &(uint64_t){0}),
+             HIPPO_INVALID_ARGUMENT, "device_ptr");
+  CK_REFUSED(api, api->usage(v.dev, v.s, NULL), HIPPO_INVALID_ARGUMENT,
+             "usage: usage must not be NULL");
+  CK_REFUSED(api, api->usage(v.dev, NULL, NULL), HIPPO_INVALID_ARGUMENT,
+             "usage: usage must not be NULL");
+  CK_REFUSED(api, api->pool_report(v.s, 0, NULL, NULL), HIPPO_INVALID_ARGUMENT,
+             "pool_report: report must not be NULL");
+  CK_REFUSED(api, tu_emu(api)->stream_create(v.dev, NULL),
+             HIPPO_INVALID_ARGUMENT,
+             "emu_stream_create: native_stream must not be NULL");
+  CK_REFUSED(api, tu_emu(api)->capture_begin(v.dev, v.native, NULL),
+             HIPPO_INVALID_ARGUMENT,
+             "emu_capture_begin: capture_id must not be NULL");
+  CK_REFUSED(api, tu_emu(api)->read(v.dev, v.ptr[0], NULL, 8),
+             HIPPO_INVALID_ARGUMENT, "emu_read: host must not be NULL");
+  CK_REFUSED(api, tu_emu(api)->write(v.dev, v.ptr[0], NULL, 8),
+             HIPPO_INVALID_ARGUMENT, "emu_write: host must not be NULL");
+  /* device_ptr NULL: no such page */
+  CK_REFUSED(api, tu_emu(api)->read(v.dev, NULL, buf, 8),
+             HIPPO_INVALID_ARGUMENT, "not inside a live page");
+  CK_REFUSED(api, tu_emu(api)->write(v.dev, NULL, buf, 8),
+             HIPPO_INVALID_ARGUMENT, "not inside a live page");
+  CK_REFUSED(api, tu_emu(api)->copy(v.dev, v.native, NULL, v.ptr[0], 8),
+             HIPPO_INVALID_ARGUMENT, "destination");
+  CK_REFUSED(api, tu_emu(api)->copy(v.dev, v.native, v.ptr[0], NULL, 8),
+             HIPPO_INVALID_ARGUMENT, "source");
+  CK_REFUSED(api, tu_emu(api)->counters(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
+             "emu_counters: counters must not be NULL");
+  CK_REFUSED(api, api->relocation_need(v.s, NULL), HIPPO_INVALID_ARGUMENT,
+             "relocation_need: need must not be NULL");
+  CK_REFUSED(api, api->relocation_report(v.dev, v.s, NULL),
+             HIPPO_INVALID_ARGUMENT,
+             "relocation_report: report must not be NULL");
+  CK_REFUSED(api, api->relocation_report(v.dev, NULL, NULL),
+             HIPPO_INVALID_ARGUMENT,
+             "relocation_report: report must not be NULL");
   /* the emulated default stream (NULL) exists, but is no capture's and
    * cannot be destroyed */
-  REFUSED(api, tu_emu(api)->stream_destroy(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
-          "default stream");
-  REFUSED(api, tu_emu(api)->capture_begin(v.dev, NULL, &(uint64_t){0}),
-          HIPPO_INVALID_ARGUMENT, "default stream");
-  REFUSED(api, tu_emu(api)->capture_end(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
-          "not capturing");
+  CK_REFUSED(api, tu_emu(api)->stream_destroy(v.dev, NULL),
+             HIPPO_INVALID_ARGUMENT, "default stream");
+  CK_REFUSED(api, tu_emu(api)->capture_begin(v.dev, NULL, &(uint64_t){0}),
+             HIPPO_INVALID_ARGUMENT, "default stream");
+  CK_REFUSED(api, tu_emu(api)->capture_end(v.dev, NULL), HIPPO_INVALID_ARGUMENT,
+             "not capturing");
   /* the entry point */
-  REFUSED(api, tu_entry()(NULL, &table), HIPPO_INVALID_ARGUMENT,
-          "hippo_plugin_entry");
-  REFUSED(api, tu_entry()(&version, NULL), HIPPO_INVALID_ARGUMENT,
-          "hippo_plugin_entry");
+  CK_REFUSED(api, tu_entry()(NULL, &table), HIPPO_INVALID_ARGUMENT,
+             "hippo_plugin_entry");
+  CK_REFUSED(api, tu_entry()(&version, NULL), HIPPO_INVALID_ARGUMENT,
+             "hippo_plugin_entry");
   ck_assert_ptr_null(table);
   /* the diagnostics never answer NULL, whatever the status */
   {
@@ -785,18 +763,16 @@ START_TEST(test_null_allowed) {
   CK_OK(api, api->resolve(v.s, v.h[1], &p, NULL));
   ck_assert_ptr_eq(p, v.ptr[1]);
   /* refused install with bytes_in_use NULL: nothing changes */
-  REFUSED(api,
-          api->pools_install(v.dev,
-                             tu_layout_preset(&l, HIPPO_PRESET_SUB_SLICES),
-                             NULL),
-          HIPPO_POOLS_IN_USE, "live");
+  CK_REFUSED(api,
+             api->pools_install(
+                 v.dev, tu_layout_preset(&l, HIPPO_PRESET_SUB_SLICES), NULL),
+             HIPPO_POOLS_IN_USE, "live");
   {
     uint64_t live = 0;
-    REFUSED(api,
-            api->pools_install(v.dev,
-                               tu_layout_preset(&l, HIPPO_PRESET_SUB_SLICES),
-                               &live),
-            HIPPO_POOLS_IN_USE, "live");
+    CK_REFUSED(api,
+               api->pools_install(
+                   v.dev, tu_layout_preset(&l, HIPPO_PRESET_SUB_SLICES), &live),
+               HIPPO_POOLS_IN_USE, "live");
     ck_assert_uint_eq(live, 1000 + 3 * MiB + 20 * MiB);
   }
   CK_OK(api, api->cleanup(v.dev, NULL));
@@ -842,24 +818,25 @@ START_TEST(test_stale_objects) {
   (void)tu_reserve(api, gone, 4096); /* live at detach: dropped */
   tu_detach(api, closed, gone, n);
   CK_OK(api, api->device_close(closed));
-  DEVICE_SLOTS_REFUSED(api, closed, "closed already");
-  DEVICE_SLOTS_REFUSED(api, (hippo_device *)(void *)v.s, "not an open device");
+  CK_DEVICE_SLOTS_REFUSED(api, closed, "closed already");
+  CK_DEVICE_SLOTS_REFUSED(api, (hippo_device *)(void *)v.s,
+                          "not an open device");
   s2 = tu_attach(api, v.dev, &n2);
   h = tu_reserve(api, s2, 4096);
   CK_OK(api, api->stream_detach(s2));
   victim_snap(&v);
-  STREAM_SLOTS_REFUSED(api, v.dev, v.s, v.h[0], s2, "detached already");
-  STREAM_SLOTS_REFUSED(api, v.dev, v.s, v.h[0], gone, "detached already");
-  STREAM_SLOTS_REFUSED(api, v.dev, v.s, v.h[0],
-                       (hippo_stream *)(void *)v.dev, "not an attached");
+  CK_STREAM_SLOTS_REFUSED(api, v.dev, v.s, v.h[0], s2, "detached already");
+  CK_STREAM_SLOTS_REFUSED(api, v.dev, v.s, v.h[0], gone, "detached already");
+  CK_STREAM_SLOTS_REFUSED(api, v.dev, v.s, v.h[0],
+                          (hippo_stream *)(void *)v.dev, "not an attached");
   (void)h;
-  REFUSED(api, api->device_close(v.dev), HIPPO_BUSY, "attached");
-  REFUSED(api, tu_emu(api)->stream_destroy(v.dev, v.native), HIPPO_BUSY,
-          "still attached");
+  CK_REFUSED(api, api->device_close(v.dev), HIPPO_BUSY, "attached");
+  CK_REFUSED(api, tu_emu(api)->stream_destroy(v.dev, v.native), HIPPO_BUSY,
+             "still attached");
   INTACT(&v);
   CK_OK(api, tu_emu(api)->stream_destroy(v.dev, n2));
   victim_close(&v);
-  DEVICE_SLOTS_REFUSED(api, v.dev, "closed already");
+  CK_DEVICE_SLOTS_REFUSED(api, v.dev, "closed already");
 }
 END_TEST
 
@@ -881,21 +858,21 @@ START_TEST(test_stream_of_other_device) {
   os = tu_attach(api, other, &no);
   TU_SIZED(u);
   TU_SIZED(rep);
-  REFUSED(api, api->cleanup(v.dev, os), HIPPO_INVALID_ARGUMENT,
-          "another device");
-  REFUSED(api, api->reclaim(v.dev, os), HIPPO_INVALID_ARGUMENT,
-          "another device");
-  REFUSED(api, api->usage(v.dev, os, &u), HIPPO_INVALID_ARGUMENT,
-          "another device");
-  REFUSED(api, api->relocate_with(v.dev, os, HIPPO_RELOCATE_EXPLICIT, &rep),
-          HIPPO_INVALID_ARGUMENT, "another device");
-  REFUSED(api, api->relocation_report(v.dev, os, &rep),
-          HIPPO_INVALID_ARGUMENT, "another device");
+  CK_REFUSED(api, api->cleanup(v.dev, os), HIPPO_INVALID_ARGUMENT,
+             "another device");
+  CK_REFUSED(api, api->reclaim(v.dev, os), HIPPO_INVALID_ARGUMENT,
+             "another device");
+  CK_REFUSED(api, api->usage(v.dev, os, &u), HIPPO_INVALID_ARGUMENT,
+             "another device");
+  CK_REFUSED(api, api->relocate_with(v.dev, os, HIPPO_RELOCATE_EXPLICIT, &rep),
+             HIPPO_INVALID_ARGUMENT, "another device");
+  CK_REFUSED(api, api->relocation_report(v.dev, os, &rep),
+             HIPPO_INVALID_ARGUMENT, "another device");
   ck_assert_uint_eq(u.allocations, 0);
   ck_assert_uint_eq(rep.outcome, 0);
   if (tu_backend() == HIPPO_BACKEND_HOST) /* on a GPU both are device 0 */
-    REFUSED(api, api->stream_attach(v.dev, no, &none),
-            HIPPO_INVALID_ARGUMENT, "does not take it");
+    CK_REFUSED(api, api->stream_attach(v.dev, no, &none),
+               HIPPO_INVALID_ARGUMENT, "does not take it");
   ck_assert_ptr_null(none);
   INTACT(&v);
   tu_detach(api, other, os, no);
@@ -940,9 +917,10 @@ START_TEST(test_desc_sizes) {
   base.capacity = CAPACITY;
   base.alignment = 4096;
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++) {
-    REFUSED(api,
-            api->device_open(sized(&buf, &base, sizeof base, refused[i]), &dev),
-            HIPPO_INVALID_ARGUMENT, "struct_size");
+    CK_REFUSED(
+        api,
+        api->device_open(sized(&buf, &base, sizeof base, refused[i]), &dev),
+        HIPPO_INVALID_ARGUMENT, "struct_size");
     ck_assert_ptr_null(dev);
   }
   for (uint32_t size = 8; size <= sizeof base + 16; size += 8) {
@@ -959,8 +937,9 @@ START_TEST(test_desc_sizes) {
   for (uint32_t at = sizeof base; at < sizeof base + 16; at++) {
     sized(&buf, &base, sizeof base, sizeof base + 16);
     buf.u.b[at] = 0x80;
-    REFUSED(api, api->device_open((hippo_device_desc *)(void *)buf.u.b, &dev),
-            HIPPO_INVALID_ARGUMENT, "byte");
+    CK_REFUSED(api,
+               api->device_open((hippo_device_desc *)(void *)buf.u.b, &dev),
+               HIPPO_INVALID_ARGUMENT, "byte");
     ck_assert_ptr_null(dev);
   }
 }
@@ -995,28 +974,25 @@ START_TEST(test_layout_sizes) {
   base.pool_options_size = sizeof pools[0];
   base.pools = pools;
   for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
-    REFUSED(api,
-            api->pools_install(v.dev,
-                               sized(&buf, &base, sizeof base, refused[i]),
-                               NULL),
-            HIPPO_INVALID_ARGUMENT, "struct_size");
+    CK_REFUSED(api,
+               api->pools_install(
+                   v.dev, sized(&buf, &base, sizeof base, refused[i]), NULL),
+               HIPPO_INVALID_ARGUMENT, "struct_size");
   for (uint32_t at = sizeof base; at < sizeof base + 16; at++) {
     sized(&buf, &base, sizeof base, sizeof base + 16);
     buf.u.b[at] = 1;
-    REFUSED(api,
-            api->pools_install(v.dev, (hippo_layout *)(void *)buf.u.b, NULL),
-            HIPPO_INVALID_ARGUMENT, "byte");
+    CK_REFUSED(api,
+               api->pools_install(v.dev, (hippo_layout *)(void *)buf.u.b, NULL),
+               HIPPO_INVALID_ARGUMENT, "byte");
   }
   /* older: 8 (the preset only: a custom one then has no pools), 16 (no
    * pools pointer) */
-  REFUSED(api,
-          api->pools_install(v.dev, sized(&buf, &base, sizeof base, 8),
-                             NULL),
-          HIPPO_POOL_CONFIG, "pool_count is 0");
-  REFUSED(api,
-          api->pools_install(v.dev, sized(&buf, &base, sizeof base, 16),
-                             NULL),
-          HIPPO_INVALID_ARGUMENT, "layout.pools is NULL");
+  CK_REFUSED(
+      api, api->pools_install(v.dev, sized(&buf, &base, sizeof base, 8), NULL),
+      HIPPO_POOL_CONFIG, "pool_count is 0");
+  CK_REFUSED(
+      api, api->pools_install(v.dev, sized(&buf, &base, sizeof base, 16), NULL),
+      HIPPO_INVALID_ARGUMENT, "layout.pools is NULL");
   base.preset = HIPPO_PRESET_EXCLUSIVE_PAGES;
   base.pool_count = 0;
   CK_OK(api, api->pools_install(empty, sized(&buf, &base, sizeof base, 8),
@@ -1036,8 +1012,8 @@ START_TEST(test_layout_sizes) {
     for (size_t i = 0; i < sizeof strides / sizeof strides[0]; i++) {
       hippo_layout l = base;
       l.pool_options_size = strides[i];
-      REFUSED(api, api->pools_install(v.dev, &l, NULL),
-              HIPPO_INVALID_ARGUMENT, "pool_options_size");
+      CK_REFUSED(api, api->pools_install(v.dev, &l, NULL),
+                 HIPPO_INVALID_ARGUMENT, "pool_options_size");
     }
   }
   /* each pool's struct_size, with the v1 stride */
@@ -1045,8 +1021,8 @@ START_TEST(test_layout_sizes) {
     const uint32_t sizes[] = {0, 4, 7, 12, 52, sizeof pools[0] + 8};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
       pools[1].struct_size = sizes[i];
-      REFUSED(api, api->pools_install(v.dev, &base, NULL),
-              HIPPO_INVALID_ARGUMENT, "layout pool 1");
+      CK_REFUSED(api, api->pools_install(v.dev, &base, NULL),
+                 HIPPO_INVALID_ARGUMENT, "layout pool 1");
     }
     /* older: 8 bytes, a DIRECT pool needs nothing more */
     pools[1].struct_size = 8;
@@ -1056,8 +1032,8 @@ START_TEST(test_layout_sizes) {
     pools[1].kind = HIPPO_POOL_SLICED;
     pools[1].page_size = MiB;
     pools[1].max_slice_size = 64 * KiB; /* beyond its struct_size */
-    REFUSED(api, api->pools_install(v.dev, &base, NULL), HIPPO_POOL_CONFIG,
-            "max_slice_size");
+    CK_REFUSED(api, api->pools_install(v.dev, &base, NULL), HIPPO_POOL_CONFIG,
+               "max_slice_size");
     pools[1].struct_size = 24;
     CK_OK(api, api->pools_install(empty, &base, NULL));
   }
@@ -1079,8 +1055,8 @@ START_TEST(test_layout_sizes) {
     for (size_t at = 0; at < sizeof np[1].future; at++) {
       memset(np[1].future, 0, sizeof np[1].future);
       ((unsigned char *)np[1].future)[at] = 0x40;
-      REFUSED(api, api->pools_install(v.dev, &l, NULL),
-              HIPPO_INVALID_ARGUMENT, "byte");
+      CK_REFUSED(api, api->pools_install(v.dev, &l, NULL),
+                 HIPPO_INVALID_ARGUMENT, "byte");
     }
   }
   CK_CHECK(api, empty);
@@ -1238,7 +1214,7 @@ static void layout_refused_at(victim *v, const hippo_layout *l,
   ck_assert_uint_eq(tu_info(api, v->dev).preset, HIPPO_PRESET_ADAPTIVE);
   intact_at(v, line);
 }
-#define LAYOUT_REFUSED(v, l, want, text)                                       \
+#define CK_LAYOUT_REFUSED(v, l, want, text)                                    \
   layout_refused_at((v), (l), (want), (text), __LINE__)
 
 /* Layouts no device can use: a zero page, a page larger than the device,
@@ -1255,17 +1231,17 @@ START_TEST(test_absurd_layouts) {
   hippo_pool_options *o, *many;
   victim_open(&v);
   tu_layout_sliced(&l, 0, 0);
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "page_size");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "page_size");
   tu_layout_sliced(&l, 0, 64 * KiB);
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG,
-                 "layout pool 0 (SLICED) field page_size: must not be 0");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG,
+                    "layout pool 0 (SLICED) field page_size: must not be 0");
   /* a page above the device: no page could ever be had */
   tu_layout_sliced(&l, CAPACITY + 1024 * 1024, 64 * KiB);
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG,
-                 "layout pool 0 (SLICED) field page_size");
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "larger than the device");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG,
+                    "layout pool 0 (SLICED) field page_size");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "larger than the device");
   tu_layout_sliced(&l, 2 * CAPACITY, 64 * KiB);
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "page_size");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "page_size");
   tu_layout_sliced(&l, CAPACITY, 64 * KiB); /* the device itself is fine */
   {
     hippo_device_desc d;
@@ -1281,10 +1257,10 @@ START_TEST(test_absurd_layouts) {
   o = tu_layout_add(&l, HIPPO_POOL_ARENA);
   o->page_size = 2 * MiB;
   o->max_slice_size = CAPACITY + 2 * MiB;
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "max_slice_size");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "max_slice_size");
   tu_layout_sliced(&l, MiB, MiB + 256);
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG,
-                 "max_slice_size: 1048832 is larger than page_size");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG,
+                    "max_slice_size: 1048832 is larger than page_size");
   /* 1,000 pools, every one valid on its own */
   many = calloc(1000, sizeof *many);
   ck_assert_ptr_nonnull(many);
@@ -1295,11 +1271,11 @@ START_TEST(test_absurd_layouts) {
   tu_layout_init(&l);
   l.layout.pools = many;
   l.layout.pool_count = 1000;
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "pool_count");
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "1000");
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "32");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "pool_count");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "1000");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "32");
   l.layout.pool_count = 33;
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "pool_count");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "pool_count");
   l.layout.pool_count = 32; /* the limit itself */
   {
     hippo_device *empty = tu_open(v.api, HIPPO_BACKEND_DRY, 0, NULL);
@@ -1311,28 +1287,28 @@ START_TEST(test_absurd_layouts) {
   /* a count far beyond a one-entry array: never read */
   tu_layout_sliced(&l, MiB, 64 * KiB);
   l.layout.pool_count = UINT32_MAX;
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "pool_count");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "pool_count");
   tu_layout_init(&l);
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "pool_count is 0");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "pool_count is 0");
   tu_layout_init(&l);
   l.layout.pools = NULL;
   l.layout.pool_count = 1;
-  LAYOUT_REFUSED(&v, &l.layout, HIPPO_INVALID_ARGUMENT,
-                 "layout.pools is NULL");
+  CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_INVALID_ARGUMENT,
+                    "layout.pools is NULL");
   {
     const hippo_pool_kind kinds[] = {0, HIPPO_POOL_PERSISTENT, 6, 99,
                                      UINT32_MAX};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
       tu_layout_init(&l);
       tu_layout_add(&l, kinds[i]);
-      LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "is not a pool kind");
+      CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "is not a pool kind");
     }
   }
   {
     const hippo_preset presets[] = {4, 99, UINT32_MAX};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
       tu_layout_preset(&l, presets[i]);
-      LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "is not a preset");
+      CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "is not a preset");
     }
   }
   INTACT(&v);
@@ -1359,20 +1335,21 @@ START_TEST(test_absurd_descs) {
       TU_SIZED(d);
       d.backend = backend;
       d.alignment = alignments[i];
-      REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
-              "alignment");
+      CK_REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
+                 "alignment");
       ck_assert_ptr_null(dev);
     }
   }
   TU_SIZED(d);
   d.backend = 4;
-  REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
-          "backend 4");
+  CK_REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
+             "backend 4");
   d.backend = UINT32_MAX;
-  REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT, "backend");
+  CK_REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
+             "backend");
   d.backend = HIPPO_BACKEND_DRY;
   d.flags = 0x80000000u;
-  REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT, "flags");
+  CK_REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT, "flags");
   ck_assert_ptr_null(dev);
   /* an emulated device below one alignment could serve nothing */
   for (int b = 0; b < 3; b++) {
@@ -1381,13 +1358,13 @@ START_TEST(test_absurd_descs) {
                 : b == 1 ? HIPPO_BACKEND_DRY
                          : HIPPO_BACKEND_AUTO; /* HOST here, HIP on a GPU */
     d.capacity = 1;
-    REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
-            "capacity 1 B is below the alignment");
+    CK_REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
+               "capacity 1 B is below the alignment");
     ck_assert_ptr_null(dev);
     d.capacity = 4096;
     d.alignment = 8192;
-    REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
-            "capacity 4096 B is below the alignment 8192 B");
+    CK_REFUSED(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT,
+               "capacity 4096 B is below the alignment 8192 B");
     d.capacity = 8192; /* one alignment: the least */
     if (b < 2) {
       CK_OK(api, api->device_open(&d, &dev));
@@ -1435,21 +1412,21 @@ START_TEST(test_emu_foreign_natives) {
   natives[2] = &fake_native;
   for (int i = 0; i < 3; i++) {
     void *n = natives[i];
-    REFUSED(api, tu_emu(api)->stream_destroy(v.dev, n), HIPPO_INVALID_ARGUMENT,
-            "not an emulated stream of this device");
-    REFUSED(api, tu_emu(api)->capture_begin(v.dev, n, &id),
-            HIPPO_INVALID_ARGUMENT, "not an emulated stream of this device");
-    REFUSED(api, tu_emu(api)->capture_end(v.dev, n), HIPPO_INVALID_ARGUMENT,
-            "not an emulated stream of this device");
-    REFUSED(api, tu_emu(api)->copy(v.dev, n, v.ptr[3], v.ptr[0], 8),
-            HIPPO_INVALID_ARGUMENT, "not an emulated stream of this device");
-    REFUSED(api, tu_emu(api)->stream_sync(v.dev, n), HIPPO_INVALID_ARGUMENT,
-            "not an emulated stream of this device");
+    CK_REFUSED(api, tu_emu(api)->stream_destroy(v.dev, n),
+               HIPPO_INVALID_ARGUMENT, "not an emulated stream of this device");
+    CK_REFUSED(api, tu_emu(api)->capture_begin(v.dev, n, &id),
+               HIPPO_INVALID_ARGUMENT, "not an emulated stream of this device");
+    CK_REFUSED(api, tu_emu(api)->capture_end(v.dev, n), HIPPO_INVALID_ARGUMENT,
+               "not an emulated stream of this device");
+    CK_REFUSED(api, tu_emu(api)->copy(v.dev, n, v.ptr[3], v.ptr[0], 8),
+               HIPPO_INVALID_ARGUMENT, "not an emulated stream of this device");
+    CK_REFUSED(api, tu_emu(api)->stream_sync(v.dev, n), HIPPO_INVALID_ARGUMENT,
+               "not an emulated stream of this device");
   }
   ck_assert_uint_eq(id, 5);
   /* double destroy */
-  REFUSED(api, tu_emu(api)->stream_destroy(v.dev, destroyed),
-          HIPPO_INVALID_ARGUMENT, "destroyed twice?");
+  CK_REFUSED(api, tu_emu(api)->stream_destroy(v.dev, destroyed),
+             HIPPO_INVALID_ARGUMENT, "destroyed twice?");
   CK_OK(api, tu_emu(api)->stream_sync(other, theirs));
   CK_OK(api, tu_emu(api)->stream_destroy(other, theirs));
   CK_OK(api, api->device_close(other));
@@ -1492,14 +1469,16 @@ START_TEST(test_emu_ranges) {
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       uint64_t n = bad[i].size; /* past buf's size: refused before a copy */
-      REFUSED(api, tu_emu(api)->read(v.dev, bad[i].at, buf, n),
-              HIPPO_INVALID_ARGUMENT, bad[i].text);
-      REFUSED(api, tu_emu(api)->write(v.dev, bad[i].at, buf, n),
-              HIPPO_INVALID_ARGUMENT, bad[i].text);
-      REFUSED(api, tu_emu(api)->copy(v.dev, v.native, bad[i].at, v.ptr[3], n),
-              HIPPO_INVALID_ARGUMENT, "copy");
-      REFUSED(api, tu_emu(api)->copy(v.dev, v.native, v.ptr[3], bad[i].at, n),
-              HIPPO_INVALID_ARGUMENT, "source");
+      CK_REFUSED(api, tu_emu(api)->read(v.dev, bad[i].at, buf, n),
+                 HIPPO_INVALID_ARGUMENT, bad[i].text);
+      CK_REFUSED(api, tu_emu(api)->write(v.dev, bad[i].at, buf, n),
+                 HIPPO_INVALID_ARGUMENT, bad[i].text);
+      CK_REFUSED(api,
+                 tu_emu(api)->copy(v.dev, v.native, bad[i].at, v.ptr[3], n),
+                 HIPPO_INVALID_ARGUMENT, "copy");
+      CK_REFUSED(api,
+                 tu_emu(api)->copy(v.dev, v.native, v.ptr[3], bad[i].at, n),
+                 HIPPO_INVALID_ARGUMENT, "source");
     }
   }
   for (size_t i = 0; i < sizeof buf; i++)
@@ -1512,10 +1491,10 @@ START_TEST(test_emu_ranges) {
     CK_OK(api, api->release(v.s, h));
     CK_OK(api, api->cleanup(v.dev, NULL));
     victim_snap(&v);
-    REFUSED(api, tu_emu(api)->read(v.dev, gone, buf, 8), HIPPO_INVALID_ARGUMENT,
-            "not inside a live page");
-    REFUSED(api, tu_emu(api)->write(v.dev, gone, buf, 8), HIPPO_INVALID_ARGUMENT,
-            "not inside a live page");
+    CK_REFUSED(api, tu_emu(api)->read(v.dev, gone, buf, 8),
+               HIPPO_INVALID_ARGUMENT, "not inside a live page");
+    CK_REFUSED(api, tu_emu(api)->write(v.dev, gone, buf, 8),
+               HIPPO_INVALID_ARGUMENT, "not inside a live page");
   }
   /* size 0: nothing to check, nothing touched */
   CK_OK(api, tu_emu(api)->read(v.dev, NULL, buf, 0));
@@ -1527,10 +1506,11 @@ START_TEST(test_emu_ranges) {
   ds = tu_attach(api, dry, &dn);
   dh = tu_reserve(api, ds, 4096);
   CK_OK(api, api->resolve(ds, dh, &dp, NULL));
-  REFUSED(api, tu_emu(api)->read(dry, dp, buf, 8), HIPPO_UNSUPPORTED, "DRY");
-  REFUSED(api, tu_emu(api)->write(dry, dp, buf, 8), HIPPO_UNSUPPORTED, "DRY");
-  REFUSED(api, tu_emu(api)->read(dry, dp, NULL, 8), HIPPO_INVALID_ARGUMENT,
-          "host must not be NULL");
+  CK_REFUSED(api, tu_emu(api)->read(dry, dp, buf, 8), HIPPO_UNSUPPORTED, "DRY");
+  CK_REFUSED(api, tu_emu(api)->write(dry, dp, buf, 8), HIPPO_UNSUPPORTED,
+             "DRY");
+  CK_REFUSED(api, tu_emu(api)->read(dry, dp, NULL, 8), HIPPO_INVALID_ARGUMENT,
+             "host must not be NULL");
   CK_OK(api, api->release(ds, dh));
   tu_detach(api, dry, ds, dn);
   CK_OK(api, api->device_close(dry));
@@ -1551,23 +1531,26 @@ START_TEST(test_emu_fault_values) {
   void *n2;
   victim_open(&v);
   api = v.api;
-  REFUSED(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_KINDS, 1,
-                                     HIPPO_OUT_OF_MEMORY),
-          HIPPO_INVALID_ARGUMENT, "call kind 6");
-  REFUSED(api, tu_emu(api)->inject_fault(v.dev, UINT32_MAX, 1,
-                                     HIPPO_OUT_OF_MEMORY),
-          HIPPO_INVALID_ARGUMENT, "call kind");
+  CK_REFUSED(api,
+             tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_KINDS, 1,
+                                       HIPPO_OUT_OF_MEMORY),
+             HIPPO_INVALID_ARGUMENT, "call kind 6");
+  CK_REFUSED(
+      api, tu_emu(api)->inject_fault(v.dev, UINT32_MAX, 1, HIPPO_OUT_OF_MEMORY),
+      HIPPO_INVALID_ARGUMENT, "call kind");
   {
     const hippo_status bad[] = {HIPPO_SUCCESS, -1, HIPPO_INTERNAL + 1,
                                 HIPPO_GRAPH_NEEDS_PAGE, INT32_MAX, INT32_MIN};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
-      REFUSED(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_ALLOC, 1, bad[i]),
-              HIPPO_INVALID_ARGUMENT, "not a failure status");
+      CK_REFUSED(api,
+                 tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_ALLOC, 1, bad[i]),
+                 HIPPO_INVALID_ARGUMENT, "not a failure status");
   }
   /* the allocation counter is past 0, so UINT64_MAX calls away overflows */
-  REFUSED(api, tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_ALLOC, UINT64_MAX,
-                                     HIPPO_OUT_OF_MEMORY),
-          HIPPO_INVALID_ARGUMENT, "too far");
+  CK_REFUSED(api,
+             tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_ALLOC, UINT64_MAX,
+                                       HIPPO_OUT_OF_MEMORY),
+             HIPPO_INVALID_ARGUMENT, "too far");
   /* nothing was armed: the next allocation succeeds */
   h = tu_reserve(api, v.s, 7 * MiB);
   CK_OK(api, api->release(v.s, h));
@@ -1584,20 +1567,21 @@ START_TEST(test_emu_fault_values) {
   INTACT(&v);
   /* captures */
   CK_OK(api, tu_emu(api)->stream_create(v.dev, &n2));
-  REFUSED(api, tu_emu(api)->capture_end(v.dev, n2), HIPPO_INVALID_ARGUMENT,
-          "not capturing");
+  CK_REFUSED(api, tu_emu(api)->capture_end(v.dev, n2), HIPPO_INVALID_ARGUMENT,
+             "not capturing");
   CK_OK(api, tu_emu(api)->capture_begin(v.dev, n2, &id));
   ck_assert_uint_ne(id, 0);
-  REFUSED(api, tu_emu(api)->capture_begin(v.dev, n2, &id2),
-          HIPPO_INVALID_ARGUMENT, "already capturing");
+  CK_REFUSED(api, tu_emu(api)->capture_begin(v.dev, n2, &id2),
+             HIPPO_INVALID_ARGUMENT, "already capturing");
   ck_assert_uint_eq(id2, 99);
-  REFUSED(api, tu_emu(api)->stream_destroy(v.dev, n2), HIPPO_BUSY, "capturing");
+  CK_REFUSED(api, tu_emu(api)->stream_destroy(v.dev, n2), HIPPO_BUSY,
+             "capturing");
   CK_OK(api, tu_emu(api)->capture_end(v.dev, n2));
-  REFUSED(api, tu_emu(api)->capture_end(v.dev, n2), HIPPO_INVALID_ARGUMENT,
-          "not capturing");
+  CK_REFUSED(api, tu_emu(api)->capture_end(v.dev, n2), HIPPO_INVALID_ARGUMENT,
+             "not capturing");
   /* hippo guarded nothing under that capture: nothing to retire */
-  REFUSED(api, api->graph_retire(v.dev, id), HIPPO_INVALID_ARGUMENT,
-          "guarded nothing");
+  CK_REFUSED(api, api->graph_retire(v.dev, id), HIPPO_INVALID_ARGUMENT,
+             "guarded nothing");
   CK_OK(api, tu_emu(api)->stream_destroy(v.dev, n2));
   INTACT(&v);
   victim_close(&v);
@@ -1622,12 +1606,12 @@ START_TEST(test_unknown_values) {
   uint32_t pools;
   victim_open(&v);
   api = v.api;
-  REFUSED(api, api->capture_announce(v.s, 3), HIPPO_INVALID_ARGUMENT,
-          "3 is not");
-  REFUSED(api, api->capture_announce(v.s, UINT32_MAX),
-          HIPPO_INVALID_ARGUMENT, "HIPPO_CAPTURE_QUERY");
-  REFUSED(api, api->capture_announce(v.s, HIPPO_CAPTURE_BEGINS),
-          HIPPO_INVALID_ARGUMENT, "does not capture");
+  CK_REFUSED(api, api->capture_announce(v.s, 3), HIPPO_INVALID_ARGUMENT,
+             "3 is not");
+  CK_REFUSED(api, api->capture_announce(v.s, UINT32_MAX),
+             HIPPO_INVALID_ARGUMENT, "HIPPO_CAPTURE_QUERY");
+  CK_REFUSED(api, api->capture_announce(v.s, HIPPO_CAPTURE_BEGINS),
+             HIPPO_INVALID_ARGUMENT, "does not capture");
   CK_OK(api, api->capture_announce(v.s, HIPPO_CAPTURE_ENDED)); /* true */
   CK_OK(api, api->capture_announce(v.s, HIPPO_CAPTURE_QUERY));
   {
@@ -1636,12 +1620,12 @@ START_TEST(test_unknown_values) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       memset(&rep, CANARY, sizeof rep);
       rep.struct_size = sizeof rep;
-      REFUSED(api, api->relocate_with(v.dev, v.s, bad[i], &rep),
-              HIPPO_INVALID_ARGUMENT, "reason");
-      REFUSED(api, api->relocate_with(v.dev, NULL, bad[i], &rep),
-              HIPPO_INVALID_ARGUMENT, "reason");
-      REFUSED(api, api->relocate_with(v.dev, v.s, bad[i], NULL),
-              HIPPO_INVALID_ARGUMENT, "reason");
+      CK_REFUSED(api, api->relocate_with(v.dev, v.s, bad[i], &rep),
+                 HIPPO_INVALID_ARGUMENT, "reason");
+      CK_REFUSED(api, api->relocate_with(v.dev, NULL, bad[i], &rep),
+                 HIPPO_INVALID_ARGUMENT, "reason");
+      CK_REFUSED(api, api->relocate_with(v.dev, v.s, bad[i], NULL),
+                 HIPPO_INVALID_ARGUMENT, "reason");
       for (size_t b = 4; b < sizeof rep; b++)
         ck_assert_msg(((unsigned char *)&rep)[b] == CANARY,
                       "relocate_with(reason %u): report byte %zu written",
@@ -1654,23 +1638,23 @@ START_TEST(test_unknown_values) {
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       memset(&r, CANARY, sizeof r);
       r.struct_size = sizeof r;
-      REFUSED(api, api->pool_report(v.s, bad[i], &r, NULL), HIPPO_INVALID_ARGUMENT,
-              "pool index");
+      CK_REFUSED(api, api->pool_report(v.s, bad[i], &r, NULL),
+                 HIPPO_INVALID_ARGUMENT, "pool index");
       ck_assert_uint_eq(r.kind, 0xA5A5A5A5u);
     }
   }
-  REFUSED(api, api->graph_retire(v.dev, 0), HIPPO_INVALID_ARGUMENT,
-          "capture 0");
-  REFUSED(api, api->graph_retire(v.dev, 12345), HIPPO_INVALID_ARGUMENT,
-          "guarded nothing");
-  REFUSED(api, api->graph_retire(v.dev, UINT64_MAX), HIPPO_INVALID_ARGUMENT,
-          "guarded nothing");
-  REFUSED(api, api->persistent_end(v.s), HIPPO_INVALID_ARGUMENT,
-          "no persistent window");
+  CK_REFUSED(api, api->graph_retire(v.dev, 0), HIPPO_INVALID_ARGUMENT,
+             "capture 0");
+  CK_REFUSED(api, api->graph_retire(v.dev, 12345), HIPPO_INVALID_ARGUMENT,
+             "guarded nothing");
+  CK_REFUSED(api, api->graph_retire(v.dev, UINT64_MAX), HIPPO_INVALID_ARGUMENT,
+             "guarded nothing");
+  CK_REFUSED(api, api->persistent_end(v.s), HIPPO_INVALID_ARGUMENT,
+             "no persistent window");
   CK_OK(api, api->persistent_begin(v.s));
   CK_OK(api, api->persistent_end(v.s));
-  REFUSED(api, api->persistent_end(v.s), HIPPO_INVALID_ARGUMENT,
-          "no persistent window");
+  CK_REFUSED(api, api->persistent_end(v.s), HIPPO_INVALID_ARGUMENT,
+             "no persistent window");
   /* not persistent: an AUTO reservation goes to a dynamic pool */
   h = tu_reserve(api, v.s, 1000);
   ck_assert_uint_eq(tu_report(api, v.s, 0).allocations, 1); /* the victim */

@@ -15,10 +15,6 @@
 
 #define DEFAULT_PERIOD 10000u /* HIPPO__DEFAULT_DEALLOC_PERIOD */
 
-static const hippo_backend backends[] = {HIPPO_BACKEND_HOST,
-                                         HIPPO_BACKEND_DRY};
-#define N_BACKENDS 2
-
 /* `l` is refused with POOL_CONFIG by pools_install on a 16 GiB device and
  * by device_open; last_error mentions each of `texts` (NULL-terminated). */
 static void expect_config_at(const tu_layout *l, hippo_backend backend,
@@ -59,18 +55,18 @@ static void expect_config_at(const tu_layout *l, hippo_backend backend,
   CK_CHECK(api, dev);
   CK_OK(api, api->device_close(dev));
 }
-#define EXPECT_CONFIG(l, ...)                                                  \
+#define CK_CONFIG_REFUSED(l, ...)                                              \
   do {                                                                         \
     static const char *const texts_[] = {__VA_ARGS__, NULL};                   \
-    for (int b_ = 0; b_ < N_BACKENDS; b_++)                                    \
-      expect_config_at((l), backends[b_], texts_, __LINE__);                   \
+    for (int b_ = 0; b_ < TU_N_BACKENDS; b_++)                                 \
+      expect_config_at((l), tu_backends[b_], texts_, __LINE__);                \
   } while (0)
 
 /* `l` is accepted by pools_install on a 16 GiB device. */
 static void expect_ok_at(const tu_layout *l, int line) {
   const hippo_api *api = tu_api();
-  for (int b = 0; b < N_BACKENDS; b++) {
-    hippo_device *dev = tu_open(api, backends[b], 0, NULL);
+  for (int b = 0; b < TU_N_BACKENDS; b++) {
+    hippo_device *dev = tu_open(api, tu_backends[b], 0, NULL);
     hippo_status st = api->pools_install(dev, &l->layout, NULL);
     ck_assert_msg(st == HIPPO_SUCCESS, "line %d: got %s: %s", line,
                   api->status_name(st), api->last_error());
@@ -80,7 +76,7 @@ static void expect_ok_at(const tu_layout *l, int line) {
     CK_OK(api, api->device_close(dev));
   }
 }
-#define EXPECT_OK(l) expect_ok_at((l), __LINE__)
+#define CK_CONFIG_OK(l) expect_ok_at((l), __LINE__)
 
 /* A valid first pool, so the bad one is at index 1. */
 static hippo_pool_options *second(tu_layout *l, hippo_pool_kind kind) {
@@ -94,7 +90,7 @@ static hippo_pool_options *second(tu_layout *l, hippo_pool_kind kind) {
 START_TEST(test_empty) {
   tu_layout l;
   tu_layout_init(&l);
-  EXPECT_CONFIG(&l, "pool_count");
+  CK_CONFIG_REFUSED(&l, "pool_count");
 }
 END_TEST
 
@@ -103,18 +99,18 @@ START_TEST(test_too_many_pools) {
   tu_layout_init(&l);
   for (int i = 0; i < 33; i++)
     tu_layout_add_sliced(&l, TU_MiB, 256 * TU_KiB, 0);
-  EXPECT_CONFIG(&l, "33", "32");
+  CK_CONFIG_REFUSED(&l, "33", "32");
   l.layout.pool_count = 32; /* the limit itself is fine */
-  EXPECT_OK(&l);
+  CK_CONFIG_OK(&l);
 }
 END_TEST
 
 START_TEST(test_bad_preset) {
   tu_layout l;
   tu_layout_preset(&l, 4);
-  EXPECT_CONFIG(&l, "preset 4");
+  CK_CONFIG_REFUSED(&l, "preset 4");
   tu_layout_preset(&l, 99);
-  EXPECT_CONFIG(&l, "preset 99");
+  CK_CONFIG_REFUSED(&l, "preset 99");
 }
 END_TEST
 
@@ -122,7 +118,7 @@ START_TEST(test_preset_with_pools) {
   tu_layout l;
   tu_layout_sliced(&l, TU_MiB, 256 * TU_KiB);
   l.layout.preset = HIPPO_PRESET_EXCLUSIVE_PAGES;
-  EXPECT_CONFIG(&l, "preset", "pool_count");
+  CK_CONFIG_REFUSED(&l, "preset", "pool_count");
 }
 END_TEST
 
@@ -131,11 +127,11 @@ END_TEST
 START_TEST(test_unknown_kind) {
   tu_layout l;
   second(&l, 0);
-  EXPECT_CONFIG(&l, "layout pool 1", "kind", "0 is not a pool kind");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "kind", "0 is not a pool kind");
   second(&l, HIPPO_POOL_PERSISTENT); /* reports only, never in a layout */
-  EXPECT_CONFIG(&l, "layout pool 1", "kind", "4 is not a pool kind");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "kind", "4 is not a pool kind");
   second(&l, 99);
-  EXPECT_CONFIG(&l, "layout pool 1", "kind", "99 is not a pool kind");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "kind", "99 is not a pool kind");
 }
 END_TEST
 
@@ -143,7 +139,7 @@ START_TEST(test_zero_page_size) {
   tu_layout l;
   tu_layout_init(&l);
   tu_layout_add_sliced(&l, 0, 256 * TU_KiB, 0);
-  EXPECT_CONFIG(&l, "layout pool 0", "page_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 0", "page_size");
 }
 END_TEST
 
@@ -153,8 +149,8 @@ START_TEST(test_page_not_aligned) {
   tu_layout l;
   tu_layout_init(&l);
   tu_layout_add_sliced(&l, 1000, 1000, 0);
-  EXPECT_CONFIG(&l, "layout pool 0", "SLICED", "page_size", "1000",
-                "not a multiple of the alignment 256", "use 1024");
+  CK_CONFIG_REFUSED(&l, "layout pool 0", "SLICED", "page_size", "1000",
+                    "not a multiple of the alignment 256", "use 1024");
 }
 END_TEST
 
@@ -162,14 +158,14 @@ START_TEST(test_zero_max_slice_size) {
   tu_layout l;
   hippo_pool_options *o = second(&l, HIPPO_POOL_SLICED);
   o->page_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "max_slice_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "max_slice_size");
 }
 END_TEST
 
 START_TEST(test_zero_max_alloc_size) {
   tu_layout l;
   second(&l, HIPPO_POOL_EXCLUSIVE);
-  EXPECT_CONFIG(&l, "layout pool 1", "EXCLUSIVE", "max_alloc_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "EXCLUSIVE", "max_alloc_size");
 }
 END_TEST
 
@@ -178,9 +174,9 @@ START_TEST(test_slice_larger_than_page) {
   hippo_pool_options *o = second(&l, HIPPO_POOL_SLICED);
   o->page_size = TU_MiB;
   o->max_slice_size = TU_MiB + 256;
-  EXPECT_CONFIG(&l, "layout pool 1", "max_slice_size", "page_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "max_slice_size", "page_size");
   o->max_slice_size = TU_MiB; /* equal is fine */
-  EXPECT_OK(&l);
+  CK_CONFIG_OK(&l);
 }
 END_TEST
 
@@ -189,7 +185,7 @@ START_TEST(test_page_below_alignment) {
   hippo_pool_options *o = second(&l, HIPPO_POOL_SLICED);
   o->page_size = 128;
   o->max_slice_size = 128;
-  EXPECT_CONFIG(&l, "layout pool 1", "page_size", "alignment");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "page_size", "alignment");
 }
 END_TEST
 
@@ -199,9 +195,9 @@ START_TEST(test_cap_below_alignment) {
   o->page_size = TU_MiB;
   o->max_slice_size = 256 * TU_KiB;
   o->max_pool_size = 255;
-  EXPECT_CONFIG(&l, "layout pool 1", "max_pool_size", "alignment");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "max_pool_size", "alignment");
   o->max_pool_size = 256; /* a cap of one alignment unit is allowed */
-  EXPECT_OK(&l);
+  CK_CONFIG_OK(&l);
 }
 END_TEST
 
@@ -215,45 +211,45 @@ START_TEST(test_arena_fields) {
   hippo_pool_options *o = second(&l, HIPPO_POOL_ARENA);
   o->page_size = 2 * TU_MiB;
   o->max_slice_size = TU_GiB;
-  EXPECT_OK(&l);
+  CK_CONFIG_OK(&l);
   o->page_size = 128;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "page_size", "128",
-                "alignment 256");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "page_size", "128",
+                    "alignment 256");
   o->page_size = 0;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "page_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "page_size");
   o->page_size = 2 * TU_MiB;
   o->max_slice_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size",
-                "below page_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "max_slice_size",
+                    "below page_size");
   /* the largest page: a multiple of the alignment, not rounded down
    * under a request of max_slice_size bytes */
   o->max_slice_size = 2 * TU_MiB + 1000;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size",
-                "2098152 is not a multiple of the alignment 256",
-                "use 2098176");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "max_slice_size",
+                    "2098152 is not a multiple of the alignment 256",
+                    "use 2098176");
   o->max_slice_size = 17 * TU_GiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size",
-                "larger than the device");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "max_slice_size",
+                    "larger than the device");
   o->max_slice_size = UINT64_MAX;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_slice_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "max_slice_size");
   o->max_slice_size = TU_GiB;
   o->max_pool_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_pool_size",
-                "below page_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "max_pool_size",
+                    "below page_size");
   o->max_pool_size = 4 * TU_GiB;
-  EXPECT_OK(&l);
+  CK_CONFIG_OK(&l);
   o->max_pool_size = 0;
   o->page_size = 2048; /* 16 GiB of 2 KiB pages: too many */
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "page_size", "more than");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "page_size", "more than");
   o->page_size = 2 * TU_MiB;
   o->max_alloc_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "max_alloc_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "max_alloc_size");
   o->max_alloc_size = 0;
   o->reclaim_at = 1;
-  EXPECT_CONFIG(&l, "layout pool 1", "ARENA", "reclaim_at");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "reclaim_at");
   o->reclaim_at = 0;
   o->kind = 6;
-  EXPECT_CONFIG(&l, "layout pool 1", "kind", "6", "_ARENA");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "kind", "6", "_ARENA");
 }
 END_TEST
 
@@ -265,32 +261,32 @@ START_TEST(test_unused_fields) {
   o->page_size = TU_MiB;
   o->max_slice_size = 256 * TU_KiB;
   o->reclaim_at = 1;
-  EXPECT_CONFIG(&l, "layout pool 1", "SLICED", "reclaim_at");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "SLICED", "reclaim_at");
   o->reclaim_at = 0;
   o->max_alloc_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "SLICED", "max_alloc_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "SLICED", "max_alloc_size");
   /* EXCLUSIVE uses max_alloc_size */
   o = second(&l, HIPPO_POOL_EXCLUSIVE);
   o->max_alloc_size = TU_MiB;
   o->page_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "EXCLUSIVE", "page_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "EXCLUSIVE", "page_size");
   o->page_size = 0;
   o->max_pool_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "EXCLUSIVE", "max_pool_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "EXCLUSIVE", "max_pool_size");
   o->max_pool_size = 0;
   o->reclaim_at = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "EXCLUSIVE", "reclaim_at");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "EXCLUSIVE", "reclaim_at");
   /* DIRECT uses reclaim_at */
   o = second(&l, HIPPO_POOL_DIRECT);
   o->max_slice_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "DIRECT", "max_slice_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "DIRECT", "max_slice_size");
   o->max_slice_size = 0;
   o->max_alloc_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "DIRECT", "max_alloc_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "DIRECT", "max_alloc_size");
   o->max_alloc_size = 0;
   o->reclaim_at = TU_GiB;
   o->dealloc_period = 5; /* every kind uses dealloc_period */
-  EXPECT_OK(&l);
+  CK_CONFIG_OK(&l);
 }
 END_TEST
 
@@ -299,15 +295,15 @@ START_TEST(test_overflow) {
   hippo_pool_options *o = second(&l, HIPPO_POOL_SLICED);
   o->page_size = UINT64_MAX;
   o->max_slice_size = TU_MiB;
-  EXPECT_CONFIG(&l, "layout pool 1", "page_size", "overflow");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "page_size", "overflow");
   o->page_size = TU_MiB;
   o->max_slice_size = UINT64_MAX;
-  EXPECT_CONFIG(&l, "layout pool 1", "max_slice_size", "overflow");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "max_slice_size", "overflow");
   o = second(&l, HIPPO_POOL_EXCLUSIVE);
   o->max_alloc_size = UINT64_MAX;
-  EXPECT_CONFIG(&l, "layout pool 1", "max_alloc_size", "overflow");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "max_alloc_size", "overflow");
   o->max_alloc_size = UINT64_MAX - 255; /* aligned, but beyond 2^63 */
-  EXPECT_CONFIG(&l, "layout pool 1", "max_alloc_size", "overflow");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "max_alloc_size", "overflow");
 }
 END_TEST
 
@@ -317,12 +313,12 @@ START_TEST(test_too_many_pages) {
   /* 256 B pages over 16 GiB: 2^26 pages, the limit is 2^22 */
   o->page_size = 256;
   o->max_slice_size = 256;
-  EXPECT_CONFIG(&l, "layout pool 1", "page_size", "limit");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "page_size", "limit");
   /* a cap bounds the pages: 1 GiB / 256 B = 2^22 pages, just allowed */
   o->max_pool_size = TU_GiB;
-  EXPECT_OK(&l);
+  CK_CONFIG_OK(&l);
   o->max_pool_size = TU_GiB + 256;
-  EXPECT_CONFIG(&l, "layout pool 1", "page_size", "4194305");
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "page_size", "4194305");
 }
 END_TEST
 
@@ -333,7 +329,7 @@ START_TEST(test_bad_pool_at_end) {
   for (int i = 0; i < 5; i++)
     tu_layout_add_sliced(&l, TU_MiB, 256 * TU_KiB, 0);
   l.pools[4].max_slice_size = 0;
-  EXPECT_CONFIG(&l, "layout pool 4", "max_slice_size");
+  CK_CONFIG_REFUSED(&l, "layout pool 4", "max_slice_size");
 }
 END_TEST
 
@@ -434,12 +430,12 @@ static hippo_device *open_sub_slices(const hippo_api *api,
 
 START_TEST(test_preset_default) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = tu_open(api, backends[_i], 0, NULL); /* 16 GiB */
+  hippo_device *dev = tu_open(api, tu_backends[_i], 0, NULL); /* 16 GiB */
   ck_assert_uint_eq(tu_info(api, dev).total_memory, 16 * TU_GiB);
   expect_pools(api, dev, HIPPO_PRESET_ADAPTIVE, adaptive_16g,
                N(adaptive_16g));
   CK_OK(api, api->device_close(dev));
-  dev = open_sub_slices(api, backends[_i], 0);
+  dev = open_sub_slices(api, tu_backends[_i], 0);
   expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_16g,
                N(sub_slices_16g));
   CK_OK(api, api->device_close(dev));
@@ -449,8 +445,9 @@ END_TEST
 START_TEST(test_preset_exclusive) {
   const hippo_api *api = tu_api();
   tu_layout l;
-  hippo_device *dev = tu_open(
-      api, backends[_i], 0, tu_layout_preset(&l, HIPPO_PRESET_EXCLUSIVE_PAGES));
+  hippo_device *dev =
+      tu_open(api, tu_backends[_i], 0,
+              tu_layout_preset(&l, HIPPO_PRESET_EXCLUSIVE_PAGES));
   expect_pools(api, dev, HIPPO_PRESET_EXCLUSIVE_PAGES, exclusive_16g,
                N(exclusive_16g));
   CK_OK(api, api->device_close(dev));
@@ -461,7 +458,7 @@ START_TEST(test_preset_install) {
   /* presets installed over each other and over a custom layout */
   const hippo_api *api = tu_api();
   tu_layout l;
-  hippo_device *dev = tu_open(api, backends[_i], 0, NULL);
+  hippo_device *dev = tu_open(api, tu_backends[_i], 0, NULL);
   CK_OK(api, api->pools_install(
                  dev, tu_layout_preset(&l, HIPPO_PRESET_EXCLUSIVE_PAGES),
                  NULL));
@@ -481,17 +478,17 @@ END_TEST
 
 START_TEST(test_preset_small_devices) {
   const hippo_api *api = tu_api();
-  hippo_device *dev = open_sub_slices(api, backends[_i], TU_GiB);
+  hippo_device *dev = open_sub_slices(api, tu_backends[_i], TU_GiB);
   expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_1g,
                N(sub_slices_1g));
   CK_OK(api, api->device_close(dev));
   /* below 16 MiB the first page is a quarter of the device */
-  dev = open_sub_slices(api, backends[_i], 8 * TU_MiB);
+  dev = open_sub_slices(api, tu_backends[_i], 8 * TU_MiB);
   expect_pools(api, dev, HIPPO_PRESET_SUB_SLICES, sub_slices_8m,
                N(sub_slices_8m));
   CK_OK(api, api->device_close(dev));
   /* ADAPTIVE: no page above a quarter of the device */
-  dev = tu_open(api, backends[_i], 8 * TU_MiB, NULL);
+  dev = tu_open(api, tu_backends[_i], 8 * TU_MiB, NULL);
   expect_pools(api, dev, HIPPO_PRESET_ADAPTIVE, adaptive_8m,
                N(adaptive_8m));
   CK_OK(api, api->device_close(dev));
@@ -551,7 +548,7 @@ START_TEST(test_preset_odd_capacity) {
   const hippo_api *api = tu_api();
   for (unsigned k = 0; k < 3; k++) {
     tu_layout l;
-    hippo_device *dev = tu_open(api, backends[_i], 1000,
+    hippo_device *dev = tu_open(api, tu_backends[_i], 1000,
                                 tu_layout_preset(&l, presets[k]));
     void *native;
     hippo_stream *s = tu_attach(api, dev, &native);
@@ -611,7 +608,7 @@ START_TEST(test_custom_reported) {
   tu_layout_init(&l);
   tu_layout_add_sliced(&l, 4 * TU_MiB, TU_MiB, 0)->dealloc_period = 7;
   tu_layout_add_sliced(&l, 4 * TU_MiB, TU_MiB, 2 * TU_MiB + 100);
-  dev = tu_open(api, backends[_i], 0, &l.layout);
+  dev = tu_open(api, tu_backends[_i], 0, &l.layout);
   s = tu_attach(api, dev, &native);
   r = tu_report(api, s, 1);
   ck_assert_uint_eq(r.kind, HIPPO_POOL_SLICED);
@@ -650,14 +647,14 @@ static Suite *layout_suite(void) {
   tcase_add_test(tc, test_bad_pool_at_end);
   suite_add_tcase(s, tc);
   tc = tcase_create("presets");
-  tcase_add_loop_test(tc, test_preset_default, 0, N_BACKENDS);
-  tcase_add_loop_test(tc, test_preset_exclusive, 0, N_BACKENDS);
-  tcase_add_loop_test(tc, test_preset_install, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_preset_default, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_preset_exclusive, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_preset_install, 0, TU_N_BACKENDS);
   tcase_add_test(tc, test_preset_huge_device);
   tcase_add_test(tc, test_preset_large_alignment);
-  tcase_add_loop_test(tc, test_preset_small_devices, 0, N_BACKENDS);
-  tcase_add_loop_test(tc, test_custom_reported, 0, N_BACKENDS);
-  tcase_add_loop_test(tc, test_preset_odd_capacity, 0, N_BACKENDS);
+  tcase_add_loop_test(tc, test_preset_small_devices, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_custom_reported, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_preset_odd_capacity, 0, TU_N_BACKENDS);
   tcase_add_test(tc, test_preset_exclusive_wrap);
   suite_add_tcase(s, tc);
   return s;

@@ -24,27 +24,6 @@
 #define ALIGN UINT64_C(256)
 #define FAKE_BASE UINT64_C(0x100000)
 
-/* Like ck_assert, but silent on success: Check's asserts report every
- * passing point to the parent process, too slow for the hot loops here. */
-#define REQUIRE(cond)                                                          \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ck_abort_msg("%s:%d: %s failed", __FILE__, __LINE__, #cond);             \
-  } while (0)
-#define REQUIRE_EQ(a, b)                                                       \
-  do {                                                                         \
-    uint64_t a_ = (a), b_ = (b);                                               \
-    if (a_ != b_)                                                              \
-      ck_abort_msg("%s:%d: %s == %llu, %s == %llu", __FILE__, __LINE__, #a,    \
-                   (unsigned long long)a_, #b, (unsigned long long)b_);        \
-  } while (0)
-#define CHECK_MSG(cond, ...)                                                   \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      ck_abort_msg(__VA_ARGS__);                                               \
-  } while (0)
-#define REQUIRE_OK(expr) REQUIRE_EQ((uint64_t)(expr), HIPPO_SUCCESS)
-
 /* ---- a fake backend -------------------------------------------------------
  * Addresses come from a bump pointer starting at FAKE_BASE with one
  * alignment unit of gap after every page, never reused.  Invariant:
@@ -108,7 +87,7 @@ static hippo_status fake_page_alloc(hippo__backend *be, uint64_t size,
     f->cap = f->cap ? 2 * f->cap : 64;
     f->addr = realloc(f->addr, f->cap * sizeof *f->addr);
     f->size = realloc(f->size, f->cap * sizeof *f->size);
-    REQUIRE(f->addr && f->size);
+    CK_REQUIRE(f->addr && f->size);
   }
   f->addr[f->n] = f->next;
   f->size[f->n] = size;
@@ -134,16 +113,16 @@ static hippo_status fake_page_free(hippo__backend *be, uint64_t addr,
                             "fake: page_free(0x%llx) refused",
                             (unsigned long long)addr);
   i = fake_find(f, addr);
-  CHECK_MSG(i != SIZE_MAX && f->addr[i] == addr && f->size[i] == size,
-                "fake: page_free(0x%llx, %llu) names no live page",
-                (unsigned long long)addr, (unsigned long long)size);
+  CK_REQUIRE_MSG(i != SIZE_MAX && f->addr[i] == addr && f->size[i] == size,
+                 "fake: page_free(0x%llx, %llu) names no live page",
+                 (unsigned long long)addr, (unsigned long long)size);
   f->size[i] = 0;
   f->held_pages--;
   f->held_bytes -= size;
   if (f->nfreed == f->freed_cap) {
     f->freed_cap = f->freed_cap ? 2 * f->freed_cap : 64;
     f->freed = realloc(f->freed, f->freed_cap * sizeof *f->freed);
-    REQUIRE(f->freed != NULL);
+    CK_REQUIRE(f->freed != NULL);
   }
   f->freed[f->nfreed++] = addr;
   return HIPPO_SUCCESS;
@@ -216,7 +195,7 @@ static hippo__pool *excl_new(fake_be *f, hippo__page_acct *acct,
                              uint64_t max_alloc, uint64_t period) {
   hippo__pool *p = NULL;
   hippo_pool_options o = opts(HIPPO_POOL_EXCLUSIVE, max_alloc, 0, period);
-  OK(hippo__pool_create(&f->head, acct, &o, &p));
+  CK_CORE_OK(hippo__pool_create(&f->head, acct, &o, &p));
   ck_assert_ptr_nonnull(p);
   return p;
 }
@@ -225,39 +204,33 @@ static hippo__pool *direct_new(fake_be *f, hippo__page_acct *acct,
                                uint64_t reclaim_at, uint64_t period) {
   hippo__pool *p = NULL;
   hippo_pool_options o = opts(HIPPO_POOL_DIRECT, 0, reclaim_at, period);
-  OK(hippo__pool_create(&f->head, acct, &o, &p));
+  CK_CORE_OK(hippo__pool_create(&f->head, acct, &o, &p));
   ck_assert_ptr_nonnull(p);
   return p;
 }
 
 static hippo__pool *persistent_new(fake_be *f, hippo__page_acct *acct) {
   hippo__pool *p = NULL;
-  OK(hippo__pool_persistent_create(&f->head, acct, &p));
+  CK_CORE_OK(hippo__pool_persistent_create(&f->head, acct, &p));
   ck_assert_ptr_nonnull(p);
   return p;
 }
 
-static void checked(hippo__pool *p) {
-  hippo_status st = p->ops->check(p);
-  if (st != HIPPO_SUCCESS)
-    ck_abort_msg("check failed (%d): %s", st, hippo__error_get());
-}
-
 static hippo__slice_ref reserve(hippo__pool *p, uint64_t size) {
-  hippo__slice_ref r = {0, 0};
+  hippo__slice_ref r = {0, 0, 0};
   hippo_status st = p->ops->reserve(p, size, &r);
   if (st != HIPPO_SUCCESS)
     ck_abort_msg("reserve(%llu) = %d: %s", (unsigned long long)size, st,
                  hippo__error_get());
-  REQUIRE(r.addr != 0);
-  REQUIRE_EQ(r.addr % p->alignment, 0);
-  checked(p);
+  CK_REQUIRE(r.addr != 0);
+  CK_REQUIRE_EQ(r.addr % p->alignment, 0);
+  CK_POOL_CHECK(p);
   return r;
 }
 
 static void release(hippo__pool *p, hippo__slice_ref r, uint64_t size) {
   p->ops->release(p, r.slice, size);
-  checked(p);
+  CK_POOL_CHECK(p);
 }
 
 static hippo_pool_report report(hippo__pool *p) {
@@ -267,7 +240,7 @@ static hippo_pool_report report(hippo__pool *p) {
 }
 
 static void done(hippo__pool *p, fake_be *f) {
-  checked(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
   ck_assert_uint_eq(f->held_pages, 0);
   ck_assert_uint_eq(f->held_bytes, 0);
@@ -330,9 +303,10 @@ START_TEST(excl_accept) {
   ck_assert_uint_eq(rep.kind, HIPPO_POOL_EXCLUSIVE);
   ck_assert_uint_eq(p->opt.max_alloc_size, MiB);
   /* Outside the contract, but refused cleanly. */
-  FAILS(p->ops->reserve(p, MiB + 1, &r), HIPPO_INVALID_ARGUMENT,
-        "EXCLUSIVE pool");
-  FAILS(p->ops->reserve(p, 0, &r), HIPPO_INVALID_ARGUMENT, "EXCLUSIVE pool");
+  CK_CORE_FAILS(p->ops->reserve(p, MiB + 1, &r), HIPPO_INVALID_ARGUMENT,
+                "EXCLUSIVE pool");
+  CK_CORE_FAILS(p->ops->reserve(p, 0, &r), HIPPO_INVALID_ARGUMENT,
+                "EXCLUSIVE pool");
   ck_assert_uint_eq(f->calls[HIPPO_CALL_ALLOC], 1);
   done(p, f);
 
@@ -387,7 +361,7 @@ START_TEST(excl_class_sizes) {
     ck_assert_uint_eq(rep.bytes_padding, table[t][1] - table[t][0]);
     ck_assert_uint_eq(rep.bytes_in_use, table[t][0]);
     release(p, r, table[t][0]);
-    OK(p->ops->cleanup(p));
+    CK_CORE_OK(p->ops->cleanup(p));
     ck_assert_uint_eq(report(p).pages, 0);
   }
   done(p, f);
@@ -404,20 +378,20 @@ START_TEST(excl_class_exhaustive) {
   for (uint64_t s = 1; s <= 160 * KiB + 300; s++) {
     hippo__slice_ref r;
     uint64_t page, a = align_up(s, ALIGN);
-    REQUIRE_OK(p->ops->reserve(p, s, &r));
+    CK_CORE_OK(p->ops->reserve(p, s, &r));
     page = p->bytes_reserved;
-    CHECK_MSG(page == ref_class(s), "%llu bytes: page %llu, class %llu",
-                  (unsigned long long)s, (unsigned long long)page,
-                  (unsigned long long)ref_class(s));
+    CK_REQUIRE_MSG(page == ref_class(s), "%llu bytes: page %llu, class %llu",
+                   (unsigned long long)s, (unsigned long long)page,
+                   (unsigned long long)ref_class(s));
     if (a < 8 * ALIGN)
-      REQUIRE_EQ(page, a);
+      CK_REQUIRE_EQ(page, a);
     else
-      REQUIRE(8 * (page - a) < page && 8 * (page - a) < a);
+      CK_REQUIRE(8 * (page - a) < page && 8 * (page - a) < a);
     p->ops->release(p, r.slice, s);
-    REQUIRE_OK(p->ops->cleanup(p));
+    CK_CORE_OK(p->ops->cleanup(p));
   }
-  checked(p);
-  REQUIRE_EQ(f->calls[HIPPO_CALL_ALLOC], 160 * KiB + 300);
+  CK_POOL_CHECK(p);
+  CK_REQUIRE_EQ(f->calls[HIPPO_CALL_ALLOC], 160 * KiB + 300);
   done(p, f);
 }
 END_TEST
@@ -439,40 +413,40 @@ START_TEST(excl_reuse_bound) {
       uint64_t a = align_up(s, ALIGN), calls;
       bool expect = page == ref_class(s) || page == ref_next(s);
       r = reserve(p, page);
-      REQUIRE_EQ(p->bytes_reserved, page);
+      CK_REQUIRE_EQ(p->bytes_reserved, page);
       release(p, r, page);
       calls = f->calls[HIPPO_CALL_ALLOC];
-      REQUIRE_OK(p->ops->reserve(p, s, &q));
-      checked(p);
+      CK_CORE_OK(p->ops->reserve(p, s, &q));
+      CK_POOL_CHECK(p);
       tried++;
       if (expect) {
         reused++;
-        CHECK_MSG(q.addr == r.addr && q.slice == r.slice &&
-                          f->calls[HIPPO_CALL_ALLOC] == calls,
-                      "page %llu not reused for %llu bytes",
-                      (unsigned long long)page, (unsigned long long)s);
-        REQUIRE_EQ(p->bytes_padding, page - s);
+        CK_REQUIRE_MSG(q.addr == r.addr && q.slice == r.slice &&
+                           f->calls[HIPPO_CALL_ALLOC] == calls,
+                       "page %llu not reused for %llu bytes",
+                       (unsigned long long)page, (unsigned long long)s);
+        CK_REQUIRE_EQ(p->bytes_padding, page - s);
         /* The documented bound. */
-        REQUIRE(page - a <= ALIGN || 4 * (page - a) < a);
+        CK_REQUIRE(page - a <= ALIGN || 4 * (page - a) < a);
         if (a >= 8 * ALIGN)
-          REQUIRE(4 * (page - a) < a);
+          CK_REQUIRE(4 * (page - a) < a);
         else
-          REQUIRE(page - a <= ALIGN);
+          CK_REQUIRE(page - a <= ALIGN);
       } else {
-        CHECK_MSG(q.addr != r.addr &&
-                          f->calls[HIPPO_CALL_ALLOC] == calls + 1,
-                      "page %llu reused for %llu bytes (class %llu)",
-                      (unsigned long long)page, (unsigned long long)s,
-                      (unsigned long long)ref_class(s));
-        REQUIRE_EQ(p->pages, 2);
+        CK_REQUIRE_MSG(q.addr != r.addr &&
+                           f->calls[HIPPO_CALL_ALLOC] == calls + 1,
+                       "page %llu reused for %llu bytes (class %llu)",
+                       (unsigned long long)page, (unsigned long long)s,
+                       (unsigned long long)ref_class(s));
+        CK_REQUIRE_EQ(p->pages, 2);
       }
       release(p, q, s);
-      REQUIRE_OK(p->ops->cleanup(p));
-      REQUIRE_EQ(p->pages, 0);
+      CK_CORE_OK(p->ops->cleanup(p));
+      CK_REQUIRE_EQ(p->pages, 0);
     }
   }
-  REQUIRE(reused > 100);
-  REQUIRE(tried - reused > 100);
+  CK_REQUIRE(reused > 100);
+  CK_REQUIRE(tried - reused > 100);
   done(p, f);
 }
 END_TEST
@@ -507,7 +481,7 @@ START_TEST(excl_reuse) {
   ck_assert_uint_eq(f->calls[HIPPO_CALL_ALLOC], 2);
   release(p, c, 1000);
   release(p, d, 1000);
-  OK(p->ops->cleanup(p));
+  CK_CORE_OK(p->ops->cleanup(p));
   ck_assert_uint_eq(f->calls[HIPPO_CALL_FREE], 2);
 
   /* The next class up serves: a page of 1 MiB + 128 KiB for 1 MiB. */
@@ -564,43 +538,43 @@ START_TEST(excl_periodic) {
   hippo__pool *p = excl_new(f, NULL, MiB, 10);
   hippo__slice_ref a, b, c;
 
-  OK(p->ops->tick(p, 5));
+  CK_CORE_OK(p->ops->tick(p, 5));
   a = reserve(p, 1000);
   b = reserve(p, 5000);
   c = reserve(p, 300);
   release(p, a, 1000); /* free since 5 */
-  OK(p->ops->tick(p, 8));
+  CK_CORE_OK(p->ops->tick(p, 8));
   release(p, b, 5000); /* free since 8 */
-  OK(p->ops->tick(p, 14));
-  checked(p);
+  CK_CORE_OK(p->ops->tick(p, 14));
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 3);
   ck_assert_uint_eq(f->calls[HIPPO_CALL_FREE], 0);
-  OK(p->ops->tick(p, 15)); /* exactly one period after 5 */
-  checked(p);
+  CK_CORE_OK(p->ops->tick(p, 15)); /* exactly one period after 5 */
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 2);
   ck_assert_uint_eq(f->nfreed, 1);
   ck_assert_uint_eq(f->freed[0], a.addr);
-  OK(p->ops->tick(p, 17));
+  CK_CORE_OK(p->ops->tick(p, 17));
   ck_assert_uint_eq(p->pages, 2);
-  OK(p->ops->tick(p, 18));
-  checked(p);
+  CK_CORE_OK(p->ops->tick(p, 18));
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 1);
   ck_assert_uint_eq(f->freed[1], b.addr);
   ck_assert_uint_eq(report(p).bytes_reserved, 512);
 
   /* A reused page restarts its period when freed again. */
   release(p, c, 300); /* free since 18 */
-  OK(p->ops->tick(p, 20));
+  CK_CORE_OK(p->ops->tick(p, 20));
   a = reserve(p, 300);
   ck_assert_uint_eq(a.addr, c.addr);
-  OK(p->ops->tick(p, 30));
+  CK_CORE_OK(p->ops->tick(p, 30));
   release(p, a, 300); /* free since 30 */
-  OK(p->ops->tick(p, 39));
+  CK_CORE_OK(p->ops->tick(p, 39));
   ck_assert_uint_eq(p->pages, 1);
   /* A smaller `now` does not turn the clock back. */
-  OK(p->ops->tick(p, 3));
+  CK_CORE_OK(p->ops->tick(p, 3));
   ck_assert_uint_eq(p->pages, 1);
-  OK(p->ops->tick(p, 40));
+  CK_CORE_OK(p->ops->tick(p, 40));
   ck_assert_uint_eq(p->pages, 0);
   ck_assert_uint_eq(f->calls[HIPPO_CALL_FREE], 3);
   done(p, f);
@@ -610,7 +584,7 @@ START_TEST(excl_periodic) {
   p = excl_new(f, NULL, MiB, 0);
   a = reserve(p, 1000);
   release(p, a, 1000);
-  OK(p->ops->tick(p, UINT64_MAX));
+  CK_CORE_OK(p->ops->tick(p, UINT64_MAX));
   ck_assert_uint_eq(p->pages, 1);
   done(p, f);
 }
@@ -632,8 +606,8 @@ START_TEST(excl_cleanup) {
   ck_assert_uint_eq(atomic_load(&acct.pages), 5);
   release(p, r[1], 2000);
   release(p, r[3], 70000);
-  OK(p->ops->cleanup(p));
-  checked(p);
+  CK_CORE_OK(p->ops->cleanup(p));
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(f->calls[HIPPO_CALL_FREE], 2);
   ck_assert_uint_eq(f->held_pages, 3);
   ck_assert_uint_eq(f->held_bytes, 256 + 3072 + 256);
@@ -647,7 +621,7 @@ START_TEST(excl_cleanup) {
                     256 + 2048 + 3072 + 73728 + 256);
   ck_assert_uint_eq(atomic_load(&acct.pages), 3);
   /* Cleanup with nothing free calls nothing. */
-  OK(p->ops->cleanup(p));
+  CK_CORE_OK(p->ops->cleanup(p));
   ck_assert_uint_eq(f->calls[HIPPO_CALL_FREE], 2);
   release(p, r[0], 100);
   release(p, r[2], 3000);
@@ -672,9 +646,9 @@ START_TEST(excl_free_failure) {
   release(p, b, 5000);
   release(p, c, 9000);
   f->fail_free_addr = b.addr;
-  FAILS(p->ops->cleanup(p), HIPPO_BACKEND_ERROR, "refused");
+  CK_CORE_FAILS(p->ops->cleanup(p), HIPPO_BACKEND_ERROR, "refused");
   ck_assert(strstr(hippo__error_get(), "EXCLUSIVE pool") != NULL);
-  checked(p);
+  CK_POOL_CHECK(p);
   rep = report(p);
   ck_assert_uint_eq(rep.pages, 1);
   ck_assert_uint_eq(rep.bytes_reserved, 5120);
@@ -688,14 +662,14 @@ START_TEST(excl_free_failure) {
   release(p, a, 5000); /* free since clock 0 */
   /* tick keeps a page whose free fails and tries it again a whole period
    * later (one call per period, not one per reservation) */
-  FAILS(p->ops->tick(p, 4), HIPPO_BACKEND_ERROR, "refused");
-  checked(p);
+  CK_CORE_FAILS(p->ops->tick(p, 4), HIPPO_BACKEND_ERROR, "refused");
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 1);
   ck_assert_uint_eq(p->due, 8);
   f->fail_free_addr = 0;
-  OK(p->ops->tick(p, 7));
+  CK_CORE_OK(p->ops->tick(p, 7));
   ck_assert_uint_eq(p->pages, 1);
-  OK(p->ops->tick(p, 8));
+  CK_CORE_OK(p->ops->tick(p, 8));
   ck_assert_uint_eq(p->pages, 0);
   /* a failing page holds back no other: the one behind it goes */
   a = reserve(p, 1000);
@@ -703,12 +677,12 @@ START_TEST(excl_free_failure) {
   release(p, a, 1000); /* free since clock 8, first in the FIFO */
   release(p, b, 5000);
   f->fail_free_addr = a.addr;
-  FAILS(p->ops->tick(p, 12), HIPPO_BACKEND_ERROR, "refused");
-  checked(p);
+  CK_CORE_FAILS(p->ops->tick(p, 12), HIPPO_BACKEND_ERROR, "refused");
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 1);
   ck_assert_uint_eq(f->freed[f->nfreed - 1], b.addr);
   f->fail_free_addr = 0;
-  OK(p->ops->tick(p, 16));
+  CK_CORE_OK(p->ops->tick(p, 16));
   ck_assert_uint_eq(p->pages, 0);
   done(p, f);
 }
@@ -718,31 +692,31 @@ START_TEST(excl_alloc_failure) {
   fake_be *f = fake_new(64 * KiB, ALIGN);
   hippo__page_acct acct;
   hippo__pool *p = excl_new(f, &acct, MiB, 0);
-  hippo__slice_ref a, r = {7, 7};
+  hippo__slice_ref a, r = {7, 7, 0};
   hippo_pool_report before, after;
   acct_init(&acct);
   a = reserve(p, 1000);
   release(p, a, 1000);
   before = report(p);
-  OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
-                                   HIPPO_OUT_OF_MEMORY));
-  FAILS(p->ops->reserve(p, 5000, &r), HIPPO_OUT_OF_MEMORY, "injected");
+  CK_CORE_OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
+                                           HIPPO_OUT_OF_MEMORY));
+  CK_CORE_FAILS(p->ops->reserve(p, 5000, &r), HIPPO_OUT_OF_MEMORY, "injected");
   ck_assert(strstr(hippo__error_get(), "EXCLUSIVE pool") != NULL);
   ck_assert_uint_eq(r.addr, 7);
   after = report(p);
   ck_assert_int_eq(memcmp(&before, &after, sizeof before), 0);
   ck_assert_uint_eq(atomic_load(&acct.pages), 1);
-  checked(p);
+  CK_POOL_CHECK(p);
   /* The free page is still there; the next reserve works. */
   a = reserve(p, 1000);
   ck_assert_uint_eq(a.addr, FAKE_BASE);
   /* Real out of memory (capacity 64 KiB) changes nothing either. */
   before = report(p);
-  FAILS(p->ops->reserve(p, 64 * KiB, &r), HIPPO_OUT_OF_MEMORY,
-        "out of memory");
+  CK_CORE_FAILS(p->ops->reserve(p, 64 * KiB, &r), HIPPO_OUT_OF_MEMORY,
+                "out of memory");
   after = report(p);
   ck_assert_int_eq(memcmp(&before, &after, sizeof before), 0);
-  checked(p);
+  CK_POOL_CHECK(p);
   release(p, a, 1000);
   done(p, f);
 }
@@ -761,7 +735,7 @@ START_TEST(excl_report) {
   release(p, c, 5000);
   release(p, d, 1);
   release(p, e, 3 * MiB);
-  OK(p->ops->cleanup(p)); /* e, c, d go */
+  CK_CORE_OK(p->ops->cleanup(p)); /* e, c, d go */
   c = reserve(p, 5000);
   d = reserve(p, 1);
   release(p, c, 5000);
@@ -800,7 +774,7 @@ START_TEST(check_catches) {
                                  : persistent_new(f, NULL);
     hippo__slice_ref a = reserve(p, 1000);
     p->ops->release(p, a.slice + 5, 1000); /* no such slice */
-    FAILS(p->ops->check(p), HIPPO_INTERNAL, "releases");
+    CK_CORE_FAILS(p->ops->check(p), HIPPO_INTERNAL, "releases");
     p->ops->destroy(p);
     fake_destroy(&f->head);
 
@@ -811,7 +785,7 @@ START_TEST(check_catches) {
     a = reserve(p, 1000);
     release(p, a, 1000);
     p->ops->release(p, a.slice, 1000); /* twice */
-    FAILS(p->ops->check(p), HIPPO_INTERNAL, "check");
+    CK_CORE_FAILS(p->ops->check(p), HIPPO_INTERNAL, "check");
     p->ops->destroy(p);
     fake_destroy(&f->head);
 
@@ -821,7 +795,7 @@ START_TEST(check_catches) {
                     : persistent_new(f, NULL);
     a = reserve(p, 1000);
     p->bytes_in_use++; /* a figure out of step */
-    FAILS(p->ops->check(p), HIPPO_INTERNAL, "bytes_in_use");
+    CK_CORE_FAILS(p->ops->check(p), HIPPO_INTERNAL, "bytes_in_use");
     p->bytes_in_use--;
     release(p, a, 1000);
     done(p, f);
@@ -841,12 +815,13 @@ START_TEST(direct_accept) {
   ck_assert_uint_eq(p->max_size % ALIGN, 0);
   ck_assert_uint_eq(report(p).kind, HIPPO_POOL_DIRECT);
   /* A request bigger than the device is too big: no allocation tried. */
-  FAILS(p->ops->reserve(p, p->max_size + 1, &r), HIPPO_BUFFER_TOO_BIG,
-        "DIRECT pool");
-  FAILS(p->ops->reserve(p, UINT64_MAX - ALIGN, &r), HIPPO_BUFFER_TOO_BIG,
-        "DIRECT pool");
-  FAILS(p->ops->reserve(p, 0, &r), HIPPO_INVALID_ARGUMENT, "DIRECT pool");
-  checked(p);
+  CK_CORE_FAILS(p->ops->reserve(p, p->max_size + 1, &r), HIPPO_BUFFER_TOO_BIG,
+                "DIRECT pool");
+  CK_CORE_FAILS(p->ops->reserve(p, UINT64_MAX - ALIGN, &r),
+                HIPPO_BUFFER_TOO_BIG, "DIRECT pool");
+  CK_CORE_FAILS(p->ops->reserve(p, 0, &r), HIPPO_INVALID_ARGUMENT,
+                "DIRECT pool");
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 0);
   done(p, f);
 }
@@ -916,8 +891,8 @@ START_TEST(direct_many_sizes) {
   ck_assert_uint_eq(report(p).bytes_free, 0);
   for (uint64_t i = 0; i < 3000; i++)
     p->ops->release(p, r[i].slice, (i + 1) * ALIGN - (i % 2 ? 3 : 0));
-  checked(p);
-  OK(p->ops->cleanup(p));
+  CK_POOL_CHECK(p);
+  CK_CORE_OK(p->ops->cleanup(p));
   ck_assert_uint_eq(f->held_pages, 0);
   ck_assert_uint_eq(f->calls[HIPPO_CALL_FREE], 3000);
   free(r);
@@ -1012,14 +987,15 @@ START_TEST(direct_failed_reserve_reclaims_nothing) {
   release(p, x, 2048);
   release(p, y, 2048); /* 4096 held, all free; FIFO: x, y */
   before = report(p);
-  OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
-                                   HIPPO_BACKEND_ERROR));
-  FAILS(p->ops->reserve(p, 3000, &r), HIPPO_BACKEND_ERROR, "DIRECT pool");
+  CK_CORE_OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
+                                           HIPPO_BACKEND_ERROR));
+  CK_CORE_FAILS(p->ops->reserve(p, 3000, &r), HIPPO_BACKEND_ERROR,
+                "DIRECT pool");
   after = report(p);
   ck_assert_int_eq(memcmp(&before, &after, sizeof before), 0);
   ck_assert_uint_eq(f->nfreed, 0);
   ck_assert_uint_eq(r.addr, 9);
-  checked(p);
+  CK_POOL_CHECK(p);
   /* 4096 + 3072 > 4096: x, then y go, after the new one was taken */
   r = reserve(p, 3000);
   ck_assert_uint_eq(f->nfreed, 2);
@@ -1036,9 +1012,9 @@ START_TEST(persistent_too_big) {
   fake_be *f = fake_new(GiB, ALIGN);
   hippo__pool *p = persistent_new(f, NULL);
   hippo__slice_ref r;
-  FAILS(p->ops->reserve(p, UINT64_MAX, &r), HIPPO_BUFFER_TOO_BIG,
-        "PERSISTENT pool");
-  checked(p);
+  CK_CORE_FAILS(p->ops->reserve(p, UINT64_MAX, &r), HIPPO_BUFFER_TOO_BIG,
+                "PERSISTENT pool");
+  CK_POOL_CHECK(p);
   done(p, f);
 }
 END_TEST
@@ -1074,26 +1050,26 @@ START_TEST(direct_periodic_cleanup) {
   hippo__slice_ref a, b, c;
   hippo_pool_options o = opts(HIPPO_POOL_DIRECT, 0, 0, 100);
   acct_init(&acct);
-  OK(hippo__pool_direct_create(&f->head, &acct, &o, &p));
-  OK(p->ops->tick(p, 1000));
+  CK_CORE_OK(hippo__pool_direct_create(&f->head, &acct, &o, &p));
+  CK_CORE_OK(p->ops->tick(p, 1000));
   a = reserve(p, 100);
   b = reserve(p, 200);
   c = reserve(p, 300);
   release(p, b, 200);  /* free since 1000 */
-  OK(p->ops->tick(p, 1050));
+  CK_CORE_OK(p->ops->tick(p, 1050));
   release(p, a, 100);  /* free since 1050 */
-  OK(p->ops->tick(p, 1099));
+  CK_CORE_OK(p->ops->tick(p, 1099));
   ck_assert_uint_eq(p->pages, 3);
-  OK(p->ops->tick(p, 1100));
-  checked(p);
+  CK_CORE_OK(p->ops->tick(p, 1100));
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 2);
   ck_assert_uint_eq(f->freed[0], b.addr);
   ck_assert_uint_eq(atomic_load(&acct.pages), 2);
-  OK(p->ops->tick(p, 1149));
+  CK_CORE_OK(p->ops->tick(p, 1149));
   ck_assert_uint_eq(p->pages, 2);
   /* cleanup frees the rest of the free ones, not the live one. */
-  OK(p->ops->cleanup(p));
-  checked(p);
+  CK_CORE_OK(p->ops->cleanup(p));
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 1);
   ck_assert_uint_eq(f->freed[1], a.addr);
   ck_assert_uint_eq(f->calls[HIPPO_CALL_FREE], 2);
@@ -1109,37 +1085,38 @@ END_TEST
 START_TEST(direct_failures) {
   fake_be *f = fake_new(GiB, ALIGN);
   hippo__pool *p = direct_new(f, NULL, 0, 0);
-  hippo__slice_ref a, b, c, r = {9, 9};
+  hippo__slice_ref a, b, c, r = {9, 9, 0};
   hippo_pool_report before, after;
   a = reserve(p, 1000);
   b = reserve(p, 2000);
   c = reserve(p, 3000);
   release(p, a, 1000);
   before = report(p);
-  OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
-                                   HIPPO_OUT_OF_MEMORY));
-  FAILS(p->ops->reserve(p, 5000, &r), HIPPO_OUT_OF_MEMORY, "DIRECT pool");
+  CK_CORE_OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
+                                           HIPPO_OUT_OF_MEMORY));
+  CK_CORE_FAILS(p->ops->reserve(p, 5000, &r), HIPPO_OUT_OF_MEMORY,
+                "DIRECT pool");
   ck_assert(strstr(hippo__error_get(), "injected") != NULL);
   after = report(p);
   ck_assert_int_eq(memcmp(&before, &after, sizeof before), 0);
   ck_assert_uint_eq(r.addr, 9);
-  checked(p);
+  CK_POOL_CHECK(p);
   release(p, b, 2000);
   release(p, c, 3000);
   /* cleanup: two refuse (second and third in FIFO order via the injected
    * call fault and the address), one goes; the first failure returns. */
-  OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_FREE, 2,
-                                   HIPPO_BACKEND_ERROR));
+  CK_CORE_OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_FREE, 2,
+                                           HIPPO_BACKEND_ERROR));
   f->fail_free_addr = c.addr;
-  FAILS(p->ops->cleanup(p), HIPPO_BACKEND_ERROR, "injected");
+  CK_CORE_FAILS(p->ops->cleanup(p), HIPPO_BACKEND_ERROR, "injected");
   ck_assert(strstr(hippo__error_get(), "1 more") != NULL);
-  checked(p);
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 2);
   ck_assert_uint_eq(f->nfreed, 1);
   ck_assert_uint_eq(f->freed[0], a.addr);
   ck_assert_uint_eq(report(p).bytes_free, 2048 + 3072);
   f->fail_free_addr = 0;
-  OK(p->ops->cleanup(p));
+  CK_CORE_OK(p->ops->cleanup(p));
   ck_assert_uint_eq(p->pages, 0);
   done(p, f);
 }
@@ -1177,25 +1154,25 @@ START_TEST(persistent_basics) {
   ck_assert_uint_ne(c.addr, a.addr);
   ck_assert_uint_eq(f->calls[HIPPO_CALL_ALLOC], 3);
   /* Never periodically freed. */
-  OK(p->ops->tick(p, UINT64_MAX));
+  CK_CORE_OK(p->ops->tick(p, UINT64_MAX));
   ck_assert_uint_eq(p->pages, 3);
   rep = report(p);
   ck_assert_uint_eq(rep.bytes_free, 4096);
   ck_assert_uint_eq(rep.largest_free, 4096);
   ck_assert_uint_eq(rep.peak_pages, 3);
   /* cleanup frees the free one. */
-  OK(p->ops->cleanup(p));
+  CK_CORE_OK(p->ops->cleanup(p));
   ck_assert_uint_eq(p->pages, 2);
   ck_assert_uint_eq(f->freed[0], a.addr);
   ck_assert_uint_eq(atomic_load(&acct.bytes_reserved), 4096 + 3840);
   /* A failed allocation changes nothing. */
-  OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
-                                   HIPPO_OUT_OF_MEMORY));
+  CK_CORE_OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
+                                           HIPPO_OUT_OF_MEMORY));
   rep = report(p);
   {
     hippo_pool_report after;
-    FAILS(p->ops->reserve(p, 100, &a), HIPPO_OUT_OF_MEMORY,
-          "PERSISTENT pool");
+    CK_CORE_FAILS(p->ops->reserve(p, 100, &a), HIPPO_OUT_OF_MEMORY,
+                  "PERSISTENT pool");
     after = report(p);
     ck_assert_int_eq(memcmp(&rep, &after, sizeof rep), 0);
   }
@@ -1215,11 +1192,11 @@ START_TEST(on_dry) {
     hippo_emu_counters k;
     hippo_pool_options o = kind == 0 ? opts(HIPPO_POOL_EXCLUSIVE, MiB, 0, 0)
                                      : opts(HIPPO_POOL_DIRECT, 0, 0, 0);
-    OK(hippo__backend_dry_create(GiB, 256, &be));
+    CK_CORE_OK(hippo__backend_dry_create(GiB, 256, &be));
     if (kind == 2)
-      OK(hippo__pool_persistent_create(be, NULL, &p));
+      CK_CORE_OK(hippo__pool_persistent_create(be, NULL, &p));
     else
-      OK(hippo__pool_create(be, NULL, &o, &p));
+      CK_CORE_OK(hippo__pool_create(be, NULL, &o, &p));
     a = reserve(p, 1000);
     b = reserve(p, 70000);
     c = reserve(p, 1000);
@@ -1230,11 +1207,11 @@ START_TEST(on_dry) {
     ck_assert_uint_eq(k.pages_held, 3);
     ck_assert_uint_eq(k.bytes_held, kind == 0 ? 1024 + 73728 + 1024
                                               : 1024 + 70144 + 1024);
-    OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1,
-                                 HIPPO_OUT_OF_MEMORY));
+    CK_CORE_OK(be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1,
+                                         HIPPO_OUT_OF_MEMORY));
     ck_assert_int_eq(p->ops->reserve(p, 300000, &a), HIPPO_OUT_OF_MEMORY);
-    checked(p);
-    OK(p->ops->cleanup(p));
+    CK_POOL_CHECK(p);
+    CK_CORE_OK(p->ops->cleanup(p));
     k = counters_of(be);
     ck_assert_uint_eq(k.calls[HIPPO_CALL_ALLOC], 4);
     ck_assert_uint_eq(k.calls[HIPPO_CALL_FREE], 2);
@@ -1259,39 +1236,39 @@ START_TEST(excl_exact_page) {
   hippo__slice_ref a, b, r;
   hippo_pool_report rep;
   hippo_pool_options o = opts(HIPPO_POOL_EXCLUSIVE, GiB, 0, 0);
-  OK(hippo__backend_dry_create(1000 * MiB, 256, &be));
-  OK(hippo__pool_create(be, NULL, &o, &p));
+  CK_CORE_OK(hippo__backend_dry_create(1000 * MiB, 256, &be));
+  CK_CORE_OK(hippo__pool_create(be, NULL, &o, &p));
   /* class(970 MiB) = 1 GiB > the 1000 MiB free: two calls, one page */
   a = reserve(p, 970 * MiB);
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_ALLOC], 2);
   ck_assert_uint_eq(counters_of(be).pages_held, 1);
   ck_assert_uint_eq(p->bytes_reserved, 970 * MiB);
   ck_assert_uint_eq(p->bytes_padding, 0);
-  checked(p);
+  CK_POOL_CHECK(p);
   release(p, a, 970 * MiB);
   rep = report(p);
   ck_assert_uint_eq(rep.bytes_free, 970 * MiB);
   ck_assert_uint_eq(rep.largest_free, 970 * MiB);
-  checked(p);
+  CK_POOL_CHECK(p);
   /* 800 MiB: 970 <= 1.25 * 800, the exact page serves it */
   b = reserve(p, 800 * MiB);
   ck_assert_uint_eq(b.addr, a.addr);
   ck_assert_uint_eq(counters_of(be).calls[HIPPO_CALL_ALLOC], 2);
   ck_assert_uint_eq(p->bytes_padding, 170 * MiB);
-  checked(p);
+  CK_POOL_CHECK(p);
   release(p, b, 800 * MiB);
   /* 700 MiB: 970 > 1.25 * 700, not taken; 30 MiB free fit neither its
    * class nor an exact page */
-  FAILS(p->ops->reserve(p, 700 * MiB, &r), HIPPO_OUT_OF_MEMORY,
-        "EXCLUSIVE pool");
+  CK_CORE_FAILS(p->ops->reserve(p, 700 * MiB, &r), HIPPO_OUT_OF_MEMORY,
+                "EXCLUSIVE pool");
   ck_assert_uint_eq(p->bytes_reserved, 970 * MiB);
-  checked(p);
-  OK(p->ops->cleanup(p));
+  CK_POOL_CHECK(p);
+  CK_CORE_OK(p->ops->cleanup(p));
   ck_assert_uint_eq(counters_of(be).pages_held, 0);
   r = reserve(p, 700 * MiB); /* now its class page fits */
   ck_assert_uint_eq(p->bytes_reserved, 704 * MiB);
   release(p, r, 700 * MiB);
-  checked(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
   be->ops->destroy(be);
 }
@@ -1319,21 +1296,21 @@ START_TEST(free_gate) {
     hippo__pool *p = kind == 0 ? excl_new(f, NULL, MiB, 10)
                                : direct_new(f, NULL, 2048, 10);
     gate_ctx g = {false, 0};
-    hippo__free_gate gate = {gate_ask, &g, -1};
+    hippo__free_gate gate = {.ask = gate_ask, .ctx = &g, .answer = -1};
     hippo__slice_ref a, b, c;
     p->gate = &gate;
     a = reserve(p, 1024);
     b = reserve(p, 1024);
     release(p, a, 1024); /* free since 0 */
     release(p, b, 1024);
-    OK(p->ops->tick(p, 9)); /* nothing due: not asked */
+    CK_CORE_OK(p->ops->tick(p, 9)); /* nothing due: not asked */
     ck_assert_uint_eq(g.asked, 0);
     gate.answer = -1;
-    OK(p->ops->tick(p, 10)); /* due, but no */
-    checked(p);
+    CK_CORE_OK(p->ops->tick(p, 10)); /* due, but no */
+    CK_POOL_CHECK(p);
     ck_assert_uint_eq(g.asked, 1);
     ck_assert_uint_eq(p->pages, 2);
-    OK(p->ops->tick(p, 11)); /* the answer holds until reset */
+    CK_CORE_OK(p->ops->tick(p, 11)); /* the answer holds until reset */
     ck_assert_uint_eq(g.asked, 1);
     if (kind == 1) {
       /* reclaim: 2048 + 512 > 2048, but the gate says no: served above. */
@@ -1346,8 +1323,8 @@ START_TEST(free_gate) {
     }
     g.allow = true;
     gate.answer = -1;
-    OK(p->ops->tick(p, 12));
-    checked(p);
+    CK_CORE_OK(p->ops->tick(p, 12));
+    CK_POOL_CHECK(p);
     ck_assert_uint_eq(g.asked, kind == 0 ? 2 : 3);
     ck_assert_uint_eq(p->pages, kind == 0 ? 0 : 1);
     if (kind == 1) {
@@ -1359,7 +1336,7 @@ START_TEST(free_gate) {
     }
     g.allow = false;
     gate.answer = -1;
-    OK(p->ops->cleanup(p)); /* cleanup does not ask */
+    CK_CORE_OK(p->ops->cleanup(p)); /* cleanup does not ask */
     ck_assert_uint_eq(g.asked, kind == 0 ? 2 : 3);
     ck_assert_uint_eq(p->pages, 0);
     done(p, f);
@@ -1410,7 +1387,7 @@ static void random_run(int kind, uint64_t seed, int ops) {
       uint64_t size, calls = f->calls[HIPPO_CALL_ALLOC];
       uint64_t frees = f->calls[HIPPO_CALL_FREE];
       uint64_t held = f->held_bytes;
-      hippo__slice_ref r = {0, 0};
+      hippo__slice_ref r = {0, 0, 0};
       hippo_pool_report before, after;
       hippo_status st;
       bool inject = rnd_below(100) == 0;
@@ -1423,20 +1400,20 @@ static void random_run(int kind, uint64_t seed, int ops) {
         size = 1 + rnd_below(4 * MiB);
       p->ops->report(p, &before);
       if (inject)
-        REQUIRE_OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
-                                         HIPPO_OUT_OF_MEMORY));
+        CK_CORE_OK(f->head.ops->emu_inject_fault(&f->head, HIPPO_CALL_ALLOC, 1,
+                                                 HIPPO_OUT_OF_MEMORY));
       st = p->ops->reserve(p, size, &r);
       f->fault_at[HIPPO_CALL_ALLOC] = 0;
       clock++;
       if (st != HIPPO_SUCCESS) {
-        REQUIRE_EQ(st, HIPPO_OUT_OF_MEMORY);
-        REQUIRE_EQ(f->calls[HIPPO_CALL_ALLOC], calls + 1);
+        CK_REQUIRE_EQ(st, HIPPO_OUT_OF_MEMORY);
+        CK_REQUIRE_EQ(f->calls[HIPPO_CALL_ALLOC], calls + 1);
         p->ops->report(p, &after);
         if (kind != 1) /* DIRECT may have reclaimed free allocations */
-          REQUIRE_EQ(memcmp(&before, &after, sizeof before), 0);
-        REQUIRE_EQ(after.allocations, before.allocations);
-        REQUIRE_EQ(after.bytes_in_use, before.bytes_in_use);
-        REQUIRE_EQ(after.bytes_padding, before.bytes_padding);
+          CK_REQUIRE_EQ(memcmp(&before, &after, sizeof before), 0);
+        CK_REQUIRE_EQ(after.allocations, before.allocations);
+        CK_REQUIRE_EQ(after.bytes_in_use, before.bytes_in_use);
+        CK_REQUIRE_EQ(after.bytes_padding, before.bytes_padding);
         failed++;
       } else {
         size_t pg = fake_page_of(f, r.addr, size);
@@ -1449,27 +1426,28 @@ static void random_run(int kind, uint64_t seed, int ops) {
            * fit under it, and stopped once it did or nothing was free. */
           uint64_t a = align_up(size, ALIGN);
           if (f->calls[HIPPO_CALL_FREE] != frees) {
-            REQUIRE(held + a > 320 * MiB);
+            CK_REQUIRE(held + a > 320 * MiB);
             reclaims++;
           }
-          REQUIRE(f->held_bytes <= 320 * MiB || p->bytes_reserved -
-                  p->bytes_in_use - p->bytes_padding == 0);
+          CK_REQUIRE(f->held_bytes <= 320 * MiB ||
+                     p->bytes_reserved - p->bytes_in_use - p->bytes_padding ==
+                         0);
         }
         if (kind != 1)
-          REQUIRE_EQ(f->calls[HIPPO_CALL_FREE], frees);
-        CHECK_MSG(pg != SIZE_MAX, "slice 0x%llx+%llu in no page",
-                      (unsigned long long)r.addr, (unsigned long long)size);
-        REQUIRE_EQ(r.addr % ALIGN, 0);
-        REQUIRE_EQ(f->addr[pg], r.addr); /* a page per slice */
+          CK_REQUIRE_EQ(f->calls[HIPPO_CALL_FREE], frees);
+        CK_REQUIRE_MSG(pg != SIZE_MAX, "slice 0x%llx+%llu in no page",
+                       (unsigned long long)r.addr, (unsigned long long)size);
+        CK_REQUIRE_EQ(r.addr % ALIGN, 0);
+        CK_REQUIRE_EQ(f->addr[pg], r.addr); /* a page per slice */
         page = f->size[pg];
         if (kind == 0)
-          REQUIRE(page == ref_class(size) || page == ref_next(size));
+          CK_REQUIRE(page == ref_class(size) || page == ref_next(size));
         else
-          REQUIRE_EQ(page, align_up(size, ALIGN));
+          CK_REQUIRE_EQ(page, align_up(size, ALIGN));
         for (size_t j = 0; j < n; j++) {
-          REQUIRE(lv[j].slice != r.slice);
-          REQUIRE(r.addr + size <= lv[j].addr ||
-                    lv[j].addr + lv[j].size <= r.addr);
+          CK_REQUIRE(lv[j].slice != r.slice);
+          CK_REQUIRE(r.addr + size <= lv[j].addr ||
+                     lv[j].addr + lv[j].size <= r.addr);
         }
         lv[n].addr = r.addr;
         lv[n].size = size;
@@ -1492,26 +1470,26 @@ static void random_run(int kind, uint64_t seed, int ops) {
       if (rnd_below(4) == 0)
         f->fail_free_addr = f->n ? f->addr[rnd_below(f->n)] : 0;
       st = p->ops->tick(p, clock);
-      REQUIRE(st == HIPPO_SUCCESS || st == HIPPO_BACKEND_ERROR);
+      CK_REQUIRE(st == HIPPO_SUCCESS || st == HIPPO_BACKEND_ERROR);
       f->fail_free_addr = 0;
     } else {
       hippo_status st;
       if (rnd_below(2) == 0)
         f->fail_free_addr = f->n ? f->addr[rnd_below(f->n)] : 0;
       st = p->ops->cleanup(p);
-      REQUIRE(st == HIPPO_SUCCESS || st == HIPPO_BACKEND_ERROR);
+      CK_REQUIRE(st == HIPPO_SUCCESS || st == HIPPO_BACKEND_ERROR);
       f->fail_free_addr = 0;
       if (st == HIPPO_SUCCESS)
-        REQUIRE_EQ(p->pages, n);
+        CK_REQUIRE_EQ(p->pages, n);
     }
-    checked(p);
-    REQUIRE_EQ(p->allocations, n);
-    REQUIRE_EQ(p->bytes_in_use, in_use);
-    REQUIRE_EQ(p->bytes_padding, padding);
-    REQUIRE_EQ(p->bytes_reserved, f->held_bytes);
-    REQUIRE_EQ(p->pages, f->held_pages);
-    REQUIRE_EQ(p->largest_allocation, largest);
-    REQUIRE(p->pages >= n);
+    CK_POOL_CHECK(p);
+    CK_REQUIRE_EQ(p->allocations, n);
+    CK_REQUIRE_EQ(p->bytes_in_use, in_use);
+    CK_REQUIRE_EQ(p->bytes_padding, padding);
+    CK_REQUIRE_EQ(p->bytes_reserved, f->held_bytes);
+    CK_REQUIRE_EQ(p->pages, f->held_pages);
+    CK_REQUIRE_EQ(p->largest_allocation, largest);
+    CK_REQUIRE(p->pages >= n);
   }
   if (getenv("POOLS_STATS"))
     fprintf(stderr, "kind %d: served %llu reuses %llu reclaims %llu failed "
@@ -1521,18 +1499,18 @@ static void random_run(int kind, uint64_t seed, int ops) {
             (unsigned long long)failed,
             (unsigned long long)f->calls[HIPPO_CALL_FREE]);
   /* The run exercised every path. */
-  REQUIRE(served > (uint64_t)ops / 3);
-  REQUIRE(reuses > served / 10);
-  REQUIRE(failed > 10);
-  REQUIRE(f->calls[HIPPO_CALL_FREE] > 100);
+  CK_REQUIRE(served > (uint64_t)ops / 3);
+  CK_REQUIRE(reuses > served / 10);
+  CK_REQUIRE(failed > 10);
+  CK_REQUIRE(f->calls[HIPPO_CALL_FREE] > 100);
   if (kind == 1)
-    REQUIRE(reclaims > (uint64_t)ops / 1000);
+    CK_REQUIRE(reclaims > (uint64_t)ops / 1000);
   while (n > 0) {
     n--;
     p->ops->release(p, lv[n].slice, lv[n].size);
   }
-  REQUIRE_OK(p->ops->cleanup(p));
-  REQUIRE_EQ(p->pages, 0);
+  CK_CORE_OK(p->ops->cleanup(p));
+  CK_REQUIRE_EQ(p->pages, 0);
   free(lv);
   done(p, f);
 }

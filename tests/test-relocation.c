@@ -58,23 +58,6 @@ static hippo_relocation_report last_report(const hippo_api *api,
   return r;
 }
 
-/* A reservation of `size` bytes filled with the pattern of `seed`. */
-static hippo_handle filled(const hippo_api *api, hippo_device *dev,
-                           hippo_stream *s, uint64_t size, uint64_t seed) {
-  hippo_handle h = tu_reserve(api, s, size);
-  tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, s, h), size, seed);
-  return h;
-}
-
-static void verify_at(const hippo_api *api, hippo_device *dev,
-                      hippo_stream *s, hippo_handle h, uint64_t size,
-                      uint64_t seed, int line) {
-  tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, s, h), size, seed,
-               __FILE__, line);
-}
-#define VERIFY(api, dev, s, h, size, seed)                                     \
-  verify_at((api), (dev), (s), (h), (size), (seed), __LINE__)
-
 static uint64_t persistent(const hippo_api *api, hippo_stream *s,
                            uint64_t size, hippo_handle *h) {
   CK_OK(api, api->reserve(s, size, HIPPO_MODE_PERSISTENT, h));
@@ -404,8 +387,8 @@ START_TEST(test_pressure_relocation) {
   hippo_usage u;
   uint64_t old, syncs, copied;
 
-  a = filled(api, dev, s, MiB, 1);
-  b = filled(api, dev, s, 10 * MiB, 2);
+  a = tu_reserve_filled(api, dev, s, MiB, 1);
+  b = tu_reserve_filled(api, dev, s, 10 * MiB, 2);
   old = tu_addr(api, s, a);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 13 * MiB);
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE);
@@ -451,8 +434,8 @@ START_TEST(test_pressure_relocation) {
   ck_assert_uint_eq(tu_counters(api, dev).bytes_copied, copied + MiB);
   ck_assert_uint_ne(tu_addr(api, s, a), old);
   ck_assert_uint_eq(tu_addr(api, s, a), tu_addr(api, s, b) + 10 * MiB);
-  VERIFY(api, dev, s, a, MiB, 1);
-  VERIFY(api, dev, s, b, 10 * MiB, 2);
+  TU_VERIFY_HANDLE(api, dev, s, a, MiB, 1);
+  TU_VERIFY_HANDLE(api, dev, s, b, 10 * MiB, 2);
   u = tu_usage(api, dev, s);
   ck_assert_uint_eq(u.bytes_reserved, 11 * MiB);
   ck_assert_uint_eq(u.pages, 1);
@@ -489,7 +472,7 @@ START_TEST(test_stall_memo) {
   hippo_handle a, b, c, p;
   hippo_relocation_report rep;
 
-  a = filled(api, dev, s, 3 * MiB / 2, 7); /* a 2 MiB page */
+  a = tu_reserve_filled(api, dev, s, 3 * MiB / 2, 7); /* a 2 MiB page */
   b = tu_reserve(api, s, 43 * MiB / 4);    /* a 12 MiB page, 1.25 MiB free */
   persistent(api, s, 11 * MiB, &p);        /* 25 MiB held: 25 + 12 > 36 */
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE);
@@ -515,13 +498,13 @@ START_TEST(test_stall_memo) {
   ck_assert_uint_eq(rep.outcome, HIPPO_RELOCATION_FAILED);
   ck_assert_uint_eq(rep.slices_moved, 0);
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE);
-  VERIFY(api, dev, s, a, 3 * MiB / 2, 7);
+  TU_VERIFY_HANDLE(api, dev, s, a, 3 * MiB / 2, 7);
   CK_OK(api, api->relocate_when_wanted(s));
   rep = last_report(api, dev, s);
   ck_assert_uint_eq(rep.outcome, HIPPO_RELOCATION_MOVED);
   ck_assert_uint_eq(rep.slices_moved, 1);
   ck_assert_uint_eq(tu_addr(api, s, a), tu_addr(api, s, c) + 2 * MiB);
-  VERIFY(api, dev, s, a, 3 * MiB / 2, 7);
+  TU_VERIFY_HANDLE(api, dev, s, a, 3 * MiB / 2, 7);
   CK_CHECK(api, dev);
   CK_OK(api, api->release(s, a));
   CK_OK(api, api->release(s, b));
@@ -577,7 +560,7 @@ START_TEST(test_sparse_compaction) {
   ck_assert_uint_eq(r.pages, 2);
   ck_assert_uint_eq(r.bytes_reserved, 8 * MiB);
   for (int pg = 0; pg < 4; pg++)
-    VERIFY(api, dev, s, keep[pg], MiB, (uint64_t)pg);
+    TU_VERIFY_HANDLE(api, dev, s, keep[pg], MiB, (uint64_t)pg);
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_NOTHING);
   CK_CHECK(api, dev);
   for (int pg = 0; pg < 4; pg++)
@@ -602,12 +585,12 @@ START_TEST(test_cheapest_first) {
   hippo_relocation_report rep;
   uint64_t before[4];
   /* three 6 MiB pages: [3, 2], [1], [4] (filled, then the rest released) */
-  a3 = filled(api, dev, s, 3 * MiB, 1);
-  a2 = filled(api, dev, s, 2 * MiB, 2);
+  a3 = tu_reserve_filled(api, dev, s, 3 * MiB, 1);
+  a2 = tu_reserve_filled(api, dev, s, 2 * MiB, 2);
   pad = tu_reserve(api, s, MiB);
-  b1 = filled(api, dev, s, MiB, 3);
+  b1 = tu_reserve_filled(api, dev, s, MiB, 3);
   x[0] = tu_reserve(api, s, 5 * MiB);
-  c4 = filled(api, dev, s, 4 * MiB, 4);
+  c4 = tu_reserve_filled(api, dev, s, 4 * MiB, 4);
   x[1] = tu_reserve(api, s, 2 * MiB);
   ck_assert_uint_eq(arena(api, s).pages, 3);
   CK_OK(api, api->release(s, pad));
@@ -634,10 +617,10 @@ START_TEST(test_cheapest_first) {
   ck_assert_uint_eq(tu_addr(api, s, a3), before[0]);
   ck_assert_uint_eq(tu_addr(api, s, a2), before[1]);
   ck_assert_uint_eq(arena(api, s).outdated_pages, 1);
-  VERIFY(api, dev, s, a3, 3 * MiB, 1);
-  VERIFY(api, dev, s, a2, 2 * MiB, 2);
-  VERIFY(api, dev, s, b1, MiB, 3);
-  VERIFY(api, dev, s, c4, 4 * MiB, 4);
+  TU_VERIFY_HANDLE(api, dev, s, a3, 3 * MiB, 1);
+  TU_VERIFY_HANDLE(api, dev, s, a2, 2 * MiB, 2);
+  TU_VERIFY_HANDLE(api, dev, s, b1, MiB, 3);
+  TU_VERIFY_HANDLE(api, dev, s, c4, 4 * MiB, 4);
   CK_CHECK(api, dev);
   CK_OK(api, api->release(s, a3));
   CK_OK(api, api->release(s, a2));
@@ -677,10 +660,12 @@ static void world_open(const hippo_api *api, world *w, bool queue_work) {
   for (int st = 0; st < STREAMS; st++) {
     w->s[st] = tu_attach(api, w->dev, &w->n[st]);
     for (int k = 0; k < SLICES; k++)
-      w->h[st][k] = filled(api, w->dev, w->s[st], w->size[k], seed_of(st, k));
-    w->staging[st] = filled(api, w->dev, w->s[st], w->size[0],
-                            seed_of(st, 50));
-    w->big[st] = filled(api, w->dev, w->s[st], 8 * MiB, seed_of(st, 99));
+      w->h[st][k] =
+          tu_reserve_filled(api, w->dev, w->s[st], w->size[k], seed_of(st, k));
+    w->staging[st] =
+        tu_reserve_filled(api, w->dev, w->s[st], w->size[0], seed_of(st, 50));
+    w->big[st] =
+        tu_reserve_filled(api, w->dev, w->s[st], 8 * MiB, seed_of(st, 99));
     ck_assert_uint_eq(arena(api, w->s[st]).outdated_pages, 1);
     if (queue_work)
       CK_OK(api, tu_emu(api)->copy(
@@ -699,11 +684,12 @@ static void world_verify_some(const hippo_api *api, world *w, bool queued,
                               bool skip_first) {
   for (int st = 0; st < STREAMS; st++) {
     for (int k = skip_first ? 1 : 0; k < SLICES; k++)
-      VERIFY(api, w->dev, w->s[st], w->h[st][k], w->size[k],
-             queued && k == 0 ? seed_of(st, 50) : seed_of(st, k));
-    VERIFY(api, w->dev, w->s[st], w->staging[st], w->size[0],
-           seed_of(st, 50));
-    VERIFY(api, w->dev, w->s[st], w->big[st], 8 * MiB, seed_of(st, 99));
+      TU_VERIFY_HANDLE(api, w->dev, w->s[st], w->h[st][k], w->size[k],
+                       queued && k == 0 ? seed_of(st, 50) : seed_of(st, k));
+    TU_VERIFY_HANDLE(api, w->dev, w->s[st], w->staging[st], w->size[0],
+                     seed_of(st, 50));
+    TU_VERIFY_HANDLE(api, w->dev, w->s[st], w->big[st], 8 * MiB,
+                     seed_of(st, 99));
   }
 }
 
@@ -810,7 +796,8 @@ START_TEST(test_reclaim_explicit) {
   /* with the big ones gone, there is room */
   for (int st = 0; st < STREAMS; st++) {
     CK_OK(api, api->release(w.s[st], w.big[st]));
-    w.big[st] = filled(api, w.dev, w.s[st], 4 * MiB, seed_of(st, 99));
+    w.big[st] =
+        tu_reserve_filled(api, w.dev, w.s[st], 4 * MiB, seed_of(st, 99));
   }
   CK_OK(api, api->reclaim(w.dev, w.s[1])); /* one stream */
   rep = last_report(api, w.dev, w.s[1]);
@@ -820,11 +807,13 @@ START_TEST(test_reclaim_explicit) {
   ck_assert_uint_eq(arena(api, w.s[0]).outdated_pages, 1);
   for (int st = 0; st < STREAMS; st++)
     for (int k = 0; k < SLICES; k++)
-      VERIFY(api, w.dev, w.s[st], w.h[st][k], w.size[k], seed_of(st, k));
+      TU_VERIFY_HANDLE(api, w.dev, w.s[st], w.h[st][k], w.size[k],
+                       seed_of(st, k));
   CK_CHECK(api, w.dev);
   for (int st = 0; st < STREAMS; st++) {
     CK_OK(api, api->release(w.s[st], w.big[st]));
-    w.big[st] = filled(api, w.dev, w.s[st], 8 * MiB, seed_of(st, 99));
+    w.big[st] =
+        tu_reserve_filled(api, w.dev, w.s[st], 8 * MiB, seed_of(st, 99));
   }
   world_close(api, &w);
 }
@@ -963,13 +952,13 @@ START_TEST(test_auto_relocate) {
   void *n;
   hippo_stream *s = tu_attach(api, dev, &n);
   hippo_handle a, b, c;
-  a = filled(api, dev, s, MiB, 3);
+  a = tu_reserve_filled(api, dev, s, MiB, 3);
   b = tu_reserve(api, s, 10 * MiB);
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_PRESSURE);
   c = tu_reserve(api, s, 256); /* relocates first, then lands */
   ck_assert_uint_eq(tu_usage(api, dev, s).relocations, 1);
   ck_assert_uint_eq(need_of(api, s), HIPPO_NEED_NOTHING);
-  VERIFY(api, dev, s, a, MiB, 3);
+  TU_VERIFY_HANDLE(api, dev, s, a, MiB, 3);
   CK_CHECK(api, dev);
   CK_OK(api, api->release(s, a));
   CK_OK(api, api->release(s, b));
@@ -1001,7 +990,7 @@ START_TEST(test_oom_recovers_by_relocation) {
   void *n;
   hippo_stream *s = tu_attach(api, dev, &n);
   hippo_handle a, b[4], c;
-  a = filled(api, dev, s, MiB, 5);       /* 2 MiB page */
+  a = tu_reserve_filled(api, dev, s, MiB, 5); /* 2 MiB page */
   b[0] = tu_reserve(api, s, 3 * MiB);    /* 4 MiB pages from here */
   b[1] = tu_reserve(api, s, 3 * MiB);
   b[2] = tu_reserve(api, s, 3 * MiB);    /* 14 MiB held */
@@ -1012,7 +1001,7 @@ START_TEST(test_oom_recovers_by_relocation) {
   ck_assert_uint_eq(last_report(api, dev, s).reason,
                     HIPPO_RELOCATE_EXPLICIT);
   ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 16 * MiB);
-  VERIFY(api, dev, s, a, MiB, 5);
+  TU_VERIFY_HANDLE(api, dev, s, a, MiB, 5);
   CK_CHECK(api, dev);
   /* nothing left to move: out of memory, and what the device holds */
   CK_STATUS(api, api->reserve(s, 2 * MiB, HIPPO_MODE_AUTO, &c),
@@ -1197,7 +1186,7 @@ START_TEST(test_relocation_random) {
     k = (int)(x >> 62) & 1;
     i = (int)((x >> 40) % LIVE);
     if (h[k][i]) {
-      VERIFY(api, dev, s[k], h[k][i], size[k][i], seed[k][i]);
+      TU_VERIFY_HANDLE(api, dev, s[k], h[k][i], size[k][i], seed[k][i]);
       CK_OK(api, api->release(s[k], h[k][i]));
       h[k][i] = 0;
     } else {
@@ -1205,7 +1194,7 @@ START_TEST(test_relocation_random) {
       uint64_t cap = 64 * KiB + (uint64_t)step * 4 * KiB;
       size[k][i] = 1 + (x >> 20) % cap;
       seed[k][i] = (uint64_t)step;
-      h[k][i] = filled(api, dev, s[k], size[k][i], seed[k][i]);
+      h[k][i] = tu_reserve_filled(api, dev, s[k], size[k][i], seed[k][i]);
     }
     if (step % 97 == 0) {
       hippo_relocate_reason r = (hippo_relocate_reason)((x >> 8) % 6);
@@ -1214,7 +1203,8 @@ START_TEST(test_relocation_random) {
       for (int kk = 0; kk < 2; kk++)
         for (int j = 0; j < LIVE; j++)
           if (h[kk][j])
-            VERIFY(api, dev, s[kk], h[kk][j], size[kk][j], seed[kk][j]);
+            TU_VERIFY_HANDLE(api, dev, s[kk], h[kk][j], size[kk][j],
+                             seed[kk][j]);
     }
     if (step % 50 == 0)
       CK_CHECK(api, dev);
@@ -1223,7 +1213,7 @@ START_TEST(test_relocation_random) {
   for (int k = 0; k < 2; k++) {
     for (int j = 0; j < LIVE; j++)
       if (h[k][j]) {
-        VERIFY(api, dev, s[k], h[k][j], size[k][j], seed[k][j]);
+        TU_VERIFY_HANDLE(api, dev, s[k], h[k][j], size[k][j], seed[k][j]);
         CK_OK(api, api->release(s[k], h[k][j]));
       }
     tu_detach(api, dev, s[k], n[k]);

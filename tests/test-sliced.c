@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#define TU_CORE 1
 #include "handles.h"
 #include "layout.h"
 #include "testutil.h"
@@ -89,21 +90,17 @@ static hippo__pool *make(uint64_t page, uint64_t max_slice, uint64_t cap,
   return make_on(&fb, HIPPO_POOL_SLICED, page, max_slice, cap, period);
 }
 
-#define CHECKED(p)                                                             \
-  ck_assert_msg((p)->ops->check(p) == HIPPO_SUCCESS, "check: %s",              \
-                hippo__error_get())
-
 static hippo__slice_ref take(hippo__pool *p, uint64_t size) {
   hippo__slice_ref r;
   hippo_status st = p->ops->reserve(p, size, &r);
   ck_assert_msg(st == HIPPO_SUCCESS, "reserve %llu: %s",
                 (unsigned long long)size, hippo__error_get());
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   return r;
 }
 
-#define KiB UINT64_C(1024)
-#define MiB (UINT64_C(1) << 20)
+#define KiB TU_KiB
+#define MiB TU_MiB
 
 START_TEST(exact_offsets_and_padding) {
   hippo__pool *p = make(MiB, 256 * KiB, 0, 0);
@@ -123,7 +120,7 @@ START_TEST(exact_offsets_and_padding) {
   ck_assert_uint_eq(r.largest_allocation, 4097);
   /* a freed hole between live slices is found again, exactly */
   p->ops->release(p, b.slice, 256);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   b = take(p, 200);
   ck_assert_uint_eq(b.addr - base, 1024);
   ck_assert_uint_eq(p->bytes_padding, 24 + 56 + 255);
@@ -142,7 +139,7 @@ START_TEST(coalesce_back_to_one_slice) {
   int order[8] = {1, 3, 2, 0, 6, 4, 5, 7};
   for (int i = 0; i < 8; i++) {
     p->ops->release(p, s[order[i]].slice, 10 * KiB);
-    CHECKED(p);
+    CK_POOL_CHECK(p);
   }
   p->ops->report(p, &r);
   ck_assert_uint_eq(r.largest_free, MiB); /* one free slice again */
@@ -163,9 +160,9 @@ START_TEST(new_page_when_full) {
   ck_assert_uint_eq(p->peak_pages, 2);
   ck_assert_uint_ne(a.addr, b.addr);
   p->ops->release(p, a.slice, MiB);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->pages, 1); /* the empty one went back */
   ck_assert_uint_eq(p->peak_pages, 2);
   ck_assert_uint_eq(fb.frees, 1);
@@ -184,7 +181,7 @@ START_TEST(cap_in_whole_pages) {
   ck_assert_ptr_nonnull(strstr(hippo__error_get(), "max_pool_size"));
   ck_assert_uint_eq(fb.allocs, 3);
   ck_assert_uint_eq(p->pages, 3);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
 }
 END_TEST
@@ -212,7 +209,7 @@ START_TEST(slice_larger_than_shrunk_page) {
   ck_assert_int_eq(p->ops->reserve(p, 300 * KiB, &s),
                    HIPPO_POOL_CAPACITY_EXCEEDED);
   ck_assert_uint_eq(fb.allocs, 0);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
 }
 END_TEST
@@ -225,7 +222,7 @@ START_TEST(cap_below_alignment_never_allocates) {
                      HIPPO_POOL_CAPACITY_EXCEEDED);
   ck_assert_uint_eq(fb.allocs, 0);
   ck_assert_uint_eq(p->pages, 0);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
 }
 END_TEST
@@ -244,7 +241,7 @@ START_TEST(dealloc_after_exactly_a_period) {
   ck_assert_int_eq(p->ops->tick(p, 7), HIPPO_SUCCESS); /* 7 - 2 == 5 */
   ck_assert_uint_eq(p->pages, 0);
   ck_assert_uint_eq(fb.frees, 1);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   /* a page reused before its period ends is kept */
   s = take(p, 1000);
   ck_assert_int_eq(p->ops->tick(p, 8), HIPPO_SUCCESS);
@@ -253,7 +250,7 @@ START_TEST(dealloc_after_exactly_a_period) {
   s = take(p, 1000);
   ck_assert_int_eq(p->ops->tick(p, 100), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 1);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
 }
 END_TEST
@@ -268,7 +265,7 @@ START_TEST(failed_page_alloc_changes_nothing) {
   ck_assert_uint_eq(p->bytes_in_use, used);
   ck_assert_uint_eq(p->bytes_reserved, res);
   ck_assert_uint_eq(p->allocations, 1);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   t = take(p, 4096); /* and the next try works */
   ck_assert_uint_ne(t.addr, s.addr);
   p->ops->destroy(p);
@@ -288,13 +285,13 @@ START_TEST(tick_free_failure_waits_a_period) {
   ck_assert_uint_eq(p->pages, 1); /* the second went */
   ck_assert_uint_eq(fb.frees, 1);
   ck_assert_uint_eq(p->due, 9);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert_int_eq(p->ops->tick(p, 8), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 1);
   ck_assert_int_eq(p->ops->tick(p, 9), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 0);
   ck_assert_uint_eq(fb.held, 0);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
 }
 END_TEST
@@ -308,13 +305,13 @@ START_TEST(failed_page_free_keeps_page) {
   ck_assert_int_eq(p->ops->cleanup(p), HIPPO_BACKEND_ERROR);
   ck_assert_uint_eq(p->pages, 1); /* one freed, one kept */
   ck_assert_uint_eq(p->bytes_reserved, MiB);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   s = take(p, 5000); /* the kept page still serves */
   p->ops->release(p, s.slice, 5000);
   ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 0);
   ck_assert_uint_eq(fb.held, 0);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
 }
 END_TEST
@@ -332,7 +329,7 @@ START_TEST(classes_cover_large_sizes) {
   ck_assert_uint_eq(p->pages, 1);
   for (int i = 0; i < n; i += 2) {
     p->ops->release(p, s[i].slice, sizes[i]);
-    CHECKED(p);
+    CK_POOL_CHECK(p);
   }
   for (int i = 0; i < n; i += 2) { /* each size fits a hole again */
     hippo__slice_ref t = take(p, sizes[i]);
@@ -384,12 +381,12 @@ START_TEST(named_release_and_resolve) {
         ck_assert(!p->ops->resolve_named(p, i, g, &addr, &size));
   ck_assert_uint_eq(p->allocations, 2);
   ck_assert_uint_eq(p->bytes_in_use, 1300);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   /* the release hands back the size reserved */
   size = 0;
   ck_assert(p->ops->release_named(p, a.slice, a.gen, &size));
   ck_assert_uint_eq(size, 1000);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->bytes_in_use, 300);
   ck_assert_uint_eq(p->bytes_padding, 212);
   /* stale: twice, resolve, and after the record served again */
@@ -405,11 +402,11 @@ START_TEST(named_release_and_resolve) {
     ck_assert(p->ops->release_named(p, c.slice, c.gen, &size));
   }
   ck_assert_uint_eq(p->bytes_in_use, 300);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   /* release_all releases what is live, by the sizes reserved */
   take(p, 5000);
   p->ops->release_all(p);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->allocations, 0);
   ck_assert_uint_eq(p->bytes_in_use, 0);
   ck_assert_uint_eq(p->bytes_padding, 0);
@@ -450,7 +447,7 @@ START_TEST(named_release_finishes_at_the_next_call) {
   ck_assert_ptr_null(gate.unsettled);
   ck_assert_uint_eq(r.bytes_free, MiB - 1024);
   ck_assert_uint_eq(r.largest_free, MiB - 1024);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   b = take(p, 3000);
   ck_assert_uint_eq(b.addr, a.addr + 1024);
   /* a stale name fails, and finishes the waiting release first */
@@ -458,7 +455,7 @@ START_TEST(named_release_finishes_at_the_next_call) {
   ck_assert_ptr_eq(gate.unsettled, p);
   ck_assert(!p->ops->release_named(p, a.slice, a.gen, &size));
   ck_assert_ptr_null(gate.unsettled);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   /* the page empties at clock 2; the merge runs once the pool's clock
    * reads 6 (the manager stamps p->now before each release): the page
    * still leaves at 2 + 5, not 6 + 5 */
@@ -474,7 +471,7 @@ START_TEST(named_release_finishes_at_the_next_call) {
   ck_assert_int_eq(p->ops->tick(p, 7), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 0);
   ck_assert_uint_eq(fb.frees, 1);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   /* a release still waiting when the pool goes is finished, not lost */
   a = take(p, 1000);
   ck_assert(p->ops->release_named(p, a.slice, a.gen, &size));
@@ -512,12 +509,12 @@ START_TEST(record_retires_after_every_generation) {
   ck_assert_uint_eq(same_record, gens - 1);
   ck_assert_uint_ne(cur.slice, first.slice);
   ck_assert_uint_eq(cur.addr, first.addr);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   /* still one free slice per page, all bytes accounted */
   ck_assert_uint_eq(p->bytes_in_use, 0);
   ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 0);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
 }
 END_TEST
@@ -533,7 +530,7 @@ START_TEST(retired_record_between_live_neighbours) {
   uint64_t size, addr, s;
   uint32_t failed = 0, moved = 0, elsewhere = 0;
   ck_assert(p->ops->release_named(p, x.slice, x.gen, &size));
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   for (uint32_t i = 0; i < gens; i++) {
     uint32_t before = cur.slice;
     failed += p->ops->reserve(p, 4096, &cur) != HIPPO_SUCCESS;
@@ -545,19 +542,20 @@ START_TEST(retired_record_between_live_neighbours) {
   ck_assert_uint_eq(elsewhere, 0);
   ck_assert_uint_eq(moved, 1); /* once, on the last reservation */
   ck_assert_uint_ne(cur.slice, first.slice);
-  CHECKED(p); /* neighbours link to the fresh record, the old one retired */
+  /* neighbours link to the fresh record, the old one retired */
+  CK_POOL_CHECK(p);
   ck_assert(!p->ops->resolve_named(p, first.slice, first.gen, &addr, &s));
   /* the neighbours still work and coalesce with it */
   ck_assert(p->ops->resolve_named(p, a.slice, a.gen, &addr, &s));
   ck_assert_uint_eq(addr, x.addr - 4096);
   ck_assert(p->ops->release_named(p, a.slice, a.gen, &size));
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert(p->ops->release_named(p, b.slice, b.gen, &size));
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->allocations, 0);
   ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 0);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->destroy(p);
 }
 END_TEST
@@ -579,7 +577,7 @@ START_TEST(record_limit_is_a_cap) {
   ck_assert_int_eq(st, HIPPO_POOL_CAPACITY_EXCEEDED);
   ck_assert_ptr_nonnull(strstr(hippo__error_get(), "slice records"));
   ck_assert_uint_eq(n, 1022); /* 1024 records: n live, the tail, 1 spare */
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   p->ops->report(p, &before);
   ck_assert_int_eq(p->ops->reserve(p, 256, &refs[n]),
                    HIPPO_POOL_CAPACITY_EXCEEDED);
@@ -591,7 +589,7 @@ START_TEST(record_limit_is_a_cap) {
                                   &size));
   ck_assert(p->ops->release_named(p, refs[n - 2].slice, refs[n - 2].gen,
                                   &size));
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   refs[n - 2] = take(p, 256);
   ck_assert_uint_eq(p->allocations, n - 1);
   p->ops->destroy(p);
@@ -653,7 +651,7 @@ START_TEST(randomized_against_model) {
     }
     if (r % 997 == 0)
       ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
-    CHECKED(p);
+    CK_POOL_CHECK(p);
     ck_assert_uint_eq(p->allocations, n);
     ck_assert_uint_eq(p->bytes_in_use, in_use);
     ck_assert_uint_eq(p->bytes_in_use + p->bytes_padding, bytes);
@@ -671,7 +669,7 @@ START_TEST(randomized_against_model) {
     n--;
     p->ops->release(p, l[n].slice, l[n].size);
   }
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 0);
   ck_assert_uint_eq(fb.held, 0);
@@ -707,13 +705,13 @@ static uint32_t relocate_both(hippo__pool *a, hippo__pool *b, unsigned how) {
   } else {
     a->ops->move->abort(a, &pa, how == 2);
     b->ops->move->abort(b, &pb, how == 2);
-    CHECKED(a);
-    CHECKED(b);
+    CK_POOL_CHECK(a);
+    CK_POOL_CHECK(b);
     a->ops->move->unstrand(a);
     b->ops->move->unstrand(b);
   }
-  CHECKED(a);
-  CHECKED(b);
+  CK_POOL_CHECK(a);
+  CK_POOL_CHECK(b);
   ck_assert_int_eq(a->ops->move->drain(a, &pages, &bytes), HIPPO_SUCCESS);
   ck_assert_int_eq(b->ops->move->drain(b, &pages, &bytes), HIPPO_SUCCESS);
   free(pa.moves);
@@ -797,8 +795,8 @@ START_TEST(crowded_pool_decides_the_same) {
     if (_i && op % 3001 == 3000) /* ARENA: moves, kept or undone */
       moved += relocate_both(a, b, (unsigned)(op / 3001) % 3);
     if (op % 1000 == 0) {
-      CHECKED(a);
-      CHECKED(b);
+      CK_POOL_CHECK(a);
+      CK_POOL_CHECK(b);
     }
     ck_assert_uint_eq(a->bytes_reserved, b->bytes_reserved);
     ck_assert_uint_eq(a->bytes_padding, b->bytes_padding);
@@ -813,8 +811,8 @@ START_TEST(crowded_pool_decides_the_same) {
   }
   while (n > 0)
     release_both(a, b, l, gen_b, &n, n - 1);
-  CHECKED(a);
-  CHECKED(b);
+  CK_POOL_CHECK(a);
+  CK_POOL_CHECK(b);
   ck_assert_int_eq(a->ops->cleanup(a), HIPPO_SUCCESS);
   ck_assert_int_eq(b->ops->cleanup(b), HIPPO_SUCCESS);
   ck_assert_uint_eq(a->pages, 0);
@@ -842,7 +840,7 @@ START_TEST(crowds_itself_past_the_threshold) {
   ck_assert(hippo__pool_sliced_crowd_at(p, 65536)); /* 131,072 records */
   for (uint32_t i = 0; i < N; i += 2)
     p->ops->release(p, r[i].slice, 256);
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   rng_state = 11;
   for (uint32_t i = 1; i < N; i += 2) { /* a random order of the rest */
     uint32_t j = 1 + 2 * (uint32_t)(rnd() % ((N - i + 1) / 2)) + (i - 1);
@@ -851,9 +849,9 @@ START_TEST(crowds_itself_past_the_threshold) {
     r[j] = t;
     p->ops->release(p, r[i].slice, 256);
     if (i % 10001 == 0)
-      CHECKED(p);
+      CK_POOL_CHECK(p);
   }
-  CHECKED(p);
+  CK_POOL_CHECK(p);
   ck_assert_uint_eq(p->allocations, 0);
   ck_assert_int_eq(p->ops->cleanup(p), HIPPO_SUCCESS);
   ck_assert_uint_eq(p->pages, 0);

@@ -1,9 +1,11 @@
 /* test-walks-direct.c -- the check walk of the DIRECT pool meets a broken
  * size map: HIPPO_INTERNAL, never a hang.  The pool's private structs are
- * reached by compiling its file into this test (see test-walks.c). */
+ * reached by compiling its file into this test (as test-walks-exclusive.c
+ * does the EXCLUSIVE pool's). */
 #include <check.h>
 #include <string.h>
 
+#define TU_CORE 1
 #include "../src/pool_direct.c"
 #include "testutil.h"
 
@@ -18,21 +20,18 @@ START_TEST(full_size_map) {
   memset(&o, 0, sizeof o);
   o.struct_size = sizeof o;
   o.kind = HIPPO_POOL_DIRECT;
-  ck_assert_int_eq(hippo__backend_dry_create(UINT64_C(1) << 30, 256, &be),
-                   HIPPO_SUCCESS);
-  ck_assert_int_eq(hippo__pool_direct_create(be, NULL, &o, &pool),
-                   HIPPO_SUCCESS);
-  ck_assert_int_eq(pool->ops->reserve(pool, 1000, &r), HIPPO_SUCCESS);
+  CK_CORE_OK(hippo__backend_dry_create(UINT64_C(1) << 30, 256, &be));
+  CK_CORE_OK(hippo__pool_direct_create(be, NULL, &o, &pool));
+  CK_CORE_OK(pool->ops->reserve(pool, 1000, &r));
   pool->ops->release(pool, r.slice, 1000);
-  ck_assert_int_eq(pool->ops->check(pool), HIPPO_SUCCESS);
+  CK_CORE_OK(pool->ops->check(pool));
   p = (dpool *)pool;
   for (uint32_t e = 0; e < p->map_cap; e++) {
     p->map[e].size = UINT64_C(4096) * (e + 100);
     p->map[e].head = 0;
     p->map[e].count = 1;
   }
-  ck_assert_int_eq(pool->ops->check(pool), HIPPO_INTERNAL);
-  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "DIRECT check"));
+  CK_CORE_FAILS(pool->ops->check(pool), HIPPO_INTERNAL, "DIRECT check");
   memset(p->map, 0, (size_t)p->map_cap * sizeof *p->map);
   p->map_used = 0;
   pool->ops->destroy(pool);

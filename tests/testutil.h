@@ -1,7 +1,9 @@
 /* testutil.h -- helpers shared by the Check test programs.
  *
  * Everything here is `static inline`, so a test program includes it once and
- * pays only for what it uses.  Two groups:
+ * pays only for what it uses.  One set of assertions for every test program,
+ * in three groups; a file's own helpers with a meaning of their own follow
+ * the same naming (CK_* for status assertions):
  *
  *  ABI tests (they dlopen the built plugin, path in $HIPPO_PLUGIN):
  *    tu_api()             the loaded table (hippo_load; aborts the test with
@@ -19,8 +21,46 @@
  *    CK_OK(api, call)     CK_STATUS(..., HIPPO_SUCCESS)
  *    CK_CHECK(api, dev)   api->check(dev) must succeed (prints last_error)
  *    CK_ERROR_HAS(api, s) last_error() must contain s
- *    tu_run(suite)        runs a suite; main's exit status (for every test
- *                         program, ABI or not)
+ *    CK_NOT_LIVE(api, s, user, h)   h is no live handle of s: resolve
+ *                         (writing nothing), release and, user non-NULL,
+ *                         record_use(s, h, user) refuse it with
+ *                         INVALID_HANDLE, last_error mentioning "handle"
+ *    TU_VERIFY(api, dev, ptr, size, seed)   the bytes at ptr hold the
+ *                         pattern of seed (tu_fill wrote it)
+ *    TU_VERIFY_HANDLE(api, dev, s, h, size, seed)   the same, at the
+ *                         address h resolves to
+ *    tu_reserve_filled()  a reservation holding the pattern of a seed
+ *   Fixtures of the device and manager tests (and others):
+ *    tu_backends[TU_N_BACKENDS]   HOST and DRY, for tcase_add_loop_test
+ *                         (a test reads tu_backends[_i])
+ *    tu_layout_1m(), tu_open_1m()  one SLICED pool of 1 MiB pages, slices
+ *                         up to 256 KiB; a 64 MiB device with it
+ *    tu_pair, tu_pair_attach(), tu_pair_detach()   a stream and its
+ *                         emulated native stream, attached / detached
+ *    TU_CLOSE(api, dev, a[, b...])   detach the pairs, close the device
+ *
+ *  Every test program:
+ *    CK_REQUIRE(cond), CK_REQUIRE_EQ(a, b), CK_REQUIRE_MSG(cond, fmt, ...)
+ *                         ck_assert, ck_assert_uint_eq and ck_assert_msg
+ *                         that are silent on success: Check's own asserts
+ *                         report each passing point to the parent process,
+ *                         too slow for hot loops
+ *    tu_run(suite)        runs a suite; main's exit status
+ *
+ *  Unit tests (they link the core and call it directly): define TU_CORE
+ *  before including this file (tests/emutest.h does) to get these; they
+ *  read the core's own last error, hippo__error_get(), and are silent on
+ *  success (CK_REQUIRE's way):
+ *    CK_CORE_OK(call)     call returns HIPPO_SUCCESS; else the message
+ *                         names the call, its status and the last error
+ *    CK_CORE_STATUS(call, st)       call returns st (both statuses named)
+ *    CK_CORE_FAILS(call, st, text)  call returns st and the last error
+ *                         contains text
+ *    CK_CORE_ERROR_HAS(text)        the last error contains text
+ *    CK_CORE_ERROR_LACKS(text)      the last error does not contain text
+ *    CK_CORE_ERROR_IS(text)         the last error is exactly text
+ *    CK_POOL_CHECK(p)     the check walk of pool p (pool.h) passes
+ *  ABI tests must not define TU_CORE: the plugin's core is not linked in.
  *
  * A test that fails an assertion ends its (forked) process, so the helpers
  * do not clean up after a failure.
@@ -148,6 +188,27 @@ static inline void tu_check_at(const hippo_api *api, hippo_device *dev,
                 file, line, api->status_name(st), api->last_error());
 }
 #define CK_CHECK(api, dev) tu_check_at((api), (dev), __FILE__, __LINE__)
+
+/* ck_assert, ck_assert_uint_eq and ck_assert_msg, silent on success: Check
+ * reports every passing point of its own asserts to the parent process,
+ * too slow for hot loops. */
+#define CK_REQUIRE(cond)                                                       \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      ck_abort_msg("%s:%d: %s failed", __FILE__, __LINE__, #cond);             \
+  } while (0)
+#define CK_REQUIRE_EQ(a, b)                                                    \
+  do {                                                                         \
+    uint64_t ck_a_ = (a), ck_b_ = (b);                                         \
+    if (ck_a_ != ck_b_)                                                        \
+      ck_abort_msg("%s:%d: %s == %llu, %s == %llu", __FILE__, __LINE__, #a,    \
+                   (unsigned long long)ck_a_, #b, (unsigned long long)ck_b_);  \
+  } while (0)
+#define CK_REQUIRE_MSG(cond, ...)                                              \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      ck_abort_msg(__VA_ARGS__);                                               \
+  } while (0)
 
 /* ---- layouts --------------------------------------------------------------- */
 
@@ -345,7 +406,7 @@ static inline hippo_device_info tu_info(const hippo_api *api,
 static inline void tu_usage_eq_at(const hippo_usage *a, const hippo_usage *b,
                                   const char *file, int line) {
 #define TU_FIELD(f)                                                            \
-  ck_assert_msg(a->f == b->f, "%s:%d: usage." #f " %" PRIu64 " != %" PRIu64,  \
+  ck_assert_msg(a->f == b->f, "%s:%d: usage." #f " %" PRIu64 " != %" PRIu64,   \
                 file, line, (uint64_t)a->f, (uint64_t)b->f)
   TU_FIELD(pool_count);
   TU_FIELD(allocations);
@@ -427,6 +488,107 @@ static inline void tu_verify_at(const hippo_api *api, hippo_device *dev,
 #define TU_VERIFY(api, dev, ptr, size, seed)                                   \
   tu_verify_at((api), (dev), (ptr), (size), (seed), __FILE__, __LINE__)
 
+/* A successful AUTO reservation of `size` bytes on s, filled with the
+ * pattern of `seed`. */
+static inline hippo_handle tu_reserve_filled(const hippo_api *api,
+                                             hippo_device *dev,
+                                             hippo_stream *s, uint64_t size,
+                                             uint64_t seed) {
+  hippo_handle h = tu_reserve(api, s, size);
+  tu_fill(api, dev, (void *)(uintptr_t)tu_addr(api, s, h), size, seed);
+  return h;
+}
+
+/* The reservation h of stream s holds the pattern of `seed`. */
+#define TU_VERIFY_HANDLE(api, dev, s, h, size, seed)                           \
+  tu_verify_at((api), (dev), (void *)(uintptr_t)tu_addr((api), (s), (h)),      \
+               (size), (seed), __FILE__, __LINE__)
+
+/* `h` is not a live handle of `s`: resolve refuses it with INVALID_HANDLE,
+ * writes neither output and says "handle" in last_error; release refuses
+ * it with INVALID_HANDLE; with `user` (NULL: not asked),
+ * record_use(s, h, user) refuses it with INVALID_HANDLE too. */
+static inline void tu_not_live_at(const hippo_api *api, hippo_stream *s,
+                                  hippo_stream *user, hippo_handle h,
+                                  const char *file, int line) {
+  void *sentinel = (void *)&sentinel;
+  void *ptr = sentinel;
+  uint64_t size = 0xdeadbeef;
+  hippo_status st = api->resolve(s, h, &ptr, &size);
+  ck_assert_msg(st == HIPPO_INVALID_HANDLE,
+                "%s:%d: resolve(%#" PRIx64 ") returned %s: %s", file, line, h,
+                api->status_name(st), api->last_error());
+  ck_assert_msg(ptr == sentinel && size == 0xdeadbeef,
+                "%s:%d: a refused resolve wrote its outputs", file, line);
+  ck_assert_msg(strstr(api->last_error(), "handle") != NULL,
+                "%s:%d: resolve(%#" PRIx64 "): last_error \"%s\" does not "
+                "mention \"handle\"", file, line, h, api->last_error());
+  st = api->release(s, h);
+  ck_assert_msg(st == HIPPO_INVALID_HANDLE,
+                "%s:%d: release(%#" PRIx64 ") returned %s: %s", file, line, h,
+                api->status_name(st), api->last_error());
+  if (user) {
+    st = api->record_use(s, h, user);
+    ck_assert_msg(st == HIPPO_INVALID_HANDLE,
+                  "%s:%d: record_use(%#" PRIx64 ") returned %s: %s", file,
+                  line, h, api->status_name(st), api->last_error());
+  }
+}
+#define CK_NOT_LIVE(api, s, user, h)                                           \
+  tu_not_live_at((api), (s), (user), (h), __FILE__, __LINE__)
+
+/* ---- fixtures of the device and manager tests ---------------------------- */
+
+/* The two emulated backends a behaviour test runs on, one per iteration
+ * of tcase_add_loop_test(tc, test, 0, TU_N_BACKENDS): tu_backends[_i]. */
+static const hippo_backend tu_backends[] = {HIPPO_BACKEND_HOST,
+                                            HIPPO_BACKEND_DRY};
+#define TU_N_BACKENDS 2
+
+/* One custom SLICED pool: page 1 MiB, slices up to 256 KiB. */
+static inline hippo_layout *tu_layout_1m(tu_layout *l) {
+  return tu_layout_sliced(l, TU_MiB, 256 * TU_KiB);
+}
+
+/* A 64 MiB device of `backend` with tu_layout_1m (the device keeps a
+ * copy of the layout). */
+static inline hippo_device *tu_open_1m(const hippo_api *api,
+                                       hippo_backend backend) {
+  tu_layout l;
+  return tu_open(api, backend, 64 * TU_MiB, tu_layout_1m(&l));
+}
+
+/* A stream plus its emulated native stream. */
+typedef struct tu_pair {
+  hippo_stream *s;
+  void *native;
+} tu_pair;
+
+/* tu_attach, as a pair. */
+static inline tu_pair tu_pair_attach(const hippo_api *api, hippo_device *dev) {
+  tu_pair p;
+  p.s = tu_attach(api, dev, &p.native);
+  return p;
+}
+
+/* tu_detach of a pair (failures name the caller's line). */
+#define tu_pair_detach(api, dev, p) tu_detach((api), (dev), (p).s, (p).native)
+
+/* Detaches the pairs `p[0..n)` in order, then closes `dev`; failures name
+ * the caller's line. */
+static inline void tu_close_at(const hippo_api *api, hippo_device *dev,
+                               const tu_pair *p, size_t n, const char *file,
+                               int line) {
+  for (size_t i = 0; i < n; i++)
+    tu_detach_at(api, dev, p[i].s, p[i].native, file, line);
+  CK_OK_AT(api, api->device_close(dev), file, line);
+}
+/* TU_CLOSE(api, dev, a[, b...]): detaches a, b..., closes dev. */
+#define TU_CLOSE(api, dev, ...)                                                \
+  tu_close_at((api), (dev), (const tu_pair[]){__VA_ARGS__},                    \
+              sizeof((const tu_pair[]){__VA_ARGS__}) / sizeof(tu_pair),        \
+              __FILE__, __LINE__)
+
 /* ---- running --------------------------------------------------------------- */
 
 /* Runs `suite`: EXIT_SUCCESS when no test failed. */
@@ -440,3 +602,66 @@ static inline int tu_run(Suite *suite) {
 }
 
 #endif /* HIPPO_TESTUTIL_H */
+
+/* ---- unit tests: assertions on the core's own calls -------------------------
+ * Outside the include guard above, so a unit test that included this file
+ * before defining TU_CORE (through another header) still gets them. */
+#if defined(TU_CORE) && !defined(HIPPO_TESTUTIL_CORE)
+#define HIPPO_TESTUTIL_CORE
+
+#include "core.h"
+
+/* `call` returns `want`; else the message names the call, both statuses
+ * and the core's last error. */
+#define CK_CORE_STATUS(call, want)                                             \
+  do {                                                                         \
+    hippo_status ck_got_ = (call);                                             \
+    hippo_status ck_want_ = (want);                                            \
+    if (ck_got_ != ck_want_)                                                   \
+      ck_abort_msg("%s\n  returned %s (%d), expected %s (%d)\n"                \
+                   "  last_error: %s",                                         \
+                   #call, hippo__status_name(ck_got_), (int)ck_got_,           \
+                   hippo__status_name(ck_want_), (int)ck_want_,                \
+                   hippo__error_get());                                        \
+  } while (0)
+
+#define CK_CORE_OK(call) CK_CORE_STATUS(call, HIPPO_SUCCESS)
+
+/* The core's last error contains `text`. */
+#define CK_CORE_ERROR_HAS(text)                                                \
+  do {                                                                         \
+    const char *ck_text_ = (text);                                             \
+    if (strstr(hippo__error_get(), ck_text_) == NULL)                          \
+      ck_abort_msg("last_error \"%s\" does not contain \"%s\"",                \
+                   hippo__error_get(), ck_text_);                              \
+  } while (0)
+
+/* The core's last error does not contain `text`. */
+#define CK_CORE_ERROR_LACKS(text)                                              \
+  do {                                                                         \
+    const char *ck_text_ = (text);                                             \
+    if (strstr(hippo__error_get(), ck_text_) != NULL)                          \
+      ck_abort_msg("last_error \"%s\" contains \"%s\"", hippo__error_get(),    \
+                   ck_text_);                                                  \
+  } while (0)
+
+/* The core's last error is exactly `text`. */
+#define CK_CORE_ERROR_IS(text)                                                 \
+  do {                                                                         \
+    const char *ck_text_ = (text);                                             \
+    if (strcmp(hippo__error_get(), ck_text_) != 0)                             \
+      ck_abort_msg("last_error \"%s\", expected \"%s\"", hippo__error_get(),   \
+                   ck_text_);                                                  \
+  } while (0)
+
+/* `call` returns `want` and the core's last error contains `text`. */
+#define CK_CORE_FAILS(call, want, text)                                        \
+  do {                                                                         \
+    CK_CORE_STATUS(call, want);                                                \
+    CK_CORE_ERROR_HAS(text);                                                   \
+  } while (0)
+
+/* The check walk of pool `p` (a hippo__pool *, pool.h) passes. */
+#define CK_POOL_CHECK(p) CK_CORE_OK((p)->ops->check(p))
+
+#endif /* TU_CORE */
