@@ -197,6 +197,9 @@ typedef uint32_t hippo_backend;
 #define HIPPO_POOL_PERSISTENT 4u /* exact-size pages (reports only) */
 #define HIPPO_POOL_ARENA 5u      /* sliced pages whose size grows with the
                                     largest request; older sizes drain */
+#define HIPPO_POOL_VIRTUAL 6u    /* one virtual range per stream, carved
+                                    into slices; physical granules mapped
+                                    where live reservations touch it */
 typedef uint32_t hippo_pool_kind;
 
 /* Layout presets (hippo_layout.preset). */
@@ -205,6 +208,9 @@ typedef uint32_t hippo_pool_kind;
 #define HIPPO_PRESET_SUB_SLICES 1u      /* sliced ladder + exclusive tail */
 #define HIPPO_PRESET_EXCLUSIVE_PAGES 2u /* log-spaced exclusive buckets */
 #define HIPPO_PRESET_CUSTOM 3u          /* hippo_layout.pools */
+#define HIPPO_PRESET_VIRTUAL 4u         /* one VIRTUAL pool; ADAPTIVE where
+                                           the device has no virtual
+                                           memory (device_info.note) */
 typedef uint32_t hippo_preset;
 
 /* Allocation modes (reserve's mode argument). */
@@ -219,7 +225,10 @@ typedef uint32_t hippo_mode;
 #define HIPPO_CALL_SYNC 3u
 #define HIPPO_CALL_EVENT 4u
 #define HIPPO_CALL_CAPTURE_QUERY 5u
-#define HIPPO_CALL_KINDS 6u /* kinds this header knows (grows with the
+#define HIPPO_CALL_VM_RANGE 6u  /* reserve or free a virtual range */
+#define HIPPO_CALL_VM_MAP 7u    /* back one granule (create, map, access) */
+#define HIPPO_CALL_VM_UNMAP 8u  /* give one granule back (unmap, release) */
+#define HIPPO_CALL_KINDS 9u /* kinds this header knows (grows with the
                                ABI, up to HIPPO_CALL_KINDS_MAX) */
 #define HIPPO_CALL_KINDS_MAX 16u /* room for kinds in the counters */
 typedef uint32_t hippo_call_kind;
@@ -236,6 +245,9 @@ typedef uint32_t hippo_call_kind;
                                         a capture's warm-up) */
 #define HIPPO_RELOCATE_SPARSE 5u     /* the sparsest current pages, into room
                                         other current pages hold */
+#define HIPPO_RELOCATE_UNMAP 6u      /* VIRTUAL: no slice moves; the granules
+                                        no live reservation touches go back
+                                        (every relocation does that too) */
 typedef uint32_t hippo_relocate_reason;
 
 /* What a stream's memory wants (relocation_need). */
@@ -247,6 +259,9 @@ typedef uint32_t hippo_relocate_reason;
                                    leave less than a page of device room */
 #define HIPPO_NEED_SPARSE 3u    /* an ARENA pool took a page while its pages
                                    held far more room than its slices use */
+#define HIPPO_NEED_UNMAP 4u     /* a VIRTUAL pool holds mapped granules no
+                                   live reservation touches, at least its
+                                   unmap_threshold */
 typedef uint32_t hippo_relocation_need;
 
 /* How a relocation ended (hippo_relocation_report.outcome). */
@@ -287,18 +302,30 @@ typedef uint64_t hippo_handle;            /* 0 is never a valid handle */
 /* One pool of a custom layout.  Fields a kind does not use must be zero. */
 typedef struct hippo_pool_options {
   uint32_t struct_size;    /* sizeof(hippo_pool_options) */
-  hippo_pool_kind kind;    /* HIPPO_POOL_SLICED, _EXCLUSIVE, _DIRECT or
-                              _ARENA */
+  hippo_pool_kind kind;    /* HIPPO_POOL_SLICED, _EXCLUSIVE, _DIRECT,
+                              _ARENA or _VIRTUAL */
   uint64_t page_size;      /* SLICED: bytes per page from the driver;
                               ARENA: the smallest page */
-  uint64_t max_slice_size; /* SLICED, ARENA: largest reservation it
-                              accepts (ARENA: also the largest page) */
+  uint64_t max_slice_size; /* SLICED, ARENA, VIRTUAL: largest reservation
+                              it accepts (ARENA: also the largest
+                              page) */
   uint64_t max_pool_size;  /* SLICED, ARENA: cap on page bytes (0 =
                               none) */
   uint64_t max_alloc_size; /* EXCLUSIVE: largest reservation it accepts */
   uint64_t reclaim_at;     /* DIRECT: watermark in bytes (0 = none) */
   uint64_t dealloc_period; /* reservations after which a page unused for
-                              that long goes back (0 = never) */
+                              that long goes back (0 = never; VIRTUAL:
+                              must be 0, granules go back in batches) */
+  uint64_t range_size;     /* VIRTUAL: bytes of the stream's virtual
+                              range (0 = the device's memory, or its
+                              budget) */
+  uint64_t granule;        /* VIRTUAL: bytes of one physical granule, a
+                              multiple of the driver's granularity (0 =
+                              its granularity, at least 2 MiB) */
+  uint64_t unmap_threshold; /* VIRTUAL: idle mapped bytes (no live
+                               reservation touches them) at which
+                               relocation_need answers HIPPO_NEED_UNMAP
+                               (0 = the default, UINT64_MAX = never) */
 } hippo_pool_options;
 
 /* A pool layout: a preset, or a custom list of pools in routing order. */
@@ -351,7 +378,10 @@ typedef struct hippo_device_info {
   char arch[32];          /* "sm 9.0" (CUDA), "cc 9.4" (HIP), "host" */
   char runtime[128];      /* the GPU runtime in use, its version and
                              library; "none" on HOST and DRY */
-  char note[512];         /* AUTO: which backend it chose and why */
+  char note[512];         /* AUTO: which backend it chose and why; a
+                             VIRTUAL preset in ADAPTIVE's place: why */
+  uint64_t vm_granularity; /* the driver's virtual-memory granularity
+                              (bytes); 0: no virtual memory */
 } hippo_device_info;
 
 /* Usage of one stream, or the sum over a device's streams. */
@@ -381,6 +411,12 @@ typedef struct hippo_usage {
                                     the streams that used them (record_use) */
   uint64_t event_failures;       /* event queries that failed (the slice
                                     waits on; cleanup waits for it) */
+  uint64_t bytes_idle;           /* VIRTUAL: mapped bytes no live
+                                    reservation touches (in
+                                    bytes_reserved; they go back at the
+                                    next cleanup, reclaim or relocation) */
+  uint64_t bytes_virtual;        /* VIRTUAL: address space reserved (no
+                                    memory) */
 } hippo_usage;
 
 /* One pool of a stream (pool_report; its options in force, such as a page
@@ -405,6 +441,12 @@ typedef struct hippo_pool_report {
   uint64_t bytes_stranded;      /* see hippo_usage */
   uint64_t peak_bytes_reserved; /* most page bytes held at once */
   uint64_t bytes_guarded;       /* see hippo_usage */
+  uint64_t granule_size;        /* VIRTUAL: bytes of a granule (its
+                                   pages: granules mapped) */
+  uint64_t bytes_idle;          /* VIRTUAL: see hippo_usage */
+  uint64_t bytes_virtual;       /* VIRTUAL: see hippo_usage */
+  uint64_t maps;                /* VIRTUAL: granules mapped, ever */
+  uint64_t unmaps;              /* VIRTUAL: granules unmapped, ever */
 } hippo_pool_report;
 
 /* What a relocation did (relocate_with, relocation_report). */
@@ -452,6 +494,11 @@ typedef struct hippo_emu_counters {
   /* Backend calls by kind (HIPPO_CALL_*), since open; kinds the plugin
    * does not know read 0. */
   uint64_t calls[HIPPO_CALL_KINDS_MAX];
+  uint64_t ranges_held;              /* virtual ranges reserved */
+  uint64_t bytes_virtual;            /* their bytes */
+  uint64_t granules_mapped;          /* granules backed by memory */
+  uint64_t bytes_mapped;             /* their bytes (in bytes_held) */
+  uint64_t peak_bytes_mapped;
 } hippo_emu_counters;
 
 /* ------------------------------------------------------------------------ */

@@ -409,11 +409,11 @@ static hippo_status api_relocate_with(hippo_device *device,
   hippo_status st;
   CHECK_DEVICE(device, "relocate_with");
   CHECK_OPTIONAL_STREAM(device, stream, "relocate_with");
-  if (reason > HIPPO_RELOCATE_SPARSE) /* nothing runs: no report */
+  if (reason > HIPPO_RELOCATE_UNMAP) /* nothing runs: no report */
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "relocate_with: reason %u is not a "
                             "HIPPO_RELOCATE_* value (0 .. %u)",
-                            reason, HIPPO_RELOCATE_SPARSE);
+                            reason, HIPPO_RELOCATE_UNMAP);
   if (report && (st = hippo__struct_out_ok(report, MIN_STRUCT,
                                            "hippo_relocation_report")) !=
                     HIPPO_SUCCESS)

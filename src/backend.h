@@ -46,6 +46,36 @@
  *                           DRY give the emulated stream's.
  *  mem_info              -> free and total bytes of the device.
  *
+ * Virtual memory (optional, all or none: NULL where the device has none):
+ *  vm_granularity(&g)    -> the driver's allocation granularity for
+ *                           physical memory mapped into a virtual range
+ *                           (asked, never assumed); a granule hippo maps
+ *                           is a multiple of it.
+ *  vm_reserve(size, align) -> a virtual range of `size` bytes (a multiple
+ *                           of the granularity) aligned to `align`, with no
+ *                           memory behind it (HIPPO_CALL_VM_RANGE).
+ *  vm_release(addr, size)-> gives a range back; every granule of it is
+ *                           unmapped first by the caller (VM_RANGE).
+ *  vm_map(addr, size, granule) -> backs [addr, addr+size), granule by
+ *                           granule (a physical allocation of `granule`
+ *                           bytes each: created, mapped whole at offset 0,
+ *                           made accessible), inside a reserved range;
+ *                           one HIPPO_CALL_VM_MAP per granule; all or
+ *                           nothing (a failure unmaps the granules this
+ *                           call mapped).  HIPPO_OUT_OF_MEMORY when the
+ *                           device has no room; counts against the
+ *                           capacity like pages.
+ *  vm_unmap(addr, size, granule, wait, &done) -> gives the granules of
+ *                           [addr, addr+size) back (unmapped, released):
+ *                           one HIPPO_CALL_VM_UNMAP each.  With `wait`,
+ *                           the device's queued work finishes first
+ *                           (hipMemUnmap waits itself; cuMemUnmap does
+ *                           not: the CUDA path synchronizes the device);
+ *                           without it the granules must be ones no work
+ *                           can touch (just mapped).  On failure *done
+ *                           says how many bytes, from addr, went back; the
+ *                           rest stays mapped.
+ *
  * Streams are the host runtime's native streams (hipStream_t for HIP, the
  * value emu_stream_create gave for HOST/DRY), passed through as void *.
  * NULL is the default stream.
@@ -93,6 +123,16 @@ typedef struct hippo__backend_ops {
                                    const char *call);
   hippo_status (*mem_info)(hippo__backend *be, uint64_t *free_bytes,
                            uint64_t *total_bytes);
+  /* Virtual memory: NULL where the device has none. */
+  hippo_status (*vm_granularity)(hippo__backend *be, uint64_t *granule);
+  hippo_status (*vm_reserve)(hippo__backend *be, uint64_t size,
+                             uint64_t align, uint64_t *addr);
+  hippo_status (*vm_release)(hippo__backend *be, uint64_t addr,
+                             uint64_t size);
+  hippo_status (*vm_map)(hippo__backend *be, uint64_t addr, uint64_t size,
+                         uint64_t granule);
+  hippo_status (*vm_unmap)(hippo__backend *be, uint64_t addr, uint64_t size,
+                           uint64_t granule, bool wait, uint64_t *done);
   void (*destroy)(hippo__backend *be);
 
   /* Emulation: NULL where the backend has none (HIP). */

@@ -3,8 +3,9 @@
  * For measuring a workload's footprint without the bytes: pages get
  * synthetic addresses that are never dereferenced, copies are counted but
  * not performed, emu_read/emu_write are refused, and capacity, streams,
- * events, captures, fault injection and counters behave as on HOST (all of
- * it backend_emu.c).  Addresses come from a bump pointer starting at 1 TiB
+ * events, captures, fault injection, counters and virtual ranges (with
+ * no memory behind their granules) behave as on HOST (all of it
+ * backend_emu.c and backend_emu_vm.c).  Addresses come from a bump pointer starting at 1 TiB
  * and are never reused within a device, so a stale address can never name a
  * newer page.
  */
@@ -48,6 +49,8 @@ static const hippo__emu_class dry_class = {
     .object_size = sizeof(hippo__emu),
     .page_map = dry_page_map,
     .page_unmap = NULL, /* a DRY page holds no memory */
+    /* virtual ranges: synthetic addresses, no memory (backend_emu_vm.c) */
+    .vm_granularity = DRY_MIN_PAGE_ALIGN,
 };
 
 hippo_status hippo__backend_dry_create(uint64_t capacity, uint64_t alignment,

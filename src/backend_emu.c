@@ -32,6 +32,12 @@ const char *hippo__call_kind_name(hippo_call_kind kind) {
     return "HIPPO_CALL_EVENT";
   case HIPPO_CALL_CAPTURE_QUERY:
     return "HIPPO_CALL_CAPTURE_QUERY";
+  case HIPPO_CALL_VM_RANGE:
+    return "HIPPO_CALL_VM_RANGE";
+  case HIPPO_CALL_VM_MAP:
+    return "HIPPO_CALL_VM_MAP";
+  case HIPPO_CALL_VM_UNMAP:
+    return "HIPPO_CALL_VM_UNMAP";
   default:
     return "an unknown call kind";
   }
@@ -59,7 +65,7 @@ static void stream_run(hippo__emu *emu, hippo__emu_stream *s,
 }
 
 /* Runs every stream's queue (the device finishes all its work).  Locked. */
-static void emu_drain(hippo__emu *emu) {
+void hippo__emu_drain(hippo__emu *emu) {
   stream_run(emu, &emu->default_stream, UINT64_MAX);
   for (hippo__emu_stream *s = emu->streams; s; s = s->next)
     stream_run(emu, s, UINT64_MAX);
@@ -70,7 +76,7 @@ static void emu_drain(hippo__emu *emu) {
 /* Counts a call of `kind`; if an injected fault fires on it, returns its
  * status with last_error "injected fault: <NAME> <call> call #N failed with
  * HIPPO_X".  Locked. */
-static hippo_status emu_call(hippo__emu *emu, hippo_call_kind kind,
+hippo_status hippo__emu_call(hippo__emu *emu, hippo_call_kind kind,
                              const char *call) {
   hippo__emu_fault *f = &emu->faults[kind];
   uint64_t n = ++emu->calls[kind];
@@ -165,8 +171,8 @@ static bool queue_touches(const hippo__emu_stream *s, uint64_t addr,
   return false;
 }
 
-static bool any_queue_touches(const hippo__emu *emu, uint64_t addr,
-                              uint64_t size) {
+bool hippo__emu_queued_on(const hippo__emu *emu, uint64_t addr,
+                          uint64_t size) {
   if (queue_touches(&emu->default_stream, addr, size))
     return true;
   for (const hippo__emu_stream *s = emu->streams; s; s = s->next)
@@ -194,8 +200,8 @@ static hippo_status page_take(hippo__emu *emu, uint64_t addr, uint64_t size,
                             (unsigned long long)emu->pages[i].size,
                             (unsigned long long)size);
   /* A real driver orders the free after the work using the page. */
-  if (any_queue_touches(emu, addr, size))
-    emu_drain(emu);
+  if (hippo__emu_queued_on(emu, addr, size))
+    hippo__emu_drain(emu);
   *index = (size_t)i;
   return HIPPO_SUCCESS;
 }
@@ -242,7 +248,12 @@ static hippo_status range_check(const hippo__emu *emu, uint64_t addr,
                                 const char *what) {
   ptrdiff_t i = page_floor(emu, addr);
   uint64_t page[2];
-  if (i >= 0) {
+  if (i >= 0 && addr - emu->pages[i].addr < emu->pages[i].size) {
+    page[0] = emu->pages[i].addr;
+    page[1] = emu->pages[i].size;
+  } else if (hippo__emu_vm_holds(emu, addr, size, page)) {
+    i = 0; /* a mapped run of a virtual range holds it */
+  } else if (i >= 0) {
     page[0] = emu->pages[i].addr;
     page[1] = emu->pages[i].size;
   }
@@ -287,7 +298,7 @@ static hippo_status event_check(const hippo__emu *emu, void *event,
 static hippo_status stream_call(hippo__emu *emu, hippo_call_kind kind,
                                 const char *call, void *stream,
                                 hippo__emu_stream **out) {
-  hippo_status st = emu_call(emu, kind, call);
+  hippo_status st = hippo__emu_call(emu, kind, call);
   return st ? st : stream_find(emu, stream, call, out);
 }
 
@@ -387,7 +398,7 @@ static hippo_status emu_event_create(hippo__backend *be, void **event) {
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = emu_call(emu, HIPPO_CALL_EVENT, "event_create")))
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_EVENT, "event_create")))
     goto out;
   if (!event) {
     st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -443,7 +454,7 @@ static hippo_status emu_event_query(hippo__backend *be, void *event,
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = emu_call(emu, HIPPO_CALL_EVENT, "event_query")) ||
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_EVENT, "event_query")) ||
       (st = event_check(emu, event, "event_query", &e)))
     goto out;
   if (!done) {
@@ -465,7 +476,7 @@ static hippo_status emu_event_wait(hippo__backend *be, void *event) {
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = emu_call(emu, HIPPO_CALL_EVENT, "event_wait")) ||
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_EVENT, "event_wait")) ||
       (st = event_check(emu, event, "event_wait", &e)))
     goto out;
   if (e->stream)
@@ -673,7 +684,7 @@ hippo_status hippo__fault_arm(const char *backend, hippo_call_kind kind,
   if (kind >= HIPPO_CALL_KINDS)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s emu_inject_fault: call kind %u is unknown; "
-                            "use HIPPO_CALL_ALLOC .. HIPPO_CALL_CAPTURE_QUERY",
+                            "use HIPPO_CALL_ALLOC .. HIPPO_CALL_VM_UNMAP",
                             backend, (unsigned)kind);
   if (nth != 0 && (status <= HIPPO_SUCCESS || status > HIPPO_INTERNAL))
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -723,6 +734,11 @@ static hippo_status emu_counters(hippo__backend *be,
   c.peak_bytes_held = emu->peak_bytes_held;
   c.host_bytes_mapped = emu->host_bytes_mapped;
   c.bytes_copied = emu->bytes_copied;
+  c.ranges_held = emu->range_count;
+  c.bytes_virtual = emu->bytes_virtual;
+  c.granules_mapped = emu->granules_mapped;
+  c.bytes_mapped = emu->bytes_mapped;
+  c.peak_bytes_mapped = emu->peak_bytes_mapped;
   pthread_mutex_unlock(&emu->mutex);
   /* an older caller's smaller struct (from 8 bytes) gets what it knows */
   return hippo__struct_out(out, &c, sizeof c, 8, "hippo_emu_counters");
@@ -737,7 +753,7 @@ static hippo_status emu_page_alloc(hippo__backend *be, uint64_t size,
   hippo_status st;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = emu_call(emu, HIPPO_CALL_ALLOC, "page_alloc")))
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_ALLOC, "page_alloc")))
     goto out;
   if (!addr) {
     st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -766,7 +782,7 @@ static hippo_status emu_page_free(hippo__backend *be, uint64_t addr,
   int err;
 
   pthread_mutex_lock(&emu->mutex);
-  if ((st = emu_call(emu, HIPPO_CALL_FREE, "page_free")) ||
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_FREE, "page_free")) ||
       (st = page_take(emu, addr, size, "page_free", &i)))
     goto out;
   if (emu->cls->page_unmap &&
@@ -833,11 +849,12 @@ static void emu_destroy(hippo__backend *be) {
   hippo__emu_event *e, *enext;
 
   pthread_mutex_lock(&emu->mutex);
-  emu_drain(emu);
+  hippo__emu_drain(emu);
   if (emu->cls->page_unmap)
     for (size_t i = 0; i < emu->page_count; i++)
       (void)emu->cls->page_unmap(&emu->pages[i]);
   emu->page_count = 0;
+  hippo__emu_vm_fini(emu);
   pthread_mutex_unlock(&emu->mutex);
 
   free(emu->default_stream.ops);
@@ -880,6 +897,11 @@ static const hippo__backend_ops emu_ops = {
     .emu_read = emu_read,
     .emu_write = emu_write,
     .emu_counters = emu_counters,
+    .vm_granularity = hippo__emu_vm_granularity,
+    .vm_reserve = hippo__emu_vm_reserve,
+    .vm_release = hippo__emu_vm_release,
+    .vm_map = hippo__emu_vm_map,
+    .vm_unmap = hippo__emu_vm_unmap,
 };
 
 static hippo_status emu_init(hippo__emu *emu, const hippo__emu_class *cls,
@@ -924,6 +946,7 @@ static hippo_status emu_init(hippo__emu *emu, const hippo__emu_class *cls,
   emu->capacity = capacity;
   emu->default_stream.magic = HIPPO__EMU_STREAM_MAGIC;
   emu->next_capture_id = 1;
+  emu->vm_granularity = cls->vm_granularity;
   return HIPPO_SUCCESS;
 }
 

@@ -92,6 +92,25 @@ typedef struct hippo__emu_fault {
   hippo_status status;
 } hippo__emu_fault;
 
+/* A mapped run of a virtual range: bytes [start, end) have memory. */
+typedef struct hippo__emu_run {
+  uint64_t start, end;
+} hippo__emu_run;
+
+/* A virtual range (vm_reserve): address space, with memory only where
+ * granules were mapped (backend_emu_vm.c).
+ * Invariant: runs[0 .. run_count) are sorted, disjoint and never
+ * adjacent (neighbours merge), inside [addr, addr + size); mapped is the
+ * sum of their lengths; HOST: fd is the memfd behind the range (the bytes
+ * of a run live at offset start - addr of it), DRY: fd == -1. */
+typedef struct hippo__emu_range {
+  uint64_t addr, size;
+  hippo__emu_run *runs;
+  size_t run_count, run_cap;
+  uint64_t mapped;
+  int fd;
+} hippo__emu_range;
+
 /* The shared emulation object.
  * Invariant: pages[0 .. page_count) sorted by addr, non-overlapping;
  * bytes_held == sum of their sizes <= capacity; pages_held == page_count;
@@ -120,6 +139,17 @@ typedef struct hippo__emu {
   uint64_t peak_bytes_held;
   uint64_t host_bytes_mapped;
   uint64_t bytes_copied;
+
+  /* Virtual ranges (backend_emu_vm.c): sorted by addr, disjoint from each
+   * other and from the pages; their mapped bytes count in bytes_held. */
+  hippo__emu_range *ranges;
+  size_t range_count, range_cap;
+  uint64_t bytes_virtual;          /* sum of the ranges' sizes */
+  uint64_t bytes_mapped;           /* sum of their mapped bytes */
+  uint64_t peak_bytes_mapped;
+  uint64_t granules_mapped;        /* granules backed, as vm_map counted */
+  uint64_t vm_granularity;         /* cls->vm_granularity, or the host's
+                                      page where larger (HOST) */
 } hippo__emu;
 
 /* What sets one emulated backend apart.  The hooks run with the mutex
@@ -138,6 +168,21 @@ typedef struct hippo__emu_class {
   /* Gives a page's memory back, as munmap does: 0, or an errno (the page
    * is then kept).  NULL when pages hold no memory. */
   int (*page_unmap)(const hippo__emu_page *page);
+  /* Virtual memory: the granularity vm_granularity answers (0: the
+   * backend has no virtual memory), and the hooks behind the ranges
+   * (NULL where a range holds no memory, as on DRY; range_reserve then
+   * hands out synthetic addresses). */
+  uint64_t vm_granularity;
+  /* Address space for r->size bytes aligned to `align`: sets r->addr (and
+   * r->fd), or writes last_error. */
+  hippo_status (*range_reserve)(hippo__emu *emu, uint64_t align,
+                                hippo__emu_range *r);
+  /* Gives the address space back (no run is mapped): 0 or an errno. */
+  int (*range_release)(hippo__emu_range *r);
+  /* Memory behind [addr, addr + len) of r: 0 or an errno. */
+  int (*range_back)(hippo__emu_range *r, uint64_t addr, uint64_t len);
+  /* Gives it back, so it really returns to the host: 0 or an errno. */
+  int (*range_drop)(hippo__emu_range *r, uint64_t addr, uint64_t len);
 } hippo__emu_class;
 
 /* Creates a backend of `cls` (a zeroed object of cls->object_size bytes
@@ -148,5 +193,33 @@ typedef struct hippo__emu_class {
  * *out is untouched. */
 hippo_status hippo__emu_create(const hippo__emu_class *cls, uint64_t capacity,
                                uint64_t alignment, hippo__backend **out);
+
+/* What backend_emu.c shares with backend_emu_vm.c (locked: the caller
+ * holds the mutex). */
+/* Counts a call of `kind` and fires an armed fault on it. */
+hippo_status hippo__emu_call(hippo__emu *emu, hippo_call_kind kind,
+                             const char *call);
+/* Runs every stream's queue (the device finishes all its work). */
+void hippo__emu_drain(hippo__emu *emu);
+/* Whether a queued copy of any stream touches [addr, addr + size). */
+bool hippo__emu_queued_on(const hippo__emu *emu, uint64_t addr,
+                          uint64_t size);
+/* The mapped run of a range that holds [addr, addr + size) whole, as
+ * {start, size} in run[] (false: none does). */
+bool hippo__emu_vm_holds(const hippo__emu *emu, uint64_t addr, uint64_t size,
+                         uint64_t run[2]);
+/* The virtual-memory ops of the function table (backend.h). */
+hippo_status hippo__emu_vm_granularity(hippo__backend *be, uint64_t *granule);
+hippo_status hippo__emu_vm_reserve(hippo__backend *be, uint64_t size,
+                                   uint64_t align, uint64_t *addr);
+hippo_status hippo__emu_vm_release(hippo__backend *be, uint64_t addr,
+                                   uint64_t size);
+hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
+                               uint64_t size, uint64_t granule);
+hippo_status hippo__emu_vm_unmap(hippo__backend *be, uint64_t addr,
+                                 uint64_t size, uint64_t granule, bool wait,
+                                 uint64_t *done);
+/* Gives every range back (destroy; locked). */
+void hippo__emu_vm_fini(hippo__emu *emu);
 
 #endif /* HIPPO_BACKEND_EMU_H */

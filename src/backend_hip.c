@@ -24,17 +24,31 @@
  *    on it;
  *  - name and architecture (device_info), from the runtime.
  *
+ * Virtual memory (backend.h vm_*; the section "virtual memory" below):
+ * hipMemAddressReserve, hipMemCreate, hipMemMap, ... on HIP, the driver's
+ * cuMem* calls on CUDA; decided per device at open (vm_probe): where the
+ * runtime lacks a call, the device says it has none or the runtime
+ * answers NotSupported, the device's ops table has no vm_* (gpu_ops), so
+ * layouts fall back.
+ *
  * Emulation slots work on a real device too (the behaviour suite runs on
  * every backend): streams (non-blocking), captures (relaxed mode, so other
  * threads may allocate meanwhile, as on HOST), copies, synchronous host
- * reads and writes of bytes inside a page hippo holds, fault injection and
- * counters (calls by kind, pages and bytes held, bytes copied).
+ * reads and writes of bytes inside a page hippo holds or a mapped granule,
+ * fault injection and counters (calls by kind, pages and bytes held, bytes
+ * copied, ranges and granules).
  *
  * Invariant (gpu_backend): pages is sorted by address, its entries the
- * pages page_alloc gave and page_free did not take back; bytes_held is
- * their sum; streams are the ones emu_stream_create made and
- * emu_stream_destroy did not destroy; faults[k].at, when non-zero, is a
- * future value of calls[k].
+ * pages page_alloc gave and page_free did not take back; ranges is sorted
+ * by address, its entries the ranges vm_reserve gave and vm_release did
+ * not take back, each range's runs the granules mapped in it; the granule
+ * table holds exactly the mapped granules (granules_mapped of them,
+ * bytes_mapped bytes, the runs' sum), orphans the allocations unmapped but
+ * not released; bytes_held is the pages' bytes + bytes_mapped + the
+ * orphans' bytes (+ what a page_alloc or vm_map in flight reserved);
+ * bytes_virtual is the ranges' sum; streams are the ones
+ * emu_stream_create made and emu_stream_destroy did not destroy;
+ * faults[k].at, when non-zero, is a future value of calls[k].
  */
 #include <config.h>
 
@@ -51,6 +65,36 @@
 typedef struct gpu_page {
   uint64_t addr, size;
 } gpu_page;
+
+/* Virtual memory (vm_*).  A range from vm_reserve, with the mapped runs of
+ * its granules: sorted, disjoint, never adjacent (neighbours merge), inside
+ * [addr, addr + size); `mapped` is the sum of their lengths. */
+typedef struct vm_run {
+  uint64_t start, end;
+} vm_run;
+
+typedef struct vm_range {
+  uint64_t addr, size;
+  uint64_t mapped;
+  vm_run *runs;
+  size_t nruns, cap_runs;
+} vm_range;
+
+/* A mapped granule: its physical allocation (one per granule, mapped whole
+ * at offset 0), in an open-addressing table keyed by the address (0:
+ * an empty slot). */
+typedef struct vm_granule {
+  uint64_t addr, size;
+  unsigned long long handle;
+} vm_granule;
+
+/* A physical allocation unmapped whose release the runtime refused: still
+ * held (its bytes in bytes_held), released again at the next vm_map,
+ * vm_unmap or destroy. */
+typedef struct vm_orphan {
+  unsigned long long handle;
+  uint64_t size;
+} vm_orphan;
 
 typedef struct gpu_backend {
   hippo__backend base; /* must stay first */
@@ -76,15 +120,44 @@ typedef struct gpu_backend {
   size_t streams_coming; /* emu_stream_creates in the runtime, each
                             promised a record, as pages_coming */
   uint64_t bytes_held, peak_bytes_held, bytes_copied;
+
+  /* Virtual memory: decided at open (vm_probe); base.ops is gpu_vm_ops
+   * when the device has it, gpu_ops (vm_* NULL) when not, why in vm_why. */
+  bool vm;
+  uint64_t vm_granularity; /* the driver's minimum */
+  int vm_device;           /* the location id: CUDA's CUdevice, HIP's
+                              ordinal */
+  union {
+    hippo__gpu_mem_prop cur;     /* HIP 5.3 and later, CUDA */
+    hippo__hip_mem_prop52 v52;   /* HIP 5.2 */
+  } vm_prop;
+  hippo__gpu_mem_access vm_access;
+  char vm_why[256];
+  /* One VMM call of the device at a time (ROCm has had races between
+   * concurrent map calls), and the registries' writers: taken before
+   * `lock`, held across the driver's calls. */
+  pthread_mutex_t vm_lock;
+  /* Written under vm_lock and lock, read under either: */
+  vm_range *ranges; /* sorted by addr */
+  size_t nranges, cap_ranges;
+  uint64_t bytes_virtual, bytes_mapped, peak_bytes_mapped, granules_mapped;
+  /* vm_lock only: */
+  vm_granule *granules; /* cap_granules slots, a power of two (or 0) */
+  size_t ngranules, cap_granules;
+  vm_orphan *orphans;
+  size_t norphans, cap_orphans;
 } gpu_backend;
 
 static gpu_backend *gpu_of(hippo__backend *be) { return (gpu_backend *)be; }
 
 static const char *const kind_names[HIPPO_CALL_KINDS] = {
-    "page_alloc", "page_free", "copy", "stream_sync", "event", "capture_query"};
+    "page_alloc", "page_free", "copy", "stream_sync", "event", "capture_query",
+    "vm_range", "vm_map", "vm_unmap"};
 
-/* Counts a call of `kind`; an injected fault makes it fail. */
-static hippo_status call(gpu_backend *g, hippo_call_kind kind) {
+/* Counts a call of `kind` (named `name` in the message); an injected fault
+ * makes it fail. */
+static hippo_status call_named(gpu_backend *g, hippo_call_kind kind,
+                               const char *name) {
   uint64_t n = atomic_fetch_add_explicit(&g->calls[kind], 1,
                                          memory_order_relaxed) +
                1;
@@ -100,9 +173,13 @@ static hippo_status call(gpu_backend *g, hippo_call_kind kind) {
   if (st != HIPPO_SUCCESS)
     return hippo__error_set(st, "injected fault: %s %s call #%llu failed with "
                             "%s",
-                            g->rt->name, kind_names[kind],
-                            (unsigned long long)n, hippo__status_name(st));
+                            g->rt->name, name, (unsigned long long)n,
+                            hippo__status_name(st));
   return HIPPO_SUCCESS;
+}
+
+static hippo_status call(gpu_backend *g, hippo_call_kind kind) {
+  return call_named(g, kind, kind_names[kind]);
 }
 
 /* ---- the thread's current device ------------------------------------------ */
@@ -343,7 +420,11 @@ static hippo_status gpu_page_free(hippo__backend *be, uint64_t addr,
 
 /* ---- streams, copies, events ------------------------------------------------ */
 
-/* [addr, addr+size) inside one page hippo holds (`what`: the argument). */
+static bool vm_run_holding(const gpu_backend *g, uint64_t addr,
+                           uint64_t run[2]);
+
+/* [addr, addr+size) inside one page hippo holds, or one mapped run of
+ * granules (`what`: the argument). */
 static hippo_status inside(gpu_backend *g, uint64_t addr, uint64_t size,
                            const char *call, const char *what) {
   uint64_t page[2];
@@ -355,6 +436,8 @@ static hippo_status inside(gpu_backend *g, uint64_t addr, uint64_t size,
   if (found) {
     page[0] = g->pages[i].addr;
     page[1] = g->pages[i].size;
+  } else {
+    found = vm_run_holding(g, addr, page);
   }
   pthread_mutex_unlock(&g->lock);
   return hippo__range_check(g->rt->name, call, what, addr, size,
@@ -585,20 +668,838 @@ static hippo_status gpu_mem_info(hippo__backend *be, uint64_t *free_bytes,
   return HIPPO_SUCCESS;
 }
 
+/* ---- virtual memory ------------------------------------------------------------
+ *
+ * vm_reserve/vm_release are hipMemAddressReserve/hipMemAddressFree (CUDA:
+ * cuMemAddressReserve/cuMemAddressFree, the driver's calls through the
+ * runtime's entry point: gpu_rt.h).  vm_map backs each granule with its
+ * own physical allocation -- hipMemCreate of `granule` bytes, hipMemMap of
+ * it whole at the granule's address, hipMemSetAccess read-write for the
+ * device -- so granules go back one by one: vm_unmap is hipMemUnmap and
+ * hipMemRelease of each.  A table (granule address -> handle) finds the
+ * handle again; each range keeps its mapped runs, so copies and
+ * emu_read/emu_write inside mapped granules are accepted like those inside
+ * pages.  Mapped bytes are held bytes (bytes_held, the budget, mem_info).
+ *
+ * Every call's status is checked; a failure names the call in last_error
+ * ("HIP hipMemMap failed: ...", "CUDA cuMemMap failed: ...").  vm_map is
+ * all or nothing: a failure unmaps and releases what the call mapped.  A
+ * granule whose unmap the runtime refuses stays mapped (and counted); a
+ * handle whose release it refuses after the unmap stays held (an orphan)
+ * and is released again at the next vm_map, vm_unmap or destroy.
+ *
+ * hipMemUnmap waits for the device's work itself; cuMemUnmap does not, so
+ * on CUDA a vm_unmap with `wait` synchronizes the device first
+ * (cudaDeviceSynchronize), once per call.  The VMM calls of a device run
+ * one at a time (vm_lock): ROCm releases have had races between concurrent
+ * map calls and spurious hipMemSetAccess failures, so nothing overlaps and
+ * every answer is checked.
+ *
+ * Calls are counted as on HOST and DRY: vm_reserve and vm_release one
+ * HIPPO_CALL_VM_RANGE each, one HIPPO_CALL_VM_MAP per granule mapped, one
+ * HIPPO_CALL_VM_UNMAP per granule given back; an injected fault fails that
+ * call with nothing changed (vm_map gives back what the call had mapped,
+ * vm_unmap stops there and says how far it got). */
+
+/* The device current for the driver's calls.  On CUDA the device is set
+ * even when current: cudaSetDevice binds its primary context to the
+ * thread, which the driver's calls need (cudaGetDevice answers 0 on a
+ * thread that never had one). */
+static hippo_status vm_enter(gpu_backend *g, const char *why, dev_scope *sc) {
+  int cur = -1, err;
+  if (g->rt->flavor == HIPPO__GPU_HIP)
+    return enter(g, why, sc);
+  sc->restore = false;
+  if (g->rt->get_device(&cur) != HIPPO__GPU_SUCCESS)
+    cur = -1;
+  err = g->rt->set_device(g->ordinal);
+  if (err != HIPPO__GPU_SUCCESS)
+    return hippo__error_wrap(hippo__gpu_fail(g->rt, err, "SetDevice", NULL),
+                             "%s on %s device %d", why, g->rt->name,
+                             (int)g->ordinal);
+  sc->prev = cur;
+  sc->restore = cur >= 0 && cur != g->ordinal;
+  return HIPPO_SUCCESS;
+}
+
+/* A failed VMM call's status, last_error naming it (and, on HIP, the
+ * runtime's last error reset for an out-of-memory answer: the caller gives
+ * idle memory back and retries, as after a failed Malloc). */
+static hippo_status vm_fail(gpu_backend *g, int err, const char *call) {
+  bool oom = err == HIPPO__GPU_OUT_OF_MEMORY;
+  if (oom && g->rt->flavor == HIPPO__GPU_HIP)
+    handled(g->rt);
+  return hippo__gpu_vm_fail(g->rt, err, call,
+                            oom ? "release or clean up device memory" : NULL);
+}
+
+/* Index of the range holding addr, or g->nranges.  Locked (either lock). */
+static size_t range_at(const gpu_backend *g, uint64_t addr) {
+  size_t lo = 0, hi = g->nranges;
+  while (lo < hi) {
+    size_t mid = lo + (hi - lo) / 2;
+    if (g->ranges[mid].addr + g->ranges[mid].size <= addr)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  return lo < g->nranges && g->ranges[lo].addr <= addr ? lo : g->nranges;
+}
+
+static bool vm_run_holding(const gpu_backend *g, uint64_t addr,
+                           uint64_t run[2]) {
+  size_t i = range_at(g, addr);
+  const vm_range *r;
+  if (i == g->nranges)
+    return false;
+  r = &g->ranges[i];
+  for (size_t k = 0; k < r->nruns; k++)
+    if (addr >= r->runs[k].start && addr < r->runs[k].end) {
+      run[0] = r->runs[k].start;
+      run[1] = r->runs[k].end - r->runs[k].start;
+      return true;
+    }
+  return false;
+}
+
+/* How many bytes of [a, b) are mapped in r. */
+static uint64_t mapped_in(const vm_range *r, uint64_t a, uint64_t b) {
+  uint64_t n = 0;
+  for (size_t k = 0; k < r->nruns; k++) {
+    uint64_t lo = r->runs[k].start > a ? r->runs[k].start : a;
+    uint64_t hi = r->runs[k].end < b ? r->runs[k].end : b;
+    if (lo < hi)
+      n += hi - lo;
+  }
+  return n;
+}
+
+/* Room for `more` runs (false: no host memory).  Locked. */
+static bool runs_room(vm_range *r, size_t more) {
+  if (r->nruns + more > r->cap_runs) {
+    size_t cap = r->cap_runs ? r->cap_runs : 8;
+    vm_run *grown;
+    while (cap < r->nruns + more)
+      cap *= 2;
+    grown = realloc(r->runs, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    r->runs = grown;
+    r->cap_runs = cap;
+  }
+  return true;
+}
+
+/* [a, b) of r (none of it mapped) is mapped now, merged with its
+ * neighbours (room made; r->mapped is the caller's).  Locked. */
+static void runs_add(vm_range *r, uint64_t a, uint64_t b) {
+  size_t k = 0;
+  bool left, right;
+  while (k < r->nruns && r->runs[k].end <= a)
+    k++;
+  left = k > 0 && r->runs[k - 1].end == a;
+  right = k < r->nruns && r->runs[k].start == b;
+  if (left && right) {
+    r->runs[k - 1].end = r->runs[k].end;
+    memmove(&r->runs[k], &r->runs[k + 1],
+            (r->nruns - k - 1) * sizeof *r->runs);
+    r->nruns--;
+  } else if (left) {
+    r->runs[k - 1].end = b;
+  } else if (right) {
+    r->runs[k].start = a;
+  } else {
+    memmove(&r->runs[k + 1], &r->runs[k], (r->nruns - k) * sizeof *r->runs);
+    r->runs[k] = (vm_run){a, b};
+    r->nruns++;
+  }
+}
+
+/* [a, b) of r (mapped, inside one run) is unmapped now (room made for a
+ * split).  Locked. */
+static void runs_remove(vm_range *r, uint64_t a, uint64_t b) {
+  size_t k = 0;
+  while (k < r->nruns && r->runs[k].end <= a)
+    k++;
+  if (k == r->nruns || r->runs[k].start > a)
+    return; /* not recorded (a granule stuck while out of host memory) */
+  if (r->runs[k].start < a && r->runs[k].end > b) {
+    memmove(&r->runs[k + 1], &r->runs[k], (r->nruns - k) * sizeof *r->runs);
+    r->nruns++;
+    r->runs[k].end = a;
+    r->runs[k + 1].start = b;
+  } else if (r->runs[k].start < a) {
+    r->runs[k].end = a;
+  } else if (r->runs[k].end > b) {
+    r->runs[k].start = b;
+  } else {
+    memmove(&r->runs[k], &r->runs[k + 1],
+            (r->nruns - k - 1) * sizeof *r->runs);
+    r->nruns--;
+  }
+}
+
+/* ---- the granule table (vm_lock) ---- */
+
+static size_t gran_home(const gpu_backend *g, uint64_t addr) {
+  uint64_t h = (addr >> 12) * UINT64_C(0x9E3779B97F4A7C15);
+  return (size_t)(h >> 32) & (g->cap_granules - 1);
+}
+
+static vm_granule *gran_find(const gpu_backend *g, uint64_t addr) {
+  if (!g->cap_granules)
+    return NULL;
+  for (size_t i = gran_home(g, addr);; i = (i + 1) & (g->cap_granules - 1)) {
+    if (g->granules[i].addr == addr)
+      return &g->granules[i];
+    if (g->granules[i].addr == 0)
+      return NULL;
+  }
+}
+
+/* Puts e in (room made; its address not in the table). */
+static void gran_put(gpu_backend *g, vm_granule e) {
+  size_t i = gran_home(g, e.addr);
+  while (g->granules[i].addr)
+    i = (i + 1) & (g->cap_granules - 1);
+  g->granules[i] = e;
+  g->ngranules++;
+}
+
+/* Room for `more` entries, the table at most half full (false: no host
+ * memory). */
+static bool gran_room(gpu_backend *g, size_t more) {
+  size_t cap = g->cap_granules ? g->cap_granules : 64;
+  vm_granule *old = g->granules, *grown;
+  size_t old_cap = g->cap_granules;
+  if (more > SIZE_MAX / 4 - g->ngranules)
+    return false;
+  while (cap < 2 * (g->ngranules + more))
+    cap *= 2;
+  if (cap == g->cap_granules)
+    return true;
+  grown = calloc(cap, sizeof *grown);
+  if (!grown)
+    return false;
+  g->granules = grown;
+  g->cap_granules = cap;
+  g->ngranules = 0;
+  for (size_t i = 0; i < old_cap; i++)
+    if (old[i].addr)
+      gran_put(g, old[i]);
+  free(old);
+  return true;
+}
+
+/* Takes e (in the table) out: backward-shift deletion. */
+static void gran_del(gpu_backend *g, vm_granule *e) {
+  size_t mask = g->cap_granules - 1, i = (size_t)(e - g->granules), j = i;
+  for (;;) {
+    size_t k;
+    j = (j + 1) & mask;
+    if (g->granules[j].addr == 0)
+      break;
+    k = gran_home(g, g->granules[j].addr);
+    /* j's entry may move to i unless its home lies cyclically in (i, j] */
+    if (i <= j ? (i < k && k <= j) : (i < k || k <= j))
+      continue;
+    g->granules[i] = g->granules[j];
+    i = j;
+  }
+  g->granules[i] = (vm_granule){0, 0, 0};
+  g->ngranules--;
+}
+
+/* ---- the driver's steps ---- */
+
+static bool orphan_keep(gpu_backend *g, unsigned long long handle,
+                        uint64_t size);
+
+/* One granule backed: created, mapped whole, made accessible.  On failure
+ * what this granule took is given back; *held says whether it is still
+ * mapped all the same (made inaccessible: the caller gives it back with
+ * the call's others), *orphaned how many bytes an allocation the runtime
+ * would not release keeps held (an orphan). */
+static hippo_status map_one(gpu_backend *g, uint64_t at, uint64_t granule,
+                            unsigned long long *handle, bool *held,
+                            uint64_t *orphaned) {
+  const hippo__gpu_vm_calls *vm = &g->rt->vm;
+  void *p = (void *)(uintptr_t)at;
+  unsigned long long h = 0;
+  hippo_status st;
+  int err;
+  *held = false;
+  err = vm->create(&h, (size_t)granule, &g->vm_prop, 0);
+  if (err != HIPPO__GPU_SUCCESS)
+    return vm_fail(g, err, "MemCreate");
+  err = vm->map(p, (size_t)granule, 0, h, 0);
+  if (err != HIPPO__GPU_SUCCESS) {
+    st = vm_fail(g, err, "MemMap");
+    if (vm->release(h) != HIPPO__GPU_SUCCESS) {
+      pthread_mutex_lock(&g->lock);
+      if (orphan_keep(g, h, granule))
+        *orphaned += granule;
+      pthread_mutex_unlock(&g->lock);
+    }
+    return st;
+  }
+  err = vm->set_access(p, (size_t)granule, &g->vm_access, 1);
+  if (err != HIPPO__GPU_SUCCESS) {
+    st = vm_fail(g, err, "MemSetAccess");
+    *handle = h;
+    *held = true; /* mapped: given back as the call's others are */
+    return st;
+  }
+  *handle = h;
+  return HIPPO_SUCCESS;
+}
+
+enum { UNMAPPED, UNMAP_REFUSED, RELEASE_REFUSED };
+
+/* One granule given back: unmapped, its allocation released.  *res:
+ * UNMAPPED, UNMAP_REFUSED (still mapped) or RELEASE_REFUSED (unmapped, the
+ * handle still held), the status saying why. */
+static hippo_status unmap_one(gpu_backend *g, uint64_t at, uint64_t granule,
+                              unsigned long long handle, int *res) {
+  const hippo__gpu_vm_calls *vm = &g->rt->vm;
+  int err = vm->unmap((void *)(uintptr_t)at, (size_t)granule);
+  *res = UNMAP_REFUSED;
+  if (err != HIPPO__GPU_SUCCESS)
+    return vm_fail(g, err, "MemUnmap");
+  *res = RELEASE_REFUSED;
+  err = vm->release(handle);
+  if (err != HIPPO__GPU_SUCCESS)
+    return vm_fail(g, err, "MemRelease");
+  *res = UNMAPPED;
+  return HIPPO_SUCCESS;
+}
+
+/* A handle unmapped but not released is kept (its bytes stay held).
+ * Locked.  False without host memory: it is then lost to hippo. */
+static bool orphan_keep(gpu_backend *g, unsigned long long handle,
+                        uint64_t size) {
+  if (g->norphans == g->cap_orphans) {
+    size_t cap = g->cap_orphans ? g->cap_orphans * 2 : 8;
+    vm_orphan *grown = realloc(g->orphans, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    g->orphans = grown;
+    g->cap_orphans = cap;
+  }
+  g->orphans[g->norphans++] = (vm_orphan){handle, size};
+  return true;
+}
+
+/* Releases the orphans again (vm_lock held, the device current). */
+static void orphans_retry(gpu_backend *g) {
+  for (size_t i = 0; i < g->norphans;) {
+    if (g->rt->vm.release(g->orphans[i].handle) != HIPPO__GPU_SUCCESS) {
+      i++;
+      continue;
+    }
+    pthread_mutex_lock(&g->lock);
+    g->bytes_held -= g->orphans[i].size;
+    g->orphans[i] = g->orphans[--g->norphans];
+    pthread_mutex_unlock(&g->lock);
+  }
+}
+
+/* ---- the operations ---- */
+
+static hippo_status gpu_vm_granularity(hippo__backend *be,
+                                       uint64_t *granule) {
+  *granule = gpu_of(be)->vm_granularity;
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status not_granular(const gpu_backend *g, const char *call,
+                                 const char *what, uint64_t value,
+                                 uint64_t granule) {
+  return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s %s: %s %#llx is not a positive multiple of "
+                          "the granule %llu B",
+                          g->rt->name, call, what, (unsigned long long)value,
+                          (unsigned long long)granule);
+}
+
+static hippo_status gpu_vm_reserve(hippo__backend *be, uint64_t size,
+                                   uint64_t align, uint64_t *addr) {
+  gpu_backend *g = gpu_of(be);
+  uint64_t gran = g->vm_granularity;
+  void *p = NULL;
+  dev_scope sc;
+  hippo_status st;
+  size_t i;
+  int err;
+
+  pthread_mutex_lock(&g->vm_lock);
+  if ((st = call_named(g, HIPPO_CALL_VM_RANGE, "vm_reserve")))
+    goto out;
+  if (!addr || size == 0 || size % gran) {
+    st = not_granular(g, "vm_reserve", "size", size, gran);
+    goto out;
+  }
+  if (!hippo__is_pow2(align) || align < gran)
+    align = gran;
+  pthread_mutex_lock(&g->lock);
+  if (g->nranges == g->cap_ranges) {
+    size_t cap = g->cap_ranges ? g->cap_ranges * 2 : 8;
+    vm_range *grown = realloc(g->ranges, cap * sizeof *grown);
+    if (grown) {
+      g->ranges = grown;
+      g->cap_ranges = cap;
+    }
+  }
+  if (g->nranges == g->cap_ranges)
+    st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                          "%s vm_reserve: out of host memory for %zu ranges",
+                          g->rt->name, g->nranges + 1);
+  pthread_mutex_unlock(&g->lock);
+  if (st || (st = vm_enter(g, "vm_reserve", &sc)))
+    goto out;
+  err = g->rt->vm.reserve(&p, (size_t)size, (size_t)align, NULL, 0);
+  st = err != HIPPO__GPU_SUCCESS ? vm_fail(g, err, "MemAddressReserve")
+       : !p ? hippo__error_set(HIPPO_BACKEND_ERROR,
+                               "%s %sMemAddressReserve returned address 0",
+                               g->rt->name, g->rt->vm.prefix)
+            : HIPPO_SUCCESS;
+  st = leave(g, &sc, st);
+  if (st) {
+    st = hippo__error_wrap(st, "%s vm_reserve of %llu B", g->rt->name,
+                           (unsigned long long)size);
+    goto out;
+  }
+  pthread_mutex_lock(&g->lock);
+  i = 0;
+  while (i < g->nranges && g->ranges[i].addr < (uint64_t)(uintptr_t)p)
+    i++;
+  memmove(&g->ranges[i + 1], &g->ranges[i],
+          (g->nranges - i) * sizeof *g->ranges);
+  g->ranges[i] = (vm_range){.addr = (uint64_t)(uintptr_t)p, .size = size};
+  g->nranges++;
+  g->bytes_virtual += size;
+  pthread_mutex_unlock(&g->lock);
+  *addr = (uint64_t)(uintptr_t)p;
+out:
+  pthread_mutex_unlock(&g->vm_lock);
+  return st;
+}
+
+static hippo_status gpu_vm_release(hippo__backend *be, uint64_t addr,
+                                   uint64_t size) {
+  gpu_backend *g = gpu_of(be);
+  uint64_t mapped = 0;
+  dev_scope sc;
+  hippo_status st;
+  size_t i;
+  int err;
+
+  pthread_mutex_lock(&g->vm_lock);
+  if ((st = call_named(g, HIPPO_CALL_VM_RANGE, "vm_release")))
+    goto out;
+  pthread_mutex_lock(&g->lock);
+  i = range_at(g, addr);
+  if (i < g->nranges)
+    mapped = g->ranges[i].mapped;
+  pthread_mutex_unlock(&g->lock);
+  if (i == g->nranges || g->ranges[i].addr != addr ||
+      g->ranges[i].size != size) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s vm_release: [%#llx, +%llu) is not a range "
+                          "vm_reserve gave (released twice?)",
+                          g->rt->name, (unsigned long long)addr,
+                          (unsigned long long)size);
+    goto out;
+  }
+  if (mapped) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s vm_release: range %#llx still has %llu B "
+                          "mapped; unmap them first",
+                          g->rt->name, (unsigned long long)addr,
+                          (unsigned long long)mapped);
+    goto out;
+  }
+  if ((st = vm_enter(g, "vm_release", &sc)))
+    goto out;
+  err = g->rt->vm.free_range((void *)(uintptr_t)addr, (size_t)size);
+  st = leave(g, &sc,
+             err != HIPPO__GPU_SUCCESS ? vm_fail(g, err, "MemAddressFree")
+                                       : HIPPO_SUCCESS);
+  if (st) {
+    st = hippo__error_wrap(st, "%s vm_release of range %#llx", g->rt->name,
+                           (unsigned long long)addr);
+    goto out;
+  }
+  pthread_mutex_lock(&g->lock);
+  free(g->ranges[i].runs);
+  memmove(&g->ranges[i], &g->ranges[i + 1],
+          (g->nranges - i - 1) * sizeof *g->ranges);
+  g->nranges--;
+  g->bytes_virtual -= size;
+  pthread_mutex_unlock(&g->lock);
+out:
+  pthread_mutex_unlock(&g->vm_lock);
+  return st;
+}
+
+/* The checks vm_map and vm_unmap share: granule a positive multiple of the
+ * granularity, [addr, addr + size) granule-aligned inside one range (its
+ * index in *ri).  Locked. */
+static hippo_status span_check(const gpu_backend *g, const char *call,
+                               uint64_t addr, uint64_t size, uint64_t granule,
+                               size_t *ri) {
+  uint64_t gran = g->vm_granularity;
+  const vm_range *r;
+  size_t i;
+  if (granule == 0 || granule % gran)
+    return not_granular(g, call, "granule", granule, gran);
+  if (size == 0 || size % granule)
+    return not_granular(g, call, "size", size, granule);
+  i = range_at(g, addr);
+  r = i < g->nranges ? &g->ranges[i] : NULL;
+  if (!r || (addr - r->addr) % granule || size > r->size - (addr - r->addr))
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: [%#llx, +%llu) is not granule-aligned "
+                            "inside a range vm_reserve gave",
+                            g->rt->name, call, (unsigned long long)addr,
+                            (unsigned long long)size);
+  *ri = i;
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
+                               uint64_t size, uint64_t granule) {
+  gpu_backend *g = gpu_of(be);
+  unsigned long long *hs = NULL;
+  uint64_t n = 0, k = 0, kept = 0;
+  size_t ri = 0;
+  bool entered = false, held = false;
+  dev_scope sc;
+  hippo_status st;
+
+  pthread_mutex_lock(&g->vm_lock);
+  pthread_mutex_lock(&g->lock);
+  st = span_check(g, "vm_map", addr, size, granule, &ri);
+  if (st == HIPPO_SUCCESS &&
+      mapped_in(&g->ranges[ri], addr, addr + size) != 0)
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s vm_map: [%#llx, +%llu) is mapped already (in "
+                          "part)",
+                          g->rt->name, (unsigned long long)addr,
+                          (unsigned long long)size);
+  if (st == HIPPO_SUCCESS && size > g->budget - g->bytes_held)
+    st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                          "%s vm_map: %llu bytes requested, %llu of the "
+                          "device's budget of %llu bytes held "
+                          "(hippo_device_desc.capacity)",
+                          g->rt->name, (unsigned long long)size,
+                          (unsigned long long)g->bytes_held,
+                          (unsigned long long)g->budget);
+  if (st == HIPPO_SUCCESS) {
+    /* host memory first, so the records cannot fail once mapped: the
+     * granules' handles, one run (the call's granules merge), the table */
+    n = size / granule;
+    hs = n <= SIZE_MAX / sizeof *hs ? malloc((size_t)n * sizeof *hs) : NULL;
+    if (!hs || !runs_room(&g->ranges[ri], 1) || !gran_room(g, (size_t)n))
+      st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s vm_map: out of host memory for the records "
+                            "of %llu granules",
+                            g->rt->name, (unsigned long long)n);
+  }
+  if (st == HIPPO_SUCCESS)
+    g->bytes_held += size; /* reserved while the driver maps */
+  pthread_mutex_unlock(&g->lock);
+  if (st)
+    goto out;
+  st = vm_enter(g, "vm_map", &sc);
+  entered = st == HIPPO_SUCCESS;
+  if (entered && g->norphans)
+    orphans_retry(g);
+  for (; st == HIPPO_SUCCESS && k < n; k++) {
+    if ((st = call_named(g, HIPPO_CALL_VM_MAP, "vm_map")))
+      break;
+    st = map_one(g, addr + k * granule, granule, &hs[k], &held, &kept);
+    if (st) {
+      st = hippo__error_wrap(st, "%s vm_map: granule %#llx of %llu B",
+                             g->rt->name,
+                             (unsigned long long)(addr + k * granule),
+                             (unsigned long long)granule);
+      if (held)
+        k++; /* mapped all the same: given back with the others */
+      break;
+    }
+  }
+  if (st) { /* all or nothing: what this call mapped goes back */
+    hippo__error_kept why;
+    uint64_t stuck = 0;
+    hippo__error_keep(&why);
+    while (k-- > 0) {
+      uint64_t at = addr + k * granule;
+      int res;
+      (void)unmap_one(g, at, granule, hs[k], &res);
+      pthread_mutex_lock(&g->lock);
+      if (res == UNMAP_REFUSED) { /* still mapped: recorded as such */
+        vm_range *r = &g->ranges[ri];
+        if (runs_room(r, 1))
+          runs_add(r, at, at + granule);
+        r->mapped += granule;
+        gran_put(g, (vm_granule){at, granule, hs[k]});
+        g->bytes_mapped += granule;
+        g->granules_mapped++;
+        kept += granule;
+        stuck++;
+      } else if (res == RELEASE_REFUSED && orphan_keep(g, hs[k], granule)) {
+        kept += granule;
+      }
+      pthread_mutex_unlock(&g->lock);
+    }
+    hippo__error_restore(&why);
+    if (stuck)
+      st = hippo__error_wrap(st, "%s vm_map (%llu granules of this call "
+                             "could not be unmapped and stay mapped)",
+                             g->rt->name, (unsigned long long)stuck);
+  }
+  if (entered)
+    st = leave(g, &sc, st);
+  pthread_mutex_lock(&g->lock);
+  if (st == HIPPO_SUCCESS) {
+    runs_add(&g->ranges[ri], addr, addr + size);
+    g->ranges[ri].mapped += size;
+    for (k = 0; k < n; k++)
+      gran_put(g, (vm_granule){addr + k * granule, granule, hs[k]});
+    g->bytes_mapped += size;
+    g->granules_mapped += n;
+  } else {
+    g->bytes_held -= size - kept;
+  }
+  if (g->bytes_mapped > g->peak_bytes_mapped)
+    g->peak_bytes_mapped = g->bytes_mapped;
+  if (g->bytes_held > g->peak_bytes_held)
+    g->peak_bytes_held = g->bytes_held;
+  pthread_mutex_unlock(&g->lock);
+out:
+  free(hs);
+  pthread_mutex_unlock(&g->vm_lock);
+  return st;
+}
+
+static hippo_status gpu_vm_unmap(hippo__backend *be, uint64_t addr,
+                                 uint64_t size, uint64_t granule, bool wait,
+                                 uint64_t *done) {
+  gpu_backend *g = gpu_of(be);
+  uint64_t at = addr;
+  size_t ri = 0;
+  dev_scope sc;
+  hippo_status st;
+
+  pthread_mutex_lock(&g->vm_lock);
+  pthread_mutex_lock(&g->lock);
+  st = span_check(g, "vm_unmap", addr, size, granule, &ri);
+  for (uint64_t a = addr; st == HIPPO_SUCCESS && a < addr + size;
+       a += granule) {
+    const vm_granule *e = gran_find(g, a);
+    if (!e || e->size != granule)
+      st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s vm_unmap: [%#llx, +%llu) is not mapped whole "
+                            "in granules of %llu B (at %#llx)",
+                            g->rt->name, (unsigned long long)addr,
+                            (unsigned long long)size,
+                            (unsigned long long)granule,
+                            (unsigned long long)a);
+  }
+  if (st == HIPPO_SUCCESS && !runs_room(&g->ranges[ri], 1))
+    st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                          "%s vm_unmap: out of host memory for a run",
+                          g->rt->name);
+  pthread_mutex_unlock(&g->lock);
+  if (st || (st = vm_enter(g, "vm_unmap", &sc)))
+    goto out;
+  if (g->norphans)
+    orphans_retry(g);
+  /* hipMemUnmap waits for the device's work; cuMemUnmap does not */
+  if (wait && g->rt->flavor == HIPPO__GPU_CUDA) {
+    int err = g->rt->device_sync();
+    if (err != HIPPO__GPU_SUCCESS)
+      st = hippo__error_wrap(hippo__gpu_fail(g->rt, err, "DeviceSynchronize",
+                                             NULL),
+                             "%s vm_unmap: waiting for the device's work",
+                             g->rt->name);
+  }
+  while (st == HIPPO_SUCCESS && at < addr + size) {
+    vm_granule *e;
+    int res;
+    if ((st = call_named(g, HIPPO_CALL_VM_UNMAP, "vm_unmap")))
+      break;
+    e = gran_find(g, at);
+    st = unmap_one(g, at, granule, e->handle, &res);
+    if (st)
+      st = hippo__error_wrap(st, "%s vm_unmap: granule %#llx of %llu B%s",
+                             g->rt->name, (unsigned long long)at,
+                             (unsigned long long)granule,
+                             res == RELEASE_REFUSED
+                                 ? " (unmapped; its memory stays held and "
+                                   "is released again later)"
+                                 : "");
+    if (res == UNMAP_REFUSED)
+      break;
+    pthread_mutex_lock(&g->lock);
+    runs_remove(&g->ranges[ri], at, at + granule);
+    g->ranges[ri].mapped -= granule;
+    g->bytes_mapped -= granule;
+    g->granules_mapped--;
+    if (res == UNMAPPED || !orphan_keep(g, e->handle, granule))
+      g->bytes_held -= granule;
+    gran_del(g, e);
+    pthread_mutex_unlock(&g->lock);
+    at += granule;
+  }
+  st = leave(g, &sc, st);
+out:
+  if (done)
+    *done = at - addr;
+  pthread_mutex_unlock(&g->vm_lock);
+  return st;
+}
+
+/* Gives every granule, orphan and range back (destroy: no call runs). */
+static void vm_fini(gpu_backend *g) {
+  const hippo__gpu_vm_calls *vm = &g->rt->vm;
+  dev_scope sc;
+  if ((g->ngranules || g->norphans || g->nranges) &&
+      vm_enter(g, "destroy", &sc) == HIPPO_SUCCESS) {
+    if (g->ngranules && g->rt->flavor == HIPPO__GPU_CUDA)
+      (void)g->rt->device_sync(); /* cuMemUnmap does not wait */
+    for (size_t i = 0; i < g->cap_granules; i++) {
+      const vm_granule *e = &g->granules[i];
+      if (e->addr &&
+          vm->unmap((void *)(uintptr_t)e->addr, (size_t)e->size) ==
+              HIPPO__GPU_SUCCESS)
+        (void)vm->release(e->handle);
+    }
+    for (size_t i = 0; i < g->norphans; i++)
+      (void)vm->release(g->orphans[i].handle);
+    for (size_t i = 0; i < g->nranges; i++)
+      (void)vm->free_range((void *)(uintptr_t)g->ranges[i].addr,
+                           (size_t)g->ranges[i].size);
+    (void)leave(g, &sc, HIPPO_SUCCESS);
+  }
+  for (size_t i = 0; i < g->nranges; i++)
+    free(g->ranges[i].runs);
+  free(g->ranges);
+  free(g->granules);
+  free(g->orphans);
+}
+
+/* Whether the device has virtual memory, decided once at open: every call
+ * loaded, the device says so (HIP 5.3 and later, CUDA: the attribute), and
+ * the granularity is asked and usable.  Sets g->vm and what the calls
+ * take, or g->vm_why. */
+static void vm_probe(gpu_backend *g) {
+  const hippo__gpu_rt *rt = g->rt;
+  const hippo__gpu_vm_calls *vm = &rt->vm;
+  bool hip = rt->flavor == HIPPO__GPU_HIP;
+  const void *prop = &g->vm_prop;
+  hippo__error_kept kept;
+  size_t gran = 0;
+  dev_scope sc;
+  int err, yes = 1, dev = g->ordinal;
+  const char *asked = NULL;
+
+  g->vm = false;
+  if (vm->missing[0]) {
+    snprintf(g->vm_why, sizeof g->vm_why, "%.120s has no %.100s", rt->path,
+             vm->missing);
+    return;
+  }
+  if (!rt->device_sync) {
+    snprintf(g->vm_why, sizeof g->vm_why, "%.120s has no %sDeviceSynchronize",
+             rt->path, rt->prefix);
+    return;
+  }
+  if (hip && rt->version <= 0) {
+    snprintf(g->vm_why, sizeof g->vm_why,
+             "the HIP runtime's version is unknown: the layout of "
+             "hipMemAllocationProp cannot be chosen");
+    return;
+  }
+  hippo__error_keep(&kept);
+  if (vm_enter(g, "virtual memory", &sc) != HIPPO_SUCCESS) {
+    snprintf(g->vm_why, sizeof g->vm_why, "%s", hippo__error_get());
+    hippo__error_restore(&kept);
+    return;
+  }
+  err = HIPPO__GPU_SUCCESS;
+  if (!hip) {
+    err = vm->device_get(&dev, g->ordinal);
+    asked = "cuDeviceGet";
+  }
+  if (err == HIPPO__GPU_SUCCESS && !hip) {
+    err = vm->device_attribute(&yes, HIPPO__CU_ATTR_VMM_SUPPORTED, dev);
+    asked = "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)";
+  } else if (hip && rt->version >= HIPPO__HIP_VMM_V53) {
+    err = rt->device_attribute(&yes, HIPPO__HIP_ATTR_VMM_SUPPORTED, dev);
+    asked = "hipDeviceGetAttribute(VirtualMemoryManagementSupported)";
+  }
+  g->vm_device = dev;
+  if (hip && rt->version < HIPPO__HIP_VMM_V53) {
+    g->vm_prop.v52 = (hippo__hip_mem_prop52){
+        .location = {HIPPO__GPU_MEM_LOCATION_DEVICE, dev},
+        .requested_handle_type = HIPPO__GPU_MEM_HANDLE_NONE,
+        .type = HIPPO__GPU_MEM_ALLOCATION_PINNED};
+  } else {
+    g->vm_prop.cur = (hippo__gpu_mem_prop){
+        .type = HIPPO__GPU_MEM_ALLOCATION_PINNED,
+        .requested_handle_types = HIPPO__GPU_MEM_HANDLE_NONE,
+        .location = {HIPPO__GPU_MEM_LOCATION_DEVICE, dev}};
+  }
+  g->vm_access = (hippo__gpu_mem_access){
+      {HIPPO__GPU_MEM_LOCATION_DEVICE, dev}, HIPPO__GPU_MEM_ACCESS_RW};
+  if (err == HIPPO__GPU_SUCCESS && yes) {
+    err = vm->granularity(&gran, prop, HIPPO__GPU_MEM_GRANULARITY_MIN);
+    asked = hip ? "hipMemGetAllocationGranularity"
+                : "cuMemGetAllocationGranularity";
+  }
+  (void)leave(g, &sc, HIPPO_SUCCESS);
+  if (err != HIPPO__GPU_SUCCESS) {
+    if (hip)
+      handled(rt); /* answered, and handled: no virtual memory */
+    snprintf(g->vm_why, sizeof g->vm_why, "%s answered %s (%d)", asked,
+             hip ? hippo__gpu_err_name(rt->flavor, rt, err)
+                 : hippo__cu_err_name(err),
+             err);
+  } else if (!yes) {
+    snprintf(g->vm_why, sizeof g->vm_why, "%s says the device has none",
+             asked);
+  } else if (gran == 0 || !hippo__is_pow2(gran)) {
+    snprintf(g->vm_why, sizeof g->vm_why,
+             "%s answered a granularity of %zu B, not a power of two", asked,
+             gran);
+  } else {
+    g->vm = true;
+    g->vm_granularity = gran;
+    g->vm_why[0] = '\0';
+  }
+  hippo__error_restore(&kept);
+}
+
 static void gpu_destroy(hippo__backend *be) {
   gpu_backend *g = gpu_of(be);
   dev_scope sc;
   /* What the caller left -- emulated streams, pages -- goes back to the
    * runtime, as HOST's does.  destroy reports nothing, so a failure here
    * only leaves that resource to the runtime's own teardown. */
-  if ((g->nstreams || g->npages) &&
-      enter(g, "destroy", &sc) == HIPPO_SUCCESS) {
+  if (g->nstreams && enter(g, "destroy", &sc) == HIPPO_SUCCESS) {
     for (size_t i = 0; i < g->nstreams; i++) /* its work finishes first */
       (void)g->rt->stream_destroy(g->streams[i]);
+    (void)leave(g, &sc, HIPPO_SUCCESS);
+  }
+  vm_fini(g); /* granules, then ranges */
+  if (g->npages && enter(g, "destroy", &sc) == HIPPO_SUCCESS) {
     for (size_t i = 0; i < g->npages; i++)
       (void)g->rt->free_((void *)(uintptr_t)g->pages[i].addr);
     (void)leave(g, &sc, HIPPO_SUCCESS);
   }
+  pthread_mutex_destroy(&g->vm_lock);
   pthread_mutex_destroy(&g->lock);
   free(g->pages);
   free(g->streams);
@@ -871,33 +1772,42 @@ static hippo_status gpu_emu_counters(hippo__backend *be,
   c.bytes_held = g->bytes_held;
   c.peak_bytes_held = g->peak_bytes_held;
   c.bytes_copied = g->bytes_copied;
+  c.ranges_held = g->nranges;
+  c.bytes_virtual = g->bytes_virtual;
+  c.granules_mapped = g->granules_mapped;
+  c.bytes_mapped = g->bytes_mapped;
+  c.peak_bytes_mapped = g->peak_bytes_mapped;
   pthread_mutex_unlock(&g->lock);
   return hippo__struct_out(out, &c, sizeof c, 8, "hippo_emu_counters");
 }
 
-static const hippo__backend_ops gpu_ops = {
-    .page_alloc = gpu_page_alloc,
-    .page_free = gpu_page_free,
-    .copy = gpu_copy,
-    .stream_sync = gpu_stream_sync,
-    .event_create = gpu_event_create,
-    .event_record = gpu_event_record,
-    .event_wait = gpu_event_wait,
-    .event_query = gpu_event_query,
-    .event_destroy = gpu_event_destroy,
-    .capture_status = gpu_capture_status,
-    .stream_check = gpu_stream_check,
-    .mem_info = gpu_mem_info,
-    .destroy = gpu_destroy,
-    .emu_stream_check = gpu_emu_stream_check,
-    .emu_stream_create = gpu_emu_stream_create,
-    .emu_stream_destroy = gpu_emu_stream_destroy,
-    .emu_capture_begin = gpu_emu_capture_begin,
-    .emu_capture_end = gpu_emu_capture_end,
-    .emu_inject_fault = gpu_emu_inject_fault,
-    .emu_read = gpu_emu_read,
-    .emu_write = gpu_emu_write,
-    .emu_counters = gpu_emu_counters,
+/* Two tables: without virtual memory (vm_* NULL, so layouts fall back) and
+ * with it; vm_probe chooses one per device at open. */
+#define GPU_OPS_COMMON                                                         \
+  .page_alloc = gpu_page_alloc,                                               \
+  .page_free = gpu_page_free, .copy = gpu_copy,                              \
+  .stream_sync = gpu_stream_sync, .event_create = gpu_event_create,           \
+  .event_record = gpu_event_record, .event_wait = gpu_event_wait,             \
+  .event_query = gpu_event_query, .event_destroy = gpu_event_destroy,         \
+  .capture_status = gpu_capture_status, .stream_check = gpu_stream_check,     \
+  .mem_info = gpu_mem_info, .destroy = gpu_destroy,                           \
+  .emu_stream_check = gpu_emu_stream_check,                                   \
+  .emu_stream_create = gpu_emu_stream_create,                                 \
+  .emu_stream_destroy = gpu_emu_stream_destroy,                               \
+  .emu_capture_begin = gpu_emu_capture_begin,                                 \
+  .emu_capture_end = gpu_emu_capture_end,                                     \
+  .emu_inject_fault = gpu_emu_inject_fault, .emu_read = gpu_emu_read,         \
+  .emu_write = gpu_emu_write, .emu_counters = gpu_emu_counters
+
+static const hippo__backend_ops gpu_ops = {GPU_OPS_COMMON};
+
+static const hippo__backend_ops gpu_vm_ops = {
+    GPU_OPS_COMMON,
+    .vm_granularity = gpu_vm_granularity,
+    .vm_reserve = gpu_vm_reserve,
+    .vm_release = gpu_vm_release,
+    .vm_map = gpu_vm_map,
+    .vm_unmap = gpu_vm_unmap,
 };
 
 /* ---- opening a device ----------------------------------------------------------- */
@@ -1008,6 +1918,7 @@ static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "%s device: out of host memory", rt->name);
   pthread_mutex_init(&g->lock, NULL);
+  pthread_mutex_init(&g->vm_lock, NULL);
   g->base.ops = &gpu_ops;
   g->base.kind = HIPPO_BACKEND_HIP;
   g->base.alignment = alignment ? alignment : device_align;
@@ -1025,6 +1936,9 @@ static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
   g->budget = capacity && capacity < tot ? capacity : tot;
   g->base.total_memory = g->budget;
   describe(g);
+  vm_probe(g);
+  if (g->vm)
+    g->base.ops = &gpu_vm_ops;
   *out = &g->base;
   return HIPPO_SUCCESS;
 }

@@ -135,7 +135,6 @@ hippo_status hippo__device_close(hippo_device *dev) {
   pthread_cond_destroy(&dev->natives_idle);
   dev->be->ops->destroy(dev->be);
   free(dev->streams);
-  free(dev->natives);
   free(dev);
   return HIPPO_SUCCESS;
 }
@@ -156,10 +155,19 @@ hippo_status hippo__device_info(hippo_device *dev, hippo_device_info *out) {
   memcpy(out->arch, dev->be->arch, sizeof out->arch);
   memcpy(out->runtime, dev->be->runtime, sizeof out->runtime);
   memcpy(out->note, dev->be->note, sizeof out->note);
+  if (dev->be->ops->vm_granularity &&
+      dev->be->ops->vm_granularity(dev->be, &out->vm_granularity) !=
+          HIPPO_SUCCESS)
+    out->vm_granularity = 0;
   hippo__mutex_take(&dev->lock);
   out->streams = dev->stream_count;
   out->preset = dev->layout.preset;
   out->pool_count = dev->layout.count;
+  if (dev->layout.note) { /* after the backend's, if any */
+    size_t n = strnlen(out->note, sizeof out->note);
+    snprintf(out->note + n, sizeof out->note - n, "%s%s", n ? "; " : "",
+             dev->layout.note);
+  }
   hippo__mutex_drop(&dev->lock);
   return HIPPO_SUCCESS;
 }
@@ -205,20 +213,14 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
   if (dev->stream_count == dev->stream_cap) {
     uint32_t cap = dev->stream_cap ? dev->stream_cap * 2 : 8;
     hippo_stream **grown;
-    void **natives = NULL;
-    /* streams and natives are read holding either the device lock or the
-     * natives lock (view_open, the out-of-memory message): both move
-     * holding both */
+    /* streams is read holding either the device lock or the natives lock
+     * (view_open, the out-of-memory message): it moves holding both */
     hippo__mutex_take(&dev->natives_lock);
     grown = realloc(dev->streams, cap * sizeof *grown);
-    if (grown) {
+    if (grown)
       dev->streams = grown;
-      natives = realloc(dev->natives, cap * sizeof *natives);
-    }
-    if (natives)
-      dev->natives = natives;
     hippo__mutex_drop(&dev->natives_lock);
-    if (!natives) {
+    if (!grown) {
       hippo__mutex_drop(&dev->lock);
       free(s);
       return hippo__error_set(HIPPO_OUT_OF_MEMORY,
@@ -240,7 +242,6 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
     return st;
   }
   hippo__mutex_take(&dev->natives_lock);
-  dev->natives[dev->stream_count] = native;
   dev->streams[dev->stream_count++] = s;
   hippo__mutex_drop(&dev->natives_lock);
   hippo__mutex_drop(&dev->lock);
@@ -480,8 +481,6 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
     pthread_cond_wait(&dev->natives_idle, &dev->natives_lock.m);
   memmove(&dev->streams[i], &dev->streams[i + 1],
           (dev->stream_count - i - 1) * sizeof *dev->streams);
-  memmove(&dev->natives[i], &dev->natives[i + 1],
-          (dev->stream_count - i - 1) * sizeof *dev->natives);
   dev->stream_count--;
   hippo__mutex_drop(&dev->natives_lock);
   dev->detached_peak_in_use += s->peak_in_use;

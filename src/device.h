@@ -31,8 +31,7 @@
 
 /* A device.
  * Invariant: streams[0 .. stream_count) are the attached streams, each with
- * stream->device == this and a distinct native stream, and
- * natives[i] == streams[i]->native; acct sums the streams' page figures;
+ * stream->device == this and a distinct native stream; acct sums the streams' page figures;
  * the relocation totals count every relocation of every stream ever
  * attached. */
 struct hippo_device {
@@ -54,7 +53,6 @@ struct hippo_device {
    * driver gives no way to be told.  The device's last relocation report
    * is kept under the same lock. */
   hippo__mutex natives_lock;
-  void **natives;           /* natives[i] == streams[i]->native */
   uint32_t natives_users;   /* open views (device.c): no native is removed
                                while one is open */
   pthread_cond_t natives_idle; /* signalled when natives_users drops to 0 */

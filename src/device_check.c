@@ -31,6 +31,8 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
     out->slices_guarded += u.slices_guarded;
     out->slices_waiting += u.slices_waiting;
     out->event_failures += u.event_failures;
+    out->bytes_idle += u.bytes_idle;
+    out->bytes_virtual += u.bytes_virtual;
   }
   for (uint32_t i = 0; i < dev->retained_count; i++) {
     hippo_usage u;

@@ -67,6 +67,26 @@ static const sym syms[] = {
     {"hipThreadExchangeStreamCaptureMode",
      "cudaThreadExchangeStreamCaptureMode", AT(exchange_capture_mode), false},
     {"hipGetLastError", "cudaGetLastError", AT(get_last_error), false},
+    {"hipDeviceSynchronize", "cudaDeviceSynchronize", AT(device_sync), false},
+};
+
+/* The virtual-memory calls (gpu_rt.h): HIP's names are the runtime's
+ * exports, CUDA's the driver's, asked of the runtime's entry point.
+ * `required` ones make virtual memory: without one, vm.missing names it. */
+static const sym vm_syms[] = {
+    {"hipMemAddressReserve", "cuMemAddressReserve", AT(vm.reserve), true},
+    {"hipMemAddressFree", "cuMemAddressFree", AT(vm.free_range), true},
+    {"hipMemCreate", "cuMemCreate", AT(vm.create), true},
+    {"hipMemRelease", "cuMemRelease", AT(vm.release), true},
+    {"hipMemMap", "cuMemMap", AT(vm.map), true},
+    {"hipMemSetAccess", "cuMemSetAccess", AT(vm.set_access), true},
+    {"hipMemUnmap", "cuMemUnmap", AT(vm.unmap), true},
+    {"hipMemGetAllocationGranularity", "cuMemGetAllocationGranularity",
+     AT(vm.granularity), true},
+    {NULL, "cuDeviceGet", AT(vm.device_get), true},
+    {NULL, "cuDeviceGetAttribute", AT(vm.device_attribute), true},
+    {NULL, "cuGetErrorName", AT(vm.error_name), false},
+    {NULL, "cuGetErrorString", AT(vm.error_string), false},
 };
 #undef AT
 
@@ -101,6 +121,92 @@ static bool fill(hippo__gpu_rt *rt, void *lib, char *why, size_t len) {
     store(rt, syms[i].at, obj);
   }
   return true;
+}
+
+/* The CUDA runtime's two ways to the driver's calls. */
+typedef int (*entry_by_version_fn)(const char *symbol, void **fn,
+                                   unsigned version, unsigned long long flags,
+                                   int *status);
+typedef int (*entry_fn)(const char *symbol, void **fn,
+                        unsigned long long flags, int *status);
+
+/* dlsym's object pointer as a function pointer of type T. */
+#define FN_OF(T, obj)                                                          \
+  (((union {                                                                   \
+     void *o;                                                                  \
+     T f;                                                                      \
+   }){.o = (obj)})                                                             \
+       .f)
+
+/* One driver call through the CUDA runtime: the versioned entry point
+ * first, the older one second.  NULL (why in `why`) when neither gives
+ * it. */
+static void *driver_call(void *lib, const char *name, const char **via,
+                         char *why, size_t len) {
+  void *by_version = dlsym(lib, "cudaGetDriverEntryPointByVersion");
+  void *legacy = dlsym(lib, "cudaGetDriverEntryPoint");
+  void *fn = NULL;
+  int err = 0, status = HIPPO__CUDA_ENTRY_FOUND;
+  if (by_version) {
+    err = FN_OF(entry_by_version_fn, by_version)(
+        name, &fn, HIPPO__CUDA_ENTRY_VERSION, HIPPO__CUDA_ENTRY_DEFAULT,
+        &status);
+    if (err == HIPPO__GPU_SUCCESS && status == HIPPO__CUDA_ENTRY_FOUND && fn) {
+      *via = "cudaGetDriverEntryPointByVersion";
+      return fn;
+    }
+    snprintf(why, len, "%s (cudaGetDriverEntryPointByVersion answered %d, "
+             "status %d)", name, err, status);
+    fn = NULL;
+  }
+  if (legacy) {
+    /* CUDA 11 takes no status: it stays "found", and fn says */
+    status = HIPPO__CUDA_ENTRY_FOUND;
+    err = FN_OF(entry_fn, legacy)(name, &fn, HIPPO__CUDA_ENTRY_DEFAULT,
+                                   &status);
+    if (err == HIPPO__GPU_SUCCESS && status == HIPPO__CUDA_ENTRY_FOUND && fn) {
+      *via = "cudaGetDriverEntryPoint";
+      return fn;
+    }
+    if (by_version)
+      snprintf(why, len, "%s (cudaGetDriverEntryPointByVersion and "
+               "cudaGetDriverEntryPoint answered %d, status %d)",
+               name, err, status);
+    else
+      snprintf(why, len, "%s (cudaGetDriverEntryPoint answered %d, status "
+               "%d)", name, err, status);
+    return NULL;
+  }
+  if (!by_version)
+    snprintf(why, len, "%s (the runtime has no cudaGetDriverEntryPoint: "
+             "CUDA 11.3 or later has)", name);
+  return NULL;
+}
+
+/* Fills rt->vm from lib (never fails: a call not found leaves vm.missing
+ * naming it, and no virtual memory). */
+static void fill_vm(hippo__gpu_rt *rt, void *lib) {
+  bool hip = rt->flavor == HIPPO__GPU_HIP;
+  hippo__gpu_vm_calls *vm = &rt->vm;
+  vm->prefix = hip ? "hip" : "cu";
+  vm->via = hip ? "the runtime's exports" : "none";
+  vm->missing[0] = '\0';
+  for (size_t i = 0; i < sizeof vm_syms / sizeof *vm_syms; i++) {
+    const char *name = hip ? vm_syms[i].hip : vm_syms[i].cuda;
+    const char *via = NULL;
+    char why[sizeof vm->missing];
+    void *obj;
+    if (!name)
+      continue;
+    snprintf(why, sizeof why, "%s", name);
+    obj = hip ? dlsym(lib, name)
+              : driver_call(lib, name, &via, why, sizeof why);
+    if (!obj && vm_syms[i].required && !vm->missing[0])
+      snprintf(vm->missing, sizeof vm->missing, "%s", why);
+    if (obj && via && !strcmp(vm->via, "none"))
+      vm->via = via;
+    store(rt, vm_syms[i].at, obj);
+  }
 }
 
 static void set_attrs(hippo__gpu_rt *rt) {
@@ -160,6 +266,7 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
         snprintf(rt->path, sizeof rt->path, "%s", *names);
         if (rt->runtime_version)
           (void)rt->runtime_version(&rt->version);
+        fill_vm(rt, lib);
         ready[flavor - 1] = rt; /* stays loaded for the process */
         libs[flavor - 1] = lib;
         *out = rt;
@@ -266,4 +373,48 @@ hippo_status hippo__gpu_fail(const hippo__gpu_rt *rt, int err,
                           text && *text ? text : "no message",
                           hint ? "; " : "",
                           hint ? hint : "");
+}
+
+/* ---- virtual memory's errors --------------------------------------------- */
+
+static const struct {
+  int err;
+  const char *name;
+} cu_names[] = {
+    {0, "CUDA_SUCCESS"},
+    {1, "CUDA_ERROR_INVALID_VALUE"},
+    {2, "CUDA_ERROR_OUT_OF_MEMORY"},
+    {3, "CUDA_ERROR_NOT_INITIALIZED"},
+    {4, "CUDA_ERROR_DEINITIALIZED"},
+    {100, "CUDA_ERROR_NO_DEVICE"},
+    {101, "CUDA_ERROR_INVALID_DEVICE"},
+    {201, "CUDA_ERROR_INVALID_CONTEXT"},
+    {400, "CUDA_ERROR_INVALID_HANDLE"},
+    {800, "CUDA_ERROR_NOT_PERMITTED"},
+    {801, "CUDA_ERROR_NOT_SUPPORTED"},
+    {999, "CUDA_ERROR_UNKNOWN"},
+};
+
+const char *hippo__cu_err_name(int err) {
+  for (size_t i = 0; i < sizeof cu_names / sizeof *cu_names; i++)
+    if (cu_names[i].err == err)
+      return cu_names[i].name;
+  return "unknown";
+}
+
+hippo_status hippo__gpu_vm_fail(const hippo__gpu_rt *rt, int err,
+                                const char *call, const char *hint) {
+  const char *name = NULL, *text = NULL;
+  if (rt->flavor == HIPPO__GPU_HIP)
+    return hippo__gpu_fail(rt, err, call, hint);
+  if (!rt->vm.error_name || rt->vm.error_name(err, &name) != 0 || !name ||
+      !*name)
+    name = hippo__cu_err_name(err);
+  if (!rt->vm.error_string || rt->vm.error_string(err, &text) != 0)
+    text = NULL;
+  return hippo__error_set(hippo__gpu_status(err),
+                          "%s %s%s failed: %s (%d): %s%s%s", rt->name,
+                          rt->vm.prefix, call, name, err,
+                          text && *text ? text : "no message",
+                          hint ? "; " : "", hint ? hint : "");
 }

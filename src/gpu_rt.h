@@ -78,6 +78,117 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__CUDA_ATTR_CC_MAJOR 75
 #define HIPPO__CUDA_ATTR_CC_MINOR 76
 
+/* ---- virtual memory (backend_hip.c: vm_*) ----------------------------------
+ *
+ * HIP has the calls in its runtime (hipMemAddressReserve, hipMemCreate,
+ * hipMemMap, ...; libamdhip64 5.2 and later); CUDA has them in the driver
+ * (cuMemAddressReserve, ...; libcuda.so.1), which hippo reaches through the
+ * runtime it loaded: cudaGetDriverEntryPointByVersion (CUDA 12.5 on, asked
+ * for the CUDA 12.0 ABI, which the calls have kept since 10.2), else
+ * cudaGetDriverEntryPoint (11.3 on).  A CUDA runtime with neither (11.0 -
+ * 11.2) gives no virtual memory.  The driver's calls answer CUresult, whose
+ * numbers hippo handles are the runtime's (0, 1, 2, 3, 100, 101, 400, 801,
+ * 999) plus those below.
+ *
+ * Addresses are void * (HIP) or CUdeviceptr (CUDA: unsigned long long),
+ * handles a pointer (HIP) or unsigned long long (CUDA): 64 bits each, passed
+ * in the same registers; hippo declares the calls with HIP's types and a
+ * handle as unsigned long long (tests/gpu-rt-headers-*.c check the sizes).
+ *
+ * hipMemAllocationProp changed layout in HIP 5.3 (the Debian 5.2 header:
+ * {compressionType; location; requestedHandleType; type; usage;
+ * win32HandleMetaData}); from 5.3 on it is CUDA's CUmemAllocationProp
+ * ({type; requestedHandleTypes; location; win32HandleMetaData;
+ * allocFlags{compressionType, gpuDirectRDMACapable, usage[, reserved[4]]}}:
+ * HIP's allocFlags has no reserved bytes, the struct is 32 bytes either
+ * way), and hipDeviceAttributeVirtualMemoryManagementSupported (89) appeared
+ * with it.  hippo picks the layout from hipRuntimeGetVersion: below
+ * HIPPO__HIP_VMM_V53 the 5.2 one (and no attribute to ask: there virtual
+ * memory is taken as supported when every call loads, and the runtime's
+ * hipErrorNotSupported says otherwise).  Checked against ROCm/HIP's
+ * include/hip/hip_runtime_api.h at rocm-5.2.0, 5.3.0 .. 5.7.0, 6.0.0 ..
+ * 6.3 and ROCm 7 (rocm-systems), and CUDA 13.0's cuda.h. */
+#define HIPPO__HIP_VMM_V53 50300000 /* hipRuntimeGetVersion of HIP 5.3.0 */
+#define HIPPO__HIP_ATTR_VMM_SUPPORTED 89   /* HIP 5.3 and later */
+#define HIPPO__CU_ATTR_VMM_SUPPORTED 102   /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+#define HIPPO__GPU_MEM_ALLOCATION_PINNED 1 /* hipMemAllocationTypePinned */
+#define HIPPO__GPU_MEM_LOCATION_DEVICE 1   /* hipMemLocationTypeDevice */
+#define HIPPO__GPU_MEM_HANDLE_NONE 0       /* hipMemHandleTypeNone */
+#define HIPPO__GPU_MEM_ACCESS_RW 3         /* hipMemAccessFlagsProtReadWrite */
+#define HIPPO__GPU_MEM_GRANULARITY_MIN 0   /* ...GranularityMinimum */
+#define HIPPO__CUDA_ENTRY_VERSION 12000    /* cudaGetDriverEntryPointByVersion's */
+#define HIPPO__CUDA_ENTRY_DEFAULT 0ull     /* cudaEnableDefault */
+#define HIPPO__CUDA_ENTRY_FOUND 0          /* cudaDriverEntryPointSuccess */
+
+/* CUresult codes beyond the shared ones (cuda.h). */
+#define HIPPO__CU_DEINITIALIZED 4
+#define HIPPO__CU_INVALID_CONTEXT 201
+#define HIPPO__CU_NOT_PERMITTED 800
+
+/* hipMemLocation, CUmemLocation. */
+typedef struct hippo__gpu_mem_location {
+  int type; /* HIPPO__GPU_MEM_LOCATION_DEVICE */
+  int id;   /* the device ordinal */
+} hippo__gpu_mem_location;
+
+/* hipMemAllocationProp (HIP 5.3 and later), CUmemAllocationProp. */
+typedef struct hippo__gpu_mem_prop {
+  int type;                   /* HIPPO__GPU_MEM_ALLOCATION_PINNED */
+  int requested_handle_types; /* HIPPO__GPU_MEM_HANDLE_NONE */
+  hippo__gpu_mem_location location;
+  void *win32_handle_metadata;
+  struct {
+    unsigned char compression_type;
+    unsigned char gpu_direct_rdma_capable;
+    unsigned short usage;
+    unsigned char reserved[4]; /* CUDA's; padding in HIP's */
+  } alloc_flags;
+} hippo__gpu_mem_prop;
+
+/* hipMemAllocationProp of HIP 5.2. */
+typedef struct hippo__hip_mem_prop52 {
+  unsigned char compression_type;
+  hippo__gpu_mem_location location;
+  int requested_handle_type;
+  int type;
+  unsigned short usage;
+  void *win32_handle_metadata;
+} hippo__hip_mem_prop52;
+
+/* hipMemAccessDesc, CUmemAccessDesc. */
+typedef struct hippo__gpu_mem_access {
+  hippo__gpu_mem_location location;
+  int flags; /* HIPPO__GPU_MEM_ACCESS_RW */
+} hippo__gpu_mem_access;
+
+/* The virtual-memory calls (HIP: the runtime's; CUDA: the driver's, through
+ * the runtime's entry point).  All set, or `missing` names the first that
+ * is not. */
+typedef struct hippo__gpu_vm_calls {
+  const char *prefix; /* of the calls' names: "hip" or "cu" */
+  const char *via;    /* how they were found ("hipMem* exports",
+                         "cudaGetDriverEntryPointByVersion", ...) */
+  char missing[160];  /* "" when every call loaded, else which did not */
+  int (*reserve)(void **ptr, size_t size, size_t align, void *addr,
+                 unsigned long long flags);
+  int (*free_range)(void *ptr, size_t size);
+  int (*create)(unsigned long long *handle, size_t size, const void *prop,
+                unsigned long long flags);
+  int (*release)(unsigned long long handle);
+  int (*map)(void *ptr, size_t size, size_t offset, unsigned long long handle,
+             unsigned long long flags);
+  int (*set_access)(void *ptr, size_t size, const hippo__gpu_mem_access *desc,
+                    size_t count);
+  int (*unmap)(void *ptr, size_t size);
+  int (*granularity)(size_t *granule, const void *prop, int option);
+  /* CUDA only (the driver's device and attribute calls, cuDeviceGet's
+   * CUdevice for an ordinal, and its error names; the last two optional) */
+  int (*device_get)(int *device, int ordinal);
+  int (*device_attribute)(int *value, int attr, int device);
+  int (*error_name)(int err, const char **name);
+  int (*error_string)(int err, const char **text);
+} hippo__gpu_vm_calls;
+
 /* The calls.  Every field is set once loaded; `optional` ones may be NULL
  * (an older runtime): error names, versions, the device of a stream, the
  * device name. */
@@ -122,6 +233,9 @@ typedef struct hippo__gpu_rt {
   int (*device_properties)(void *props, int dev);   /* CUDA: name first */
   int (*exchange_capture_mode)(int *mode); /* the thread's capture mode */
   int (*get_last_error)(void); /* returns and resets the thread's last error */
+  int (*device_sync)(void);    /* hipDeviceSynchronize, cudaDeviceSynchronize */
+  /* virtual memory: found at load, never required (see above) */
+  hippo__gpu_vm_calls vm;
 } hippo__gpu_rt;
 
 /* The runtime of `flavor`, loaded once.  HIPPO_NO_DEVICE when no library
@@ -151,5 +265,17 @@ const char *hippo__gpu_err_name(enum hippo__gpu_flavor flavor,
  * message>[; hint]", e.g. "CUDA cudaMalloc failed: ...". */
 hippo_status hippo__gpu_fail(const hippo__gpu_rt *rt, int err,
                              const char *call, const char *hint);
+
+/* A failed virtual-memory call (`call` without its prefix: "MemMap"): its
+ * status (hippo__gpu_status), and last_error "<RT> <vm prefix><call>
+ * failed: <name> (<code>): <message>[; hint]": "HIP hipMemMap failed: ...",
+ * "CUDA cuMemMap failed: CUDA_ERROR_OUT_OF_MEMORY (2): ..." (the driver's
+ * names, else hippo's table of CUresult names). */
+hippo_status hippo__gpu_vm_fail(const hippo__gpu_rt *rt, int err,
+                                const char *call, const char *hint);
+
+/* A CUresult's name from hippo's table ("CUDA_ERROR_NOT_SUPPORTED"), or
+ * "unknown". */
+const char *hippo__cu_err_name(int err);
 
 #endif /* HIPPO_GPU_RT_H */

@@ -19,7 +19,7 @@
  * arena with an exclusive tail:
  *   a SLICED pool of 2 MiB pages for requests up to 64 KiB ("small"),
  *   an ARENA whose pages grow with the largest request, from 2 MiB up to
- *   T/4 (ADAPTIVE_* below; pool_sliced.c has the growth rule), taking
+ *   T/4 (ADAPTIVE_* below; pool_arena.c has the growth rule), taking
  *   requests up to T/4, and an EXCLUSIVE pool for anything larger, up to T.
  *   On a small device each size is at most T/4 rounded down to A (at least
  *   A).  Every pool has dealloc_period HIPPO__DEFAULT_DEALLOC_PERIOD.
@@ -73,6 +73,8 @@ const char *hippo__pool_kind_name(hippo_pool_kind kind) {
     return "PERSISTENT";
   case HIPPO_POOL_ARENA:
     return "ARENA";
+  case HIPPO_POOL_VIRTUAL:
+    return "VIRTUAL";
   default:
     return "unknown";
   }
@@ -85,6 +87,15 @@ void hippo__layout_preset(hippo_preset preset, uint64_t total,
   uint64_t top = hippo__align_down(total, alignment);
   memset(out, 0, sizeof *out);
   out->preset = preset;
+  if (preset == HIPPO_PRESET_VIRTUAL) {
+    /* one VIRTUAL pool for everything (its range, granule and threshold
+     * resolved by hippo__layout_resolve), and no exclusive tail */
+    hippo_pool_options *o = &out->pools[out->count++];
+    o->struct_size = sizeof *o;
+    o->kind = HIPPO_POOL_VIRTUAL;
+    o->max_slice_size = top;
+    return;
+  }
   if (preset == HIPPO_PRESET_ADAPTIVE) {
     hippo_pool_options *o = &out->pools[out->count++];
     uint64_t max;
@@ -157,12 +168,28 @@ void hippo__layout_preset(hippo_preset preset, uint64_t total,
 static hippo_status unused_zero(uint32_t i, const hippo_pool_options *o) {
   const char *kind = hippo__pool_kind_name(o->kind);
   bool sliced = o->kind == HIPPO_POOL_SLICED || o->kind == HIPPO_POOL_ARENA;
+  bool virt = o->kind == HIPPO_POOL_VIRTUAL;
   if (!sliced && o->page_size)
     return BAD(i, "page_size",
                "only SLICED and ARENA pools use it; set it to 0", kind);
-  if (!sliced && o->max_slice_size)
+  if (!sliced && !virt && o->max_slice_size)
     return BAD(i, "max_slice_size",
-               "only SLICED and ARENA pools use it; set it to 0", kind);
+               "only SLICED, ARENA and VIRTUAL pools use it; set it to 0",
+               kind);
+  if (!virt && o->range_size)
+    return BAD(i, "range_size", "only VIRTUAL pools use it; set it to 0",
+               kind);
+  if (!virt && o->granule)
+    return BAD(i, "granule", "only VIRTUAL pools use it; set it to 0", kind);
+  if (!virt && o->unmap_threshold)
+    return BAD(i, "unmap_threshold",
+               "only VIRTUAL pools use it; set it to 0", kind);
+  if (virt && o->dealloc_period)
+    return BAD(i, "dealloc_period",
+               "a VIRTUAL pool gives granules back in batches (cleanup, "
+               "reclaim, relocation, unmap_threshold), never at a "
+               "reservation's tick; set it to 0",
+               kind);
   if (!sliced && o->max_pool_size)
     return BAD(i, "max_pool_size",
                "only SLICED and ARENA pools use it; set it to 0", kind);
@@ -174,20 +201,85 @@ static hippo_status unused_zero(uint32_t i, const hippo_pool_options *o) {
   return HIPPO_SUCCESS;
 }
 
-static hippo_status validate_pool(uint32_t i, const hippo_pool_options *o,
+/* A VIRTUAL pool's options, resolved in place: granule 0 is the driver's
+ * granularity but at least HIPPO__VIRTUAL_MIN_GRANULE; range_size 0 the
+ * device's memory (or budget) rounded up to the granule; max_slice_size 0
+ * the range; unmap_threshold 0 stays (the default: pool_virtual.c). */
+static hippo_status resolve_virtual(uint32_t i, hippo_pool_options *o,
+                                    const hippo__backend *be) {
+  uint64_t a = be->alignment, g, gran = 0;
+  const char *kind = "VIRTUAL";
+  hippo_status st;
+  if (!be->ops->vm_granularity)
+    return hippo__error_set(HIPPO_UNSUPPORTED,
+                            "layout pool %u (VIRTUAL): this device has no "
+                            "virtual memory (%s); use the VIRTUAL preset, "
+                            "which falls back to ADAPTIVE, or another pool "
+                            "kind",
+                            i, be->runtime);
+  st = be->ops->vm_granularity((hippo__backend *)(uintptr_t)be, &gran);
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "layout pool %u (VIRTUAL): asking the "
+                             "driver's granularity",
+                             i);
+  g = o->granule;
+  if (g == 0) {
+    g = gran > HIPPO__VIRTUAL_MIN_GRANULE ? gran : HIPPO__VIRTUAL_MIN_GRANULE;
+    if (g < a)
+      g = a;
+  }
+  if (!hippo__is_pow2(g) || g % gran || g % a)
+    return BAD(i, "granule",
+               "%llu is not a power of two and a multiple of the driver's "
+               "granularity %llu B and of the alignment %llu B",
+               kind, (unsigned long long)g, (unsigned long long)gran,
+               (unsigned long long)a);
+  if (o->range_size == 0 &&
+      !hippo__align_up(be->total_memory, g, &o->range_size))
+    return BAD(i, "range_size", "the device's %llu B overflow in granules",
+               kind, (unsigned long long)be->total_memory);
+  if (o->range_size % g)
+    return BAD(i, "range_size", "%llu is not a multiple of the granule %llu",
+               kind, (unsigned long long)o->range_size,
+               (unsigned long long)g);
+  if (o->range_size / g > HIPPO__VIRTUAL_MAX_GRANULES)
+    return BAD(i, "range_size",
+               "%llu B are more than %llu granules of %llu B; use a larger "
+               "granule or a smaller range",
+               kind, (unsigned long long)o->range_size,
+               (unsigned long long)HIPPO__VIRTUAL_MAX_GRANULES,
+               (unsigned long long)g);
+  if (o->range_size / a > UINT32_MAX)
+    return BAD(i, "range_size",
+               "%llu is more than 2^32 alignment units of %llu B", kind,
+               (unsigned long long)o->range_size, (unsigned long long)a);
+  if (o->max_slice_size == 0)
+    o->max_slice_size = o->range_size;
+  if (o->max_slice_size > o->range_size)
+    return BAD(i, "max_slice_size", "%llu is larger than the range %llu",
+               kind, (unsigned long long)o->max_slice_size,
+               (unsigned long long)o->range_size);
+  o->granule = g;
+  return HIPPO_SUCCESS;
+}
+
+static hippo_status validate_pool(uint32_t i, hippo_pool_options *o,
                                   const hippo__backend *be) {
   uint64_t a = be->alignment, aligned;
   const char *kind = hippo__pool_kind_name(o->kind);
   hippo_status st;
   if (o->kind != HIPPO_POOL_SLICED && o->kind != HIPPO_POOL_EXCLUSIVE &&
-      o->kind != HIPPO_POOL_DIRECT && o->kind != HIPPO_POOL_ARENA)
+      o->kind != HIPPO_POOL_DIRECT && o->kind != HIPPO_POOL_ARENA &&
+      o->kind != HIPPO_POOL_VIRTUAL)
     return BAD(i, "kind",
                "%u is not a pool kind (HIPPO_POOL_SLICED, _EXCLUSIVE, "
-               "_DIRECT or _ARENA)",
+               "_DIRECT, _ARENA or _VIRTUAL)",
                kind, o->kind);
   st = unused_zero(i, o);
   if (st != HIPPO_SUCCESS)
     return st;
+  if (o->kind == HIPPO_POOL_VIRTUAL)
+    return resolve_virtual(i, o, be);
   if (o->kind == HIPPO_POOL_SLICED) {
     uint64_t span, pages;
     if (o->page_size == 0)
@@ -309,21 +401,38 @@ hippo_status hippo__layout_resolve(const hippo_layout *in,
                                    hippo__layout *out) {
   if (!in || in->preset == HIPPO_PRESET_SUB_SLICES ||
       in->preset == HIPPO_PRESET_EXCLUSIVE_PAGES ||
-      in->preset == HIPPO_PRESET_ADAPTIVE) {
+      in->preset == HIPPO_PRESET_ADAPTIVE ||
+      in->preset == HIPPO_PRESET_VIRTUAL) {
+    hippo_preset preset = in ? in->preset : HIPPO_PRESET_ADAPTIVE;
     if (in && (in->pool_count || in->pools))
       return hippo__error_set(HIPPO_POOL_CONFIG,
                               "layout: a preset takes no pools; set "
                               "pool_count 0 and pools NULL, or use "
                               "HIPPO_PRESET_CUSTOM");
-    hippo__layout_preset(in ? in->preset : HIPPO_PRESET_ADAPTIVE,
-                         be->total_memory, be->alignment, out);
+    if (preset == HIPPO_PRESET_VIRTUAL && !be->ops->vm_granularity) {
+      /* the device has no virtual memory: ADAPTIVE serves instead, and
+       * device_info's note says so */
+      hippo__layout_preset(HIPPO_PRESET_ADAPTIVE, be->total_memory,
+                           be->alignment, out);
+      out->note = "the VIRTUAL preset needs virtual memory, which this "
+                  "device's runtime does not offer: ADAPTIVE serves "
+                  "instead";
+      return HIPPO_SUCCESS;
+    }
+    hippo__layout_preset(preset, be->total_memory, be->alignment, out);
+    for (uint32_t i = 0; i < out->count; i++)
+      if (out->pools[i].kind == HIPPO_POOL_VIRTUAL) {
+        hippo_status st = resolve_virtual(i, &out->pools[i], be);
+        if (st != HIPPO_SUCCESS)
+          return st;
+      }
     return HIPPO_SUCCESS;
   }
   if (in->preset != HIPPO_PRESET_CUSTOM)
     return hippo__error_set(HIPPO_POOL_CONFIG,
                             "layout: preset %u is not a preset "
-                            "(HIPPO_PRESET_SUB_SLICES, _EXCLUSIVE_PAGES, "
-                            "_ADAPTIVE or _CUSTOM)",
+                            "(HIPPO_PRESET_ADAPTIVE, _SUB_SLICES, "
+                            "_EXCLUSIVE_PAGES, _VIRTUAL or _CUSTOM)",
                             in->preset);
   if (in->pool_count == 0)
     return hippo__error_set(HIPPO_POOL_CONFIG,
@@ -338,10 +447,11 @@ hippo_status hippo__layout_resolve(const hippo_layout *in,
   out->preset = HIPPO_PRESET_CUSTOM;
   out->count = in->pool_count;
   for (uint32_t i = 0; i < in->pool_count; i++) {
-    hippo_status st = validate_pool(i, &pools_in[i], be);
+    hippo_status st;
+    out->pools[i] = pools_in[i];
+    st = validate_pool(i, &out->pools[i], be);
     if (st != HIPPO_SUCCESS)
       return st;
-    out->pools[i] = pools_in[i];
   }
   return HIPPO_SUCCESS;
 }
@@ -358,6 +468,8 @@ hippo_status hippo__pool_create(hippo__backend *be, hippo__page_acct *acct,
     return hippo__pool_exclusive_create(be, acct, opt, out);
   case HIPPO_POOL_DIRECT:
     return hippo__pool_direct_create(be, acct, opt, out);
+  case HIPPO_POOL_VIRTUAL:
+    return hippo__pool_virtual_create(be, acct, opt, out);
   default:
     return hippo__error_set(HIPPO_POOL_CONFIG, "unknown pool kind %u",
                             opt->kind);

@@ -23,7 +23,12 @@ typedef struct hippo__layout {
   hippo_preset preset;
   uint32_t count;
   hippo_pool_options pools[HIPPO__MAX_POOLS];
+  const char *note; /* why the layout is not the one asked for (NULL) */
 } hippo__layout;
+
+/* VIRTUAL pools: the smallest granule hippo takes by default (the
+ * driver's granularity where larger). */
+#define HIPPO__VIRTUAL_MIN_GRANULE (UINT64_C(2) << 20)
 
 /* Validate `in` (already size-checked; NULL: the default preset) against
  * the backend's alignment and memory, and resolve presets into pools.

@@ -846,8 +846,11 @@ void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out) {
   out->slices_relocated = s->slices_relocated;
   out->bytes_relocated = s->bytes_relocated;
   out->bytes_stranded = hippo__manager_stranded_locked(s);
-  for (uint32_t i = 0; i < s->pool_count; i++)
+  for (uint32_t i = 0; i < s->pool_count; i++) {
     out->bytes_guarded += s->pools[i]->bytes_guarded;
+    out->bytes_idle += s->pools[i]->bytes_idle;
+    out->bytes_virtual += s->pools[i]->bytes_virtual;
+  }
   out->slices_guarded = s->holds;
   out->slices_waiting = s->wait_count;
   out->event_failures = s->event_failures;

@@ -144,7 +144,7 @@ struct hippo_stream {
    * no names_give; the next pool at k that names adopts it. */
   hippo__names parked[HIPPO__MAX_POOLS + 1];
   /* Relocation (relocation.c): the pools that can move their slices
-   * (reloc_plan != NULL), the figures, and the last report. */
+   * (ops->move != NULL), the figures, and the last report. */
   hippo__pool **movable;     /* subset of pools, routing order */
   uint32_t movable_count;
   uint64_t relocations, slices_relocated, bytes_relocated;

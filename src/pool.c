@@ -24,10 +24,11 @@ void hippo__pool_head_init(hippo__pool *pool, const hippo__pool_ops *ops,
   pool->align_shift = hippo__log2_floor(be->alignment);
 }
 
-static void acct_add(hippo__page_acct *acct, uint64_t size) {
+static void acct_add_pages(hippo__page_acct *acct, uint64_t size,
+                           uint64_t pages) {
   for (; acct; acct = acct->parent) {
     uint64_t now, peak;
-    atomic_fetch_add(&acct->pages, 1);
+    atomic_fetch_add(&acct->pages, pages);
     now = atomic_fetch_add(&acct->bytes_reserved, size) + size;
     peak = atomic_load(&acct->peak_bytes_reserved);
     while (now > peak && !atomic_compare_exchange_weak(
@@ -36,39 +37,85 @@ static void acct_add(hippo__page_acct *acct, uint64_t size) {
   }
 }
 
-static void acct_sub(hippo__page_acct *acct, uint64_t size) {
+static void acct_sub_pages(hippo__page_acct *acct, uint64_t size,
+                           uint64_t pages) {
   for (; acct; acct = acct->parent) {
-    atomic_fetch_sub(&acct->pages, 1);
+    atomic_fetch_sub(&acct->pages, pages);
     atomic_fetch_sub(&acct->bytes_reserved, size);
   }
+}
+
+static void acct_sub(hippo__page_acct *acct, uint64_t size) {
+  acct_sub_pages(acct, size, 1);
+}
+
+/* The pool's head took (or gave back) `pages` pages of `size` bytes in
+ * all. */
+static void head_add(hippo__pool *pool, uint64_t size, uint64_t pages) {
+  pool->pages += pages;
+  if (pool->pages > pool->peak_pages)
+    pool->peak_pages = pool->pages;
+  pool->bytes_reserved += size;
+  if (pool->bytes_reserved > pool->peak_bytes_reserved)
+    pool->peak_bytes_reserved = pool->bytes_reserved;
+  acct_add_pages(pool->acct, size, pages);
+}
+
+/* The lazy message of a page or granule a capturing stream may not take. */
+static hippo_status needs_page(uint64_t size) {
+  uint64_t args[] = {size};
+  return hippo__error_lazy(
+      HIPPO_GRAPH_NEEDS_PAGE,
+      "the stream captures a graph and would need a new page of %llu B; "
+      "a driver allocation inside a capture is illegal: reserve this "
+      "memory before the capture (a warm-up run), or release some",
+      args, 1);
 }
 
 hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
                                     uint64_t *addr) {
   hippo_status st;
-  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages)) {
-    uint64_t args[] = {size};
-    return hippo__error_lazy(
-        HIPPO_GRAPH_NEEDS_PAGE,
-        "the stream captures a graph and would need a new page of %llu B; "
-        "a driver allocation inside a capture is illegal: reserve this "
-        "memory before the capture (a warm-up run), or release some",
-        args, 1);
-  }
+  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages))
+    return needs_page(size);
   st = pool->be->ops->page_alloc(pool->be, size, addr);
   if (st != HIPPO_SUCCESS) {
     if (st == HIPPO_OUT_OF_MEMORY && pool->acct)
       pool->acct->refused = size;
     return st;
   }
-  pool->pages++;
-  if (pool->pages > pool->peak_pages)
-    pool->peak_pages = pool->pages;
-  pool->bytes_reserved += size;
-  if (pool->bytes_reserved > pool->peak_bytes_reserved)
-    pool->peak_bytes_reserved = pool->bytes_reserved;
-  acct_add(pool->acct, size);
+  head_add(pool, size, 1);
   return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__pool_vm_map(hippo__pool *pool, uint64_t addr,
+                                uint64_t size, uint64_t granule) {
+  hippo_status st;
+  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages))
+    return needs_page(size);
+  st = pool->be->ops->vm_map(pool->be, addr, size, granule);
+  if (st != HIPPO_SUCCESS) {
+    if (st == HIPPO_OUT_OF_MEMORY && pool->acct)
+      pool->acct->refused = size;
+    return st;
+  }
+  head_add(pool, size, size / granule);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__pool_vm_unmap(hippo__pool *pool, uint64_t addr,
+                                  uint64_t size, uint64_t granule, bool wait,
+                                  uint64_t *done) {
+  uint64_t gone = 0;
+  hippo_status st =
+      pool->be->ops->vm_unmap(pool->be, addr, size, granule, wait, &gone);
+  if (gone > size) /* a backend that says more than it was asked */
+    gone = size;
+  gone -= gone % granule;
+  pool->pages -= gone / granule;
+  pool->bytes_reserved -= gone;
+  acct_sub_pages(pool->acct, gone, gone / granule);
+  *done = gone;
+  return st;
 }
 
 void hippo__pool_unaccount(hippo__page_acct *acct, uint64_t size) {
@@ -129,4 +176,6 @@ void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out) {
   out->bytes_guarded = pool->bytes_guarded;
   out->bytes_stranded = pool->bytes_stranded;
   out->peak_bytes_reserved = pool->peak_bytes_reserved;
+  out->bytes_idle = pool->bytes_idle;
+  out->bytes_virtual = pool->bytes_virtual;
 }

@@ -56,8 +56,10 @@
  *    released slice whose last hold goes becomes free.  Several holds
  *    count.  A slice with holds is released as usual (its figures leave
  *    bytes_in_use and enter bytes_guarded).
- *  - optional: move (pools whose slices can move: ARENA), the operations
- *    relocation drives, in their own table (pool_relocation.h).
+ *  - optional: move (pools relocation acts on: ARENA moves slices off
+ *    outdated pages; VIRTUAL moves none and gives back its idle granules),
+ *    the operations relocation drives, in their own table
+ *    (pool_relocation.h).
  *  - check(): walks every page and slice and verifies the invariants written
  *    in the pool's file; HIPPO_INTERNAL with last_error naming the first
  *    broken one.  For tests; O(pages + slices).
@@ -120,8 +122,8 @@ typedef struct hippo__pool_ops {
   void (*settle)(hippo__pool *pool);
   void (*names_take)(hippo__pool *pool, hippo__names *out);
   void (*names_give)(hippo__pool *pool, const hippo__names *in);
-  /* A pool whose slices can move (ARENA): what relocation asks of it
-   * (pool_relocation.h); NULL: its slices never move. */
+  /* A pool relocation acts on (ARENA, VIRTUAL): what relocation asks of
+   * it (pool_relocation.h); NULL: relocation leaves it alone. */
   const struct hippo__pool_move_ops *move;
 } hippo__pool_ops;
 
@@ -223,6 +225,8 @@ struct hippo__pool {
   uint64_t bytes_guarded;   /* released slices a graph holds (guard.h) */
   uint64_t holds;           /* holds on slices, live or released */
   uint64_t peak_bytes_reserved;
+  uint64_t bytes_idle;      /* VIRTUAL: mapped bytes no live slice touches */
+  uint64_t bytes_virtual;   /* VIRTUAL: its range's bytes (no memory) */
   /* relocation's stall memo: the shape when a relocation last moved
    * nothing (valid while stalled) */
   hippo__reloc_shape stall;
@@ -247,6 +251,18 @@ hippo_status hippo__pool_direct_create(hippo__backend *be,
                                        hippo__page_acct *acct,
                                        const hippo_pool_options *opt,
                                        hippo__pool **out);
+/* opt: resolved by layout.c (range_size, granule and unmap_threshold
+ * set). */
+hippo_status hippo__pool_virtual_create(hippo__backend *be,
+                                        hippo__page_acct *acct,
+                                        const hippo_pool_options *opt,
+                                        hippo__pool **out);
+/* The most granules a VIRTUAL pool's range is cut into (4 bytes of host
+ * memory each). */
+#define HIPPO__VIRTUAL_MAX_GRANULES (UINT64_C(1) << 22)
+/* A VIRTUAL pool's default unmap threshold (unmap_threshold 0): 64 MiB of
+ * idle granules (docs/decisions.md has the measurement behind it). */
+#define HIPPO__VIRTUAL_DEFAULT_THRESHOLD (UINT64_C(64) << 20)
 hippo_status hippo__pool_persistent_create(hippo__backend *be,
                                            hippo__page_acct *acct,
                                            hippo__pool **out);
@@ -270,6 +286,18 @@ void hippo__pool_head_init(hippo__pool *pool, const hippo__pool_ops *ops,
  * device figures); on failure nothing changes. */
 hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
                                     uint64_t *addr);
+/* VIRTUAL: back [addr, addr + size) of a reserved range with granules of
+ * `granule` bytes (backend.h vm_map) and account them as pages (one per
+ * granule); refused with HIPPO_GRAPH_NEEDS_PAGE while the stream captures
+ * (the gate), as a page is.  On failure nothing changes. */
+hippo_status hippo__pool_vm_map(hippo__pool *pool, uint64_t addr,
+                                uint64_t size, uint64_t granule);
+/* VIRTUAL: give the granules of [addr, addr + size) back (vm_unmap;
+ * `wait`: the device's work first) and unaccount the *done bytes that
+ * went (all of them on success). */
+hippo_status hippo__pool_vm_unmap(hippo__pool *pool, uint64_t addr,
+                                  uint64_t size, uint64_t granule, bool wait,
+                                  uint64_t *done);
 /* Give a page back and unaccount it; on failure it stays accounted.
  * While the gate defers, the page leaves the pool at once and joins the
  * stream's leaving pages (its free comes later); a page that finds no room

@@ -53,7 +53,7 @@ typedef struct hippo__page_slot {
   uint64_t addr;      /* device address of the page (0: none) */
   uint64_t size;      /* page bytes, a multiple of the alignment */
   uint64_t requested; /* LIVE: the reservation's size */
-  uint32_t state;     /* HIPPO__SLOT_EMPTY, _FREE or _LIVE */
+  uint32_t state;     /* HIPPO__SLOT_EMPTY, _FREE, _LIVE or _GUARDED */
   uint32_t cls;       /* the pool's own key (EXCLUSIVE: class index) */
   uint32_t prev;      /* FREE: links of the pool's own free list; */
   uint32_t next;      /*  EMPTY: next empty slot */

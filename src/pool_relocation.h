@@ -69,6 +69,9 @@ typedef struct hippo__reloc_shape {
   uint64_t page_size;       /* the current page size */
   uint32_t sizes_full;      /* every page size slot is taken */
   uint32_t sparse;          /* a page was taken while the pool was sparse */
+  uint64_t idle_bytes;      /* VIRTUAL: mapped bytes no live slice touches */
+  uint32_t unmap;           /* VIRTUAL: idle_bytes reached the threshold */
+  uint32_t pad;
 } hippo__reloc_shape;
 
 typedef struct hippo__pool_move_ops {

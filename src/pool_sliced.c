@@ -1,8 +1,8 @@
 /* pool_sliced.c -- SLICED and ARENA pools: pages from the backend carved
  * into slices.  This file holds what both kinds share: the slice records
  * and their generations, the pages and their waiting lists, reserve and
- * release, coalescing, periodic deallocation, reports and the two
- * operation tables.  sliced.h holds the records' invariants,
+ * release, coalescing, periodic deallocation, reports and the three
+ * operation tables (SLICED, ARENA, VIRTUAL).  sliced.h holds the records' invariants,
  * sliced_index.h the free index, pool_arena.c how an ARENA grows,
  * pool_arena_relocation.c how it relocates, pool_sliced_check.c the check
  * walk.
@@ -227,15 +227,7 @@ static hippo_status no_room_under_cap(sliced *p, uint64_t bytes,
 /* Take a page of `size` bytes for page-size slot `slot` from the backend;
  * it becomes one free slice (on the empty FIFO).  Nodes were reserved by
  * the caller.  A cap or a refused page changes nothing. */
-hippo_status hippo__sliced_page_add(sliced *p, uint64_t bytes, uint64_t size,
-                             uint32_t slot, uint32_t *slice_out) {
-  uint64_t addr;
-  uint32_t pg, si;
-  hippo_status st;
-  if (p->head.bytes_reserved + size > p->cap_bytes)
-    return no_room_under_cap(p, bytes, size);
-  if (bytes > size || (uint64_t)p->head.pages >= p->max_pages)
-    return no_page(p, bytes, size);
+hippo_status hippo__sliced_page_room(sliced *p) {
   if (p->page_unused == NIL && p->page_count == p->page_cap) {
     uint32_t cap = p->page_cap ? p->page_cap * 2 : 16;
     page *grown = realloc(p->pages, (size_t)cap * sizeof *grown);
@@ -246,6 +238,19 @@ hippo_status hippo__sliced_page_add(sliced *p, uint64_t bytes, uint64_t size,
     p->pages = grown;
     p->page_cap = cap;
   }
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__sliced_page_add(sliced *p, uint64_t bytes, uint64_t size,
+                             uint32_t slot, uint32_t *slice_out) {
+  uint64_t addr;
+  hippo_status st;
+  if (p->head.bytes_reserved + size > p->cap_bytes)
+    return no_room_under_cap(p, bytes, size);
+  if (bytes > size || (uint64_t)p->head.pages >= p->max_pages)
+    return no_page(p, bytes, size);
+  if ((st = hippo__sliced_page_room(p)) != HIPPO_SUCCESS)
+    return st;
   st = hippo__pool_page_alloc(&p->head, size, &addr);
   if (st != HIPPO_SUCCESS) {
     uint64_t args[] = {size};
@@ -254,6 +259,13 @@ hippo_status hippo__sliced_page_add(sliced *p, uint64_t bytes, uint64_t size,
                                            : "SLICED pool (page %llu B)",
                                   args, 1);
   }
+  *slice_out = hippo__sliced_page_install(p, addr, size, slot);
+  return HIPPO_SUCCESS;
+}
+
+uint32_t hippo__sliced_page_install(sliced *p, uint64_t addr, uint64_t size,
+                                    uint32_t slot) {
+  uint32_t pg, si;
   if (p->page_unused != NIL) {
     pg = p->page_unused;
     p->page_unused = p->pages[pg].wait.newer;
@@ -275,8 +287,7 @@ hippo_status hippo__sliced_page_add(sliced *p, uint64_t bytes, uint64_t size,
     p->sizes_alive++;
   free_insert(p, si);
   empty_push(p, pg, p->head.now);
-  *slice_out = si;
-  return HIPPO_SUCCESS;
+  return si;
 }
 
 /* Free slice i (found in the index, in class (fl, sl)) now serves `size`
@@ -322,6 +333,8 @@ uint32_t hippo__sliced_take(sliced *p, found f, uint64_t u,
 /* A free slice for u units (bytes) when the index has none: a page of the
  * current size, or (ARENA, pool_arena.c) a page or a growth. */
 static hippo_status new_room(sliced *p, uint64_t bytes, uint32_t *i) {
+  if (p->virt)
+    return hippo__virtual_new_room(p, bytes, i);
   if (!p->arena)
     return hippo__sliced_page_add(p, bytes, p->page_size, p->cur, i);
   return hippo__arena_new_room(p, bytes, i);
@@ -370,8 +383,8 @@ static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
   return reserve_kind(pool, size, out, false);
 }
 
-static hippo_status arena_reserve(hippo__pool *pool, uint64_t size,
-                                  hippo__slice_ref *out) {
+hippo_status hippo__sliced_reserve_best(hippo__pool *pool, uint64_t size,
+                                        hippo__slice_ref *out) {
   return reserve_kind(pool, size, out, true);
 }
 
@@ -490,7 +503,7 @@ static void sliced_hold(hippo__pool *pool, uint32_t i) {
   pool->holds++;
 }
 
-static void sliced_unhold(hippo__pool *pool, uint32_t i) {
+void hippo__sliced_unhold(hippo__pool *pool, uint32_t i) {
   sliced *p = (sliced *)pool;
   slice *s = &p->slices[i];
   hippo__sliced_settle(p);
@@ -501,7 +514,7 @@ static void sliced_unhold(hippo__pool *pool, uint32_t i) {
   hippo__sliced_free_slice(p, i);
 }
 
-static void sliced_release(hippo__pool *pool, uint32_t i, uint64_t size) {
+void hippo__sliced_release(hippo__pool *pool, uint32_t i, uint64_t size) {
   hippo__sliced_settle((const sliced *)pool);
   (void)size; /* the record keeps it */
   (void)hippo__sliced_release_slice((sliced *)pool, i);
@@ -528,8 +541,8 @@ static bool sliced_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
   return release_named_kind(pool, i, gen, size, false);
 }
 
-static bool arena_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
-                                uint64_t *size) {
+bool hippo__sliced_release_named_best(hippo__pool *pool, uint32_t i,
+                                      uint32_t gen, uint64_t *size) {
   return release_named_kind(pool, i, gen, size, true);
 }
 
@@ -548,7 +561,7 @@ static bool sliced_resolve_named(const hippo__pool *pool, uint32_t i,
   return true;
 }
 
-static void sliced_release_all(hippo__pool *pool) {
+void hippo__sliced_release_all(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
   hippo__sliced_settle(p);
   /* a release drops only free records, so every live one is still met;
@@ -571,6 +584,14 @@ hippo_status hippo__sliced_page_drop(sliced *p, uint32_t pg) {
     return hippo__error_wrap(st, "%s pool: freeing a page of %llu B",
                              p->arena ? "ARENA" : "SLICED",
                              (unsigned long long)g->size);
+  hippo__sliced_page_forget(p, pg);
+  return HIPPO_SUCCESS;
+}
+
+/* Empty page pg's records go: its one free slice to the unused records,
+ * its slot to the unused slots; its memory is the caller's. */
+void hippo__sliced_page_forget(sliced *p, uint32_t pg) {
+  page *g = &p->pages[pg];
   empty_remove(p, pg);
   free_take(p, g->first, !g->closed);
   node_drop(p, g->first);
@@ -584,7 +605,6 @@ hippo_status hippo__sliced_page_drop(sliced *p, uint32_t pg) {
   g->closed = 0;
   g->wait.newer = p->page_unused;
   p->page_unused = pg;
-  return HIPPO_SUCCESS;
 }
 
 /* A page whose free failed is kept and waits a whole period behind the
@@ -644,7 +664,8 @@ static hippo_status sliced_tick(hippo__pool *pool, uint64_t now) {
   return st != HIPPO_SUCCESS ? st : st2;
 }
 
-static void sliced_report(const hippo__pool *pool, hippo_pool_report *out) {
+void hippo__sliced_report(const hippo__pool *pool,
+                          hippo_pool_report *out) {
   const sliced *p = (const sliced *)pool;
   hippo__sliced_settle(p);
   hippo__pool_report_head(pool, out);
@@ -669,6 +690,10 @@ static void sliced_destroy(hippo__pool *pool) {
   for (uint32_t pg = 0; pg < p->page_count; pg++)
     if (p->pages[pg].held)
       (void)hippo__pool_page_free(pool, p->pages[pg].addr, p->pages[pg].size);
+  hippo__sliced_free(p);
+}
+
+void hippo__sliced_free(sliced *p) {
   free(p->slices);
   free(p->pages);
   free(p);
@@ -677,7 +702,7 @@ static void sliced_destroy(hippo__pool *pool) {
 /* Hand the records over (pools_install replaces the pool, which holds no
  * page, so every record is unused or retired); the pool keeps none.  With
  * a page still held (never, by pools_install's rule) nothing is handed. */
-static void sliced_names_take(hippo__pool *pool, hippo__names *out) {
+void hippo__sliced_names_take(hippo__pool *pool, hippo__names *out) {
   sliced *p = (sliced *)pool;
   hippo__sliced_settle(p);
   memset(out, 0, sizeof *out);
@@ -732,14 +757,14 @@ bool hippo__pool_sliced_crowd_at(hippo__pool *pool, uint32_t n) {
 
 /* The operations both kinds share; an ARENA adds relocation's. */
 #define SLICED_OPS                                                             \
-  .release = sliced_release, .addr = hippo__sliced_addr,                             \
-  .hold = sliced_hold, .unhold = sliced_unhold,                                \
+  .release = hippo__sliced_release, .addr = hippo__sliced_addr,               \
+  .hold = sliced_hold, .unhold = hippo__sliced_unhold,                         \
   .cleanup = sliced_cleanup, .gives_back = sliced_gives_back,                  \
-  .tick = sliced_tick, .report = sliced_report,                                \
-  .check = hippo__sliced_check, .destroy = sliced_destroy,                            \
-  .resolve_named = sliced_resolve_named, .release_all = sliced_release_all,    \
-  .settle = sliced_settle,                                                     \
-  .names_take = sliced_names_take, .names_give = sliced_names_give
+  .tick = sliced_tick, .report = hippo__sliced_report,                         \
+  .check = hippo__sliced_check, .destroy = sliced_destroy,                     \
+  .resolve_named = sliced_resolve_named,                                       \
+  .release_all = hippo__sliced_release_all, .settle = sliced_settle,           \
+  .names_take = hippo__sliced_names_take, .names_give = sliced_names_give
 
 static const hippo__pool_ops sliced_ops = {
     SLICED_OPS, .reserve = sliced_reserve,
@@ -747,9 +772,33 @@ static const hippo__pool_ops sliced_ops = {
 
 static const hippo__pool_ops arena_ops = {
     SLICED_OPS,
-    .reserve = arena_reserve,
-    .release_named = arena_release_named,
+    .reserve = hippo__sliced_reserve_best,
+    .release_named = hippo__sliced_release_named_best,
     .move = &hippo__arena_move_ops,
+};
+
+/* VIRTUAL: the shared operations, with the granules' (pool_virtual.c)
+ * where a reservation, release or hold changes what touches them, and its
+ * own cleanup, tick, report and destroy. */
+static const hippo__pool_ops virtual_ops = {
+    .reserve = hippo__virtual_reserve,
+    .release = hippo__virtual_release,
+    .addr = hippo__sliced_addr,
+    .cleanup = hippo__virtual_cleanup,
+    .gives_back = hippo__virtual_gives_back,
+    .tick = hippo__virtual_tick,
+    .report = hippo__virtual_report,
+    .check = hippo__sliced_check,
+    .destroy = hippo__virtual_destroy,
+    .hold = sliced_hold,
+    .unhold = hippo__virtual_unhold,
+    .release_named = hippo__virtual_release_named,
+    .resolve_named = sliced_resolve_named,
+    .release_all = hippo__virtual_release_all,
+    .settle = sliced_settle,
+    .names_take = hippo__virtual_names_take,
+    .names_give = sliced_names_give,
+    .move = &hippo__virtual_move_ops,
 };
 
 /* What both kinds set up alike; NULL (last_error set) without host
@@ -834,6 +883,44 @@ hippo_status hippo__pool_arena_create(hippo__backend *be,
   p->head.max_size = max;
   if (opt->max_pool_size)
     p->cap_bytes = opt->max_pool_size;
+  *out = &p->head;
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__pool_virtual_create(hippo__backend *be,
+                                        hippo__page_acct *acct,
+                                        const hippo_pool_options *opt,
+                                        hippo__pool **out) {
+  uint64_t range = opt->range_size, granule = opt->granule;
+  sliced *p;
+  if (!be->ops->vm_map || !hippo__is_pow2(granule) || range % granule ||
+      range % be->alignment || range / granule > HIPPO__VIRTUAL_MAX_GRANULES ||
+      (range >> hippo__log2_floor(be->alignment)) > UINT32_MAX)
+    return hippo__error_set(HIPPO_POOL_CONFIG,
+                            "VIRTUAL pool: a range of %llu B in granules of "
+                            "%llu B does not fit the device (alignment %llu "
+                            "B, virtual memory %s)",
+                            (unsigned long long)range,
+                            (unsigned long long)granule,
+                            (unsigned long long)be->alignment,
+                            be->ops->vm_map ? "yes" : "none");
+  p = sliced_new(be, acct, &virtual_ops, HIPPO_POOL_VIRTUAL, opt, range);
+  if (!p)
+    return HIPPO_OUT_OF_MEMORY;
+  p->vg.ref = calloc(range / granule, sizeof *p->vg.ref);
+  if (!p->vg.ref) {
+    hippo__sliced_free(p);
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "host memory for a VIRTUAL pool of %llu granules",
+                            (unsigned long long)(range / granule));
+  }
+  p->virt = true;
+  p->vg.count = range / granule;
+  p->vg.size = granule;
+  p->vg.shift = hippo__log2_floor(granule);
+  p->vg.range_size = range;
+  p->vg.threshold = opt->unmap_threshold;
+  p->head.max_size = opt->max_slice_size;
   *out = &p->head;
   return HIPPO_SUCCESS;
 }

@@ -1,7 +1,8 @@
 /* relocation.c -- relocation need and reasons, the plan of every stream,
- * the copy queue, the report.  relocation.h states the protocol; pool.h
- * the pool operations it drives (ARENA pools implement them,
- * pool_sliced.c).
+ * the copy queue, the report.  relocation.h states the protocol;
+ * pool_relocation.h the operations on a pool it drives (ARENA pools
+ * implement them in pool_arena_relocation.c, VIRTUAL pools in
+ * pool_virtual.c).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +19,15 @@ static bool shape_eq(const hippo__reloc_shape *a, const hippo__reloc_shape *b) {
          a->page_sizes == b->page_sizes &&
          a->guarded_pages == b->guarded_pages &&
          a->page_size == b->page_size && a->sizes_full == b->sizes_full &&
-         a->sparse == b->sparse;
+         a->sparse == b->sparse && a->idle_bytes == b->idle_bytes &&
+         a->unmap == b->unmap;
 }
 
 static hippo_relocation_need pool_need(const hippo_device *dev,
                                        const hippo__pool *p) {
   hippo__reloc_shape sh;
   p->ops->move->shape(p, &sh);
-  if (!sh.outdated_pages && !sh.sparse)
+  if (!sh.outdated_pages && !sh.sparse && !sh.unmap)
     return HIPPO_NEED_NOTHING;
   if (p->stalled && shape_eq(&sh, &p->stall))
     return HIPPO_NEED_NOTHING; /* moved nothing, and nothing changed */
@@ -41,7 +43,9 @@ static hippo_relocation_need pool_need(const hippo_device *dev,
         held + next > capacity - next)
       return HIPPO_NEED_PRESSURE;
   }
-  return sh.sparse ? HIPPO_NEED_SPARSE : HIPPO_NEED_NOTHING;
+  if (sh.sparse)
+    return HIPPO_NEED_SPARSE;
+  return sh.unmap ? HIPPO_NEED_UNMAP : HIPPO_NEED_NOTHING;
 }
 
 bool hippo__relocation_may_help_locked(const hippo_stream *s) {
@@ -72,18 +76,22 @@ static hippo_relocate_reason reason_of(hippo_relocation_need need) {
     return HIPPO_RELOCATE_PRESSURE;
   case HIPPO_NEED_SPARSE:
     return HIPPO_RELOCATE_SPARSE;
+  case HIPPO_NEED_UNMAP:
+    return HIPPO_RELOCATE_UNMAP;
   default:
     return HIPPO_RELOCATE_WANTED; /* none */
   }
 }
 
 /* Whether relocation has something to look at in the stream's memory for
- * `reason`: outdated pages (or, SPARSE, a sparse pool). */
+ * `reason`: outdated pages (or, SPARSE, a sparse pool), or idle granules
+ * of a VIRTUAL pool (every reason gives them back). */
 static bool has_work(const hippo_stream *s, hippo_relocate_reason reason) {
   for (uint32_t k = 0; k < s->movable_count; k++) {
     hippo__reloc_shape sh;
     s->movable[k]->ops->move->shape(s->movable[k], &sh);
-    if (sh.outdated_pages || (reason == HIPPO_RELOCATE_SPARSE && sh.sparse))
+    if (sh.outdated_pages || sh.idle_bytes ||
+        (reason == HIPPO_RELOCATE_SPARSE && sh.sparse))
       return true;
   }
   return false;
@@ -495,11 +503,11 @@ hippo_status hippo__relocate(hippo_device *dev, hippo_stream *s,
                              hippo_relocation_report *report,
                              const char *call) {
   hippo_status st;
-  if (reason > HIPPO_RELOCATE_SPARSE)
+  if (reason > HIPPO_RELOCATE_UNMAP)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s: reason %u is not a "
                             "HIPPO_RELOCATE_* value (0 .. %u)",
-                            call, reason, HIPPO_RELOCATE_SPARSE);
+                            call, reason, HIPPO_RELOCATE_UNMAP);
   if (s) {
     hippo__lock_take(&s->lock);
     st = hippo__relocate_locked(s, reason, report);

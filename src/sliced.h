@@ -1,6 +1,6 @@
-/* sliced.h -- what the files of the SLICED and ARENA pools share (private
- * to pool_sliced.c, pool_sliced_check.c, pool_arena.c and
- * pool_arena_relocation.c): the records of slices and pages, the pool
+/* sliced.h -- what the files of the SLICED, ARENA and VIRTUAL pools share
+ * (private to pool_sliced.c, pool_sliced_check.c, pool_arena.c,
+ * pool_arena_relocation.c and pool_virtual.c): the records of slices and pages, the pool
  * struct and their invariants, and the functions one file gives the
  * others.  The free index over the slices is sliced_index.h.
  *
@@ -116,6 +116,28 @@ typedef struct sizeslot {
   uint64_t pages;
 } sizeslot;
 
+/* The granules of a VIRTUAL pool's range (pool_virtual.c).
+ * Invariant: ref[g] is GMAPPED when granule g is mapped, plus the number
+ * of LIVE or GUARDED slices that touch it (a slice touches the granules
+ * its bytes, padding included, overlap); an unmapped granule has 0; idle
+ * counts the mapped granules no slice touches; the head's pages and
+ * bytes_reserved are the mapped granules and their bytes, bytes_idle the
+ * idle ones' bytes; no granule at or above high was ever mapped. */
+#define GMAPPED 0x80000000u
+#define GCOUNT 0x7fffffffu
+typedef struct hippo__vgranules {
+  uint32_t *ref;           /* by granule of the range */
+  uint64_t count;          /* granules of the range */
+  uint64_t size;           /* bytes of a granule, a power of two */
+  unsigned shift;          /* log2(size) */
+  uint64_t idle;           /* mapped granules no slice touches */
+  uint64_t high;           /* above the highest granule ever mapped */
+  uint64_t threshold;      /* idle bytes at which the pool wants an unmap */
+  uint64_t range;          /* the range's address (0: not reserved yet) */
+  uint64_t range_size;
+  uint64_t maps, unmaps;   /* granules mapped and unmapped, ever */
+} hippo__vgranules;
+
 /* Invariant: fl_bitmap bit f set <=> sl_bitmap[f] != 0; sl_bitmap[f] bit s
  * set <=> heads[CLS(f, s)] != NIL; the head figures (pool.h) hold;
  * page_size == sizes[cur].size; sizes_alive counts the alive slots;
@@ -135,6 +157,8 @@ typedef struct sliced {
   bool arena;          /* kind ARENA: grows, best fit, relocation */
   bool crowded;        /* slice_cap > crowd_at (CROWDED_RECORDS) */
   bool sparse;         /* ARENA: took a page while sparse */
+  bool virt;           /* kind VIRTUAL: one page, the stream's virtual
+                          range, with granules mapped (pool_virtual.c) */
   uint64_t floor;      /* ARENA: smallest page */
   uint64_t cap_bytes;  /* ARENA: cap on page bytes (UINT64_MAX: none) */
   uint32_t cur;        /* the current page-size slot */
@@ -159,6 +183,7 @@ typedef struct sliced {
   uint32_t sl_bitmap[FL_COUNT];
   uint32_t heads[FL_COUNT * SL_COUNT]; /* by class: one index, no
                                           2-D address to compute */
+  hippo__vgranules vg;  /* VIRTUAL only */
 } sliced;
 
 /* A free slice the index offers and its class, fl * SL_COUNT + sl (i NIL:
@@ -212,12 +237,22 @@ uint64_t hippo__sliced_due_of(const sliced *p);
  * changes nothing.  `bytes`: the request it is for (messages). */
 hippo_status hippo__sliced_page_add(sliced *p, uint64_t bytes, uint64_t size,
                                     uint32_t slot, uint32_t *slice_out);
+/* Room for one more page record (host memory). */
+hippo_status hippo__sliced_page_room(sliced *p);
+/* A page of `size` bytes at `addr` (room was made) for page-size slot
+ * `slot` becomes one free slice, returned, on the empty FIFO; its bytes
+ * were accounted by the caller (pages from the backend:
+ * hippo__pool_page_alloc; a VIRTUAL range: none). */
+uint32_t hippo__sliced_page_install(sliced *p, uint64_t addr, uint64_t size,
+                                    uint32_t slot);
 /* Page pg serves no new reservation (its free slices leave the index;
  * empty, it moves to the drain list), or serves again. */
 void hippo__sliced_page_close(sliced *p, uint32_t pg);
 void hippo__sliced_page_open(sliced *p, uint32_t pg);
 /* Give an empty page back; on failure it stays, one free slice. */
 hippo_status hippo__sliced_page_drop(sliced *p, uint32_t pg);
+/* Empty page pg's records go (its memory is the caller's). */
+void hippo__sliced_page_forget(sliced *p, uint32_t pg);
 /* How the FIFOs give a page back (pool_fifo.h). */
 extern const hippo__fifo_drop hippo__sliced_page_dropper;
 /* Free slice f (found in the index) now serves u units with `padding`
@@ -242,6 +277,45 @@ hippo_status hippo__sliced_check(const hippo__pool *pool);
 /* ARENA: a free slice for `bytes` when the index has none: a page of the
  * current size (noting when the pool is sparse) or a growth. */
 hippo_status hippo__arena_new_room(sliced *p, uint64_t bytes, uint32_t *i);
+
+/* ---- pool_virtual.c --------------------------------------------------------- */
+
+/* VIRTUAL: the range (reserved at the pool's first reservation) as one
+ * free slice; HIPPO_POOL_CAPACITY_EXCEEDED once it is reserved and holds
+ * no free slice that fits. */
+hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i);
+/* The check walk's part for the granules (sliced_check calls it). */
+hippo_status hippo__virtual_check(const sliced *p);
+/* The operations a VIRTUAL pool has of its own (pool_sliced.c puts them in
+ * its table). */
+hippo_status hippo__virtual_reserve(hippo__pool *pool, uint64_t size,
+                                    hippo__slice_ref *out);
+bool hippo__virtual_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                  uint64_t *size);
+void hippo__virtual_release(hippo__pool *pool, uint32_t i, uint64_t size);
+void hippo__virtual_unhold(hippo__pool *pool, uint32_t i);
+void hippo__virtual_release_all(hippo__pool *pool);
+hippo_status hippo__virtual_cleanup(hippo__pool *pool);
+bool hippo__virtual_gives_back(const hippo__pool *pool);
+hippo_status hippo__virtual_tick(hippo__pool *pool, uint64_t now);
+void hippo__virtual_report(const hippo__pool *pool, hippo_pool_report *out);
+void hippo__virtual_destroy(hippo__pool *pool);
+void hippo__virtual_names_take(hippo__pool *pool, hippo__names *out);
+extern const hippo__pool_move_ops hippo__virtual_move_ops;
+
+/* What pool_sliced.c gives pool_virtual.c: the ARENA's reserve and
+ * release (best fit), and the shared operations it wraps. */
+hippo_status hippo__sliced_reserve_best(hippo__pool *pool, uint64_t size,
+                                        hippo__slice_ref *out);
+bool hippo__sliced_release_named_best(hippo__pool *pool, uint32_t i,
+                                      uint32_t gen, uint64_t *size);
+void hippo__sliced_release(hippo__pool *pool, uint32_t i, uint64_t size);
+void hippo__sliced_unhold(hippo__pool *pool, uint32_t i);
+void hippo__sliced_release_all(hippo__pool *pool);
+void hippo__sliced_report(const hippo__pool *pool, hippo_pool_report *out);
+void hippo__sliced_names_take(hippo__pool *pool, hippo__names *out);
+/* Frees the pool's records and the pool (its pages went back). */
+void hippo__sliced_free(sliced *p);
 
 /* ---- pool_arena_relocation.c ---------------------------------------------- */
 

@@ -92,7 +92,7 @@ t_start=$(date +%s)
 progs="tests/test-hip tests/test-gpu-device tests/test-abi tests/test-status
        tests/test-device tests/test-manager tests/test-layout tests/test-relocation
        tests/test-guard tests/test-faults tests/test-hostile tests/test-stress
-       tests/test-fuzz"
+       tests/test-fuzz tests/test-virtual"
 bins="tools/hippo-info $progs bench/hippo-gpu-bench"
 
 say() { printf '%s\n' "$*"; }

@@ -2,6 +2,7 @@
  * hip/hip_runtime_api.h (gpu-rt-headers.h). */
 #include <config.h>
 
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -66,6 +67,63 @@ int gpu_rt_headers_hip(char *bad, size_t len) {
   SAME(HIPPO__HIP_ATTR_CC_MAJOR, hipDeviceAttributeComputeCapabilityMajor);
   SAME(HIPPO__HIP_ATTR_CC_MINOR, hipDeviceAttributeComputeCapabilityMinor);
   SAME(HIPPO__HIP_ATTR_TEXTURE_ALIGNMENT, hipDeviceAttributeTextureAlignment);
+  /* virtual memory: the enums and structs hippo passes (gpu_rt.h) */
+  SAME(HIPPO__GPU_MEM_ALLOCATION_PINNED, hipMemAllocationTypePinned);
+  SAME(HIPPO__GPU_MEM_LOCATION_DEVICE, hipMemLocationTypeDevice);
+  SAME(HIPPO__GPU_MEM_HANDLE_NONE, hipMemHandleTypeNone);
+  SAME(HIPPO__GPU_MEM_ACCESS_RW, hipMemAccessFlagsProtReadWrite);
+  SAME(HIPPO__GPU_MEM_GRANULARITY_MIN, hipMemAllocationGranularityMinimum);
+  SAME(sizeof(int), sizeof(hipMemAllocationType));
+  SAME(sizeof(int), sizeof(hipMemAllocationHandleType));
+  SAME(sizeof(int), sizeof(hipMemLocationType));
+  SAME(sizeof(int), sizeof(hipMemAccessFlags));
+  SAME(sizeof(int), sizeof(hipMemAllocationGranularity_flags));
+  SAME(sizeof(unsigned long long), sizeof(hipMemGenericAllocationHandle_t));
+  SAME(sizeof(hippo__gpu_mem_location), sizeof(hipMemLocation));
+  SAME(offsetof(hippo__gpu_mem_location, type), offsetof(hipMemLocation, type));
+  SAME(offsetof(hippo__gpu_mem_location, id), offsetof(hipMemLocation, id));
+  SAME(sizeof(hippo__gpu_mem_access), sizeof(hipMemAccessDesc));
+  SAME(offsetof(hippo__gpu_mem_access, location),
+       offsetof(hipMemAccessDesc, location));
+  SAME(offsetof(hippo__gpu_mem_access, flags),
+       offsetof(hipMemAccessDesc, flags));
+  /* the version that changed hipMemAllocationProp, as HIP_VERSION counts */
+  SAME(HIPPO__HIP_VMM_V53, 5 * 10000000 + 3 * 100000);
+#if HIP_VERSION >= HIPPO__HIP_VMM_V53
+  /* HIP 5.3 and later: CUDA's layout, and the support attribute */
+  SAME(HIPPO__HIP_ATTR_VMM_SUPPORTED,
+       hipDeviceAttributeVirtualMemoryManagementSupported);
+  SAME(sizeof(hippo__gpu_mem_prop), sizeof(hipMemAllocationProp));
+  SAME(offsetof(hippo__gpu_mem_prop, type),
+       offsetof(hipMemAllocationProp, type));
+  SAME(offsetof(hippo__gpu_mem_prop, requested_handle_types),
+       offsetof(hipMemAllocationProp, requestedHandleType));
+  SAME(offsetof(hippo__gpu_mem_prop, location),
+       offsetof(hipMemAllocationProp, location));
+  SAME(offsetof(hippo__gpu_mem_prop, win32_handle_metadata),
+       offsetof(hipMemAllocationProp, win32HandleMetaData));
+  SAME(offsetof(hippo__gpu_mem_prop, alloc_flags.compression_type),
+       offsetof(hipMemAllocationProp, allocFlags.compressionType));
+  SAME(offsetof(hippo__gpu_mem_prop, alloc_flags.gpu_direct_rdma_capable),
+       offsetof(hipMemAllocationProp, allocFlags.gpuDirectRDMACapable));
+  SAME(offsetof(hippo__gpu_mem_prop, alloc_flags.usage),
+       offsetof(hipMemAllocationProp, allocFlags.usage));
+#else
+  /* HIP 5.2 (Debian's): the older layout, no support attribute */
+  SAME(sizeof(hippo__hip_mem_prop52), sizeof(hipMemAllocationProp));
+  SAME(offsetof(hippo__hip_mem_prop52, compression_type),
+       offsetof(hipMemAllocationProp, compressionType));
+  SAME(offsetof(hippo__hip_mem_prop52, location),
+       offsetof(hipMemAllocationProp, location));
+  SAME(offsetof(hippo__hip_mem_prop52, requested_handle_type),
+       offsetof(hipMemAllocationProp, requestedHandleType));
+  SAME(offsetof(hippo__hip_mem_prop52, type),
+       offsetof(hipMemAllocationProp, type));
+  SAME(offsetof(hippo__hip_mem_prop52, usage),
+       offsetof(hipMemAllocationProp, usage));
+  SAME(offsetof(hippo__hip_mem_prop52, win32_handle_metadata),
+       offsetof(hipMemAllocationProp, win32HandleMetaData));
+#endif
 #undef SAME
   /* hippo's name table (used when the runtime has no hipGetErrorName)
    * spells each code as the header does */

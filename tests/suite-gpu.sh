@@ -29,7 +29,7 @@ top_builddir=${top_builddir:-.}
 # the threaded programs only).
 progs=${HIPPO_SUITE_PROGS:-"test-abi test-status test-device test-manager test-layout
        test-relocation test-guard test-faults test-hostile test-stress
-       test-fuzz test-hip test-gpu-device"}
+       test-fuzz test-hip test-gpu-device test-virtual"}
 
 HIPPO_TEST_BACKEND=hip
 export HIPPO_TEST_BACKEND
@@ -49,7 +49,10 @@ fake-*)
   FAKE_GPU_MEMORY=${FAKE_GPU_MEMORY:-68719476736}
   # the fuzz driver's share here: 200,000 operations (1,000,000 on HOST)
   HIPPO_FUZZ_OPS=${HIPPO_FUZZ_OPS:-200000}
-  export FAKE_GPU_MEMORY HIPPO_FUZZ_OPS ;;
+  # a virtual-memory granularity of 64 KiB (as ROCm releases that report
+  # less than 2 MiB), the granule test-virtual's scripted figures use
+  FAKE_GPU_VM_GRANULARITY=${FAKE_GPU_VM_GRANULARITY:-65536}
+  export FAKE_GPU_MEMORY HIPPO_FUZZ_OPS FAKE_GPU_VM_GRANULARITY ;;
 esac
 
 # Is there a GPU?  hippo-info answers for the backend HIP.

@@ -221,8 +221,8 @@ START_TEST(fault_injection) {
   CK_CORE_OK(be->ops->page_free(be, a, 4 * KiB));
   ck_assert_uint_eq(counters_of(be).pages_held, 1);
 
-  CK_CORE_FAILS(be->ops->emu_inject_fault(be, 7, 1, HIPPO_BACKEND_ERROR),
-                HIPPO_INVALID_ARGUMENT, "call kind 7");
+  CK_CORE_FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1, HIPPO_BACKEND_ERROR),
+                HIPPO_INVALID_ARGUMENT, "call kind 9");
   CK_CORE_FAILS(
       be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_SUCCESS),
       HIPPO_INVALID_ARGUMENT, "not a failure status");

@@ -74,9 +74,16 @@
  *                     changed, and it is retired again
  *   stream_attach, capture_announce
  *                     CAPTURE_QUERY: the status, nothing changed
- *   stream_detach     FREE: the status, the stream still attached with its
- *                     reservations released; EVENT, CAPTURE_QUERY: the
- *                     status, nothing released
+ *   stream_detach     FREE, VM_UNMAP: the status, the stream still
+ *                     attached with its reservations released; EVENT,
+ *                     CAPTURE_QUERY: the status, nothing released;
+ *                     VM_RANGE (its range going back): absorbed
+ *   reserve (VIRTUAL) VM_RANGE (its range, at the pool's first), VM_MAP:
+ *                     the status, no handle, no granule kept
+ *   cleanup, relocate VM_UNMAP: the status; the granule stays idle for
+ *                     the next one
+ *   graph_retire      VM_RANGE, VM_UNMAP (a retained stream's VIRTUAL
+ *                     pool going): absorbed
  *
  * make check logs a line per campaign to tests/test-faults.log (its faults,
  * how many failed a step, were absorbed, or met the test's own resolves)
@@ -108,7 +115,8 @@ enum { A, B, C, NS }; /* the streams; C asks the driver (QUERY) */
 #define CAPACITY (256 * MiB)
 
 static const char *const kind_names[HIPPO_CALL_KINDS] = {
-    "ALLOC", "FREE", "COPY", "SYNC", "EVENT", "CAPTURE_QUERY"};
+    "ALLOC", "FREE",          "COPY",     "SYNC",  "EVENT",
+    "CAPTURE_QUERY", "VM_RANGE", "VM_MAP", "VM_UNMAP"};
 
 /* A reservation the test holds. */
 typedef struct live {
@@ -153,7 +161,8 @@ typedef struct world {
 #define MAX_NAMES 48
 #define COLUMNS (HIPPO_CALL_KINDS + 1) /* the kinds, then ALLOC's OOM */
 static const char *const column_names[COLUMNS] = {
-    "ALLOC", "FREE", "COPY", "SYNC", "EVENT", "CAPTURE_QUERY", "ALLOC(OOM)"};
+    "ALLOC",    "FREE",   "COPY",     "SYNC",      "EVENT",
+    "CAPTURE_QUERY", "VM_RANGE", "VM_MAP", "VM_UNMAP", "ALLOC(OOM)"};
 static struct {
   const char *name;
   uint32_t failed[COLUMNS];   /* bit per status returned */
@@ -566,8 +575,8 @@ static void detach_at(world *w, int s, int line) {
     if (step_end(w, api->stream_detach(w->s[s]), HIPPO_SUCCESS))
       break;
     ck_assert_int_eq(tries, 0);
-    if (w->kind == HIPPO_CALL_FREE)
-      drop_stream(w, s);
+    if (w->kind == HIPPO_CALL_FREE || w->kind == HIPPO_CALL_VM_UNMAP)
+      drop_stream(w, s); /* released, then a page or granule stayed */
   }
   drop_stream(w, s);
   w->att[s] = false;
@@ -630,6 +639,20 @@ static hippo_layout *first_layout(tu_layout *l) {
   return &l->layout;
 }
 
+/* The second layout: one VIRTUAL pool, granules of 64 KiB (or the
+ * driver's granularity, if larger: 2 MiB on the stand-ins) in a range of
+ * 32 MiB per stream, so its reservations map, share and give back
+ * granules. */
+static hippo_layout *second_layout(tu_layout *l, const world *w) {
+  uint64_t gran = tu_info(w->api, w->dev).vm_granularity;
+  hippo_pool_options *o;
+  tu_layout_init(l);
+  o = tu_layout_add(l, HIPPO_POOL_VIRTUAL);
+  o->granule = gran > 64 * KiB ? gran : 64 * KiB;
+  o->range_size = 32 * MiB;
+  return &l->layout;
+}
+
 /* Runs the scenario with the fault (kind, nth, status) armed from the
  * start (nth 0: none); w gets the run's figures.  Its steps, in order:
  *  1. attach A, B, C; C asks the driver about captures (QUERY);
@@ -648,17 +671,20 @@ static hippo_layout *first_layout(tu_layout *l) {
  *     refused, A reserving meanwhile;
  *  7. C asks the driver again; pools_install refused while live; every
  *     dynamic reservation released, the graph retired, install accepted
- *     (ADAPTIVE), giving the old pools' pages back;
- *  8. the new layout serves; uses across A and B left live; a second
- *     capture holds a slice of C, which detaches (retained); C asks the
- *     driver again; a persistent page emptied, cleanup; A and B detach
- *     with their uses; the graph retired; cleanup; no page left. */
+ *     (one VIRTUAL pool), giving the old pools' pages back;
+ *  8. the new layout serves (each stream reserves its range, granules are
+ *     mapped); uses across A and B left live; a second capture holds a
+ *     slice of C, which detaches (retained); C asks the driver again; B's
+ *     idle granules go back by cleanup and by relocate; a persistent page
+ *     emptied, cleanup; A and B detach with their uses (their granules
+ *     and ranges go back); the graph retired; cleanup; no page, granule
+ *     or range left. */
 static void scenario(world *w, hippo_call_kind kind, uint64_t nth,
                      hippo_status fault) {
   const hippo_api *api = tu_api();
   tu_layout l1, l2;
   int a1, a2, a3, a4, a5, a7, b1, b2, b3, b4, b5, b6, b7, e1;
-  int c1, c2, c3, c4, cw, n1, n2, n3;
+  int c1, c2, c3, c4, cw, n1, n2, n3, v1;
   uint64_t id1 = 0, id2 = 0;
 
   memset(w, 0, sizeof *w);
@@ -667,7 +693,7 @@ static void scenario(world *w, hippo_call_kind kind, uint64_t nth,
   w->nth = nth;
   w->fault = fault;
   w->step = "device_open";
-  w->scratch_size = MiB;
+  w->scratch_size = 4 * MiB;
   w->scratch = malloc(w->scratch_size);
   ck_assert_ptr_nonnull(w->scratch);
   w->dev = tu_open(api, HIPPO_BACKEND_HOST, CAPACITY, first_layout(&l1));
@@ -741,7 +767,7 @@ static void scenario(world *w, hippo_call_kind kind, uint64_t nth,
   ANNOUNCE(C, HIPPO_CAPTURE_QUERY); /* C asks the driver again */
 
   /* 7. */
-  INSTALL(tu_layout_preset(&l2, HIPPO_PRESET_ADAPTIVE));
+  INSTALL(second_layout(&l2, w));
   RELEASE(a3);
   RELEASE(a4);
   RELEASE(a5);
@@ -776,6 +802,12 @@ static void scenario(world *w, hippo_call_kind kind, uint64_t nth,
   CK_OK(api, tu_emu(api)->capture_end(w->dev, w->nat[C]));
   ANNOUNCE(C, HIPPO_CAPTURE_ENDED);
   ANNOUNCE(C, HIPPO_CAPTURE_QUERY); /* the detaches ask the driver */
+  v1 = RESERVE_AS("reserve (granules)", B, 3 * MiB); /* new granules */
+  RELEASE(v1);
+  CLEANUP(B, HIPPO_SUCCESS); /* they go back */
+  v1 = RESERVE_AS("reserve (granules)", B, 2 * MiB);
+  RELEASE(v1);
+  RELOCATE(B); /* moves nothing; its idle granules go back */
   DETACH(A); /* drops the persistent, zero-size and n1 reservations */
   DETACH(C); /* its captured slice stays, retained by the device */
   RELEASE(reserve_at(w, "reserve (persistent)", B, 8 * KiB,
@@ -789,11 +821,14 @@ static void scenario(world *w, hippo_call_kind kind, uint64_t nth,
   {
     hippo_emu_counters c = counters(w);
     hippo_usage u = tu_usage(api, w->dev, NULL);
-    ck_assert_msg(c.pages_held == 0 && c.bytes_held == 0,
-                  "the backend holds %" PRIu64 " pages of %" PRIu64
-                  " B before device_close (the device counts %" PRIu64
-                  " pages of %" PRIu64 " B; fault %s #%" PRIu64 ")",
-                  c.pages_held, c.bytes_held, u.pages, u.bytes_reserved,
+    ck_assert_msg(c.pages_held == 0 && c.bytes_held == 0 &&
+                      c.granules_mapped == 0 && c.ranges_held == 0,
+                  "the backend holds %" PRIu64 " pages, %" PRIu64
+                  " granules mapped and %" PRIu64 " ranges, %" PRIu64
+                  " B in all, before device_close (the device counts %"
+                  PRIu64 " pages of %" PRIu64 " B; fault %s #%" PRIu64 ")",
+                  c.pages_held, c.granules_mapped, c.ranges_held,
+                  c.bytes_held, u.pages, u.bytes_reserved,
                   kind_names[kind], nth);
     ck_assert_uint_eq(u.pages, 0);
     ck_assert_uint_eq(u.bytes_reserved, 0);
@@ -884,6 +919,17 @@ static const struct {
      * (the page waits); and most land on the verification's resolves
      * (of C's reservations on HOST, of every stream's on HIP). */
     {HIPPO_CALL_CAPTURE_QUERY, HIPPO_BACKEND_ERROR, SOME, SOME, SOME},
+    /* a VIRTUAL pool's first reservation reserves its range and fails
+     * with it; giving the range back when the pool goes (stream_detach,
+     * graph_retire of a retained stream) tries twice: absorbed. */
+    {HIPPO_CALL_VM_RANGE, HIPPO_BACKEND_ERROR, SOME, SOME, NONE},
+    /* a reservation whose granules are not all mapped fails with it, the
+     * granules this call mapped given back; nothing else maps. */
+    {HIPPO_CALL_VM_MAP, HIPPO_BACKEND_ERROR, SOME, NONE, NONE},
+    /* cleanup, relocate and stream_detach fail with it (the granule stays
+     * mapped and idle for the next one); a retained stream's pool going
+     * at graph_retire tries twice: absorbed. */
+    {HIPPO_CALL_VM_UNMAP, HIPPO_BACKEND_ERROR, SOME, SOME, NONE},
 };
 #define N_CAMPAIGNS (int)(sizeof campaigns / sizeof campaigns[0])
 

@@ -65,10 +65,11 @@ static void report(const char *what, const hfz_stats *s) {
   printf("test-fuzz: %s: %" PRIu64 " operations in %" PRIu64
          " device lives, %" PRIu64 " ABI calls (%" PRIu64 " answered a "
          "failure), %" PRIu64 " faults armed, %" PRIu64 " fired, %" PRIu64
-         " captures, %" PRIu64 " MiB of patterns read back\n  by "
-         "operation:",
+         " captures, %" PRIu64 " MiB of patterns read back, %" PRIu64
+         " granules mapped\n  by operation:",
          what, s->ops, s->inputs, s->calls, s->failed_calls, s->faults_armed,
-         s->faults_fired, s->captures, s->bytes_checked >> 20);
+         s->faults_fired, s->captures, s->bytes_checked >> 20,
+         s->granules_mapped);
   for (int op = 0; op < HFZ_OPS; op++)
     printf(" %s %" PRIu64, hfz_op_name(op), s->by_op[op]);
   printf("\n");
@@ -93,6 +94,7 @@ START_TEST(test_fuzz_seeds) {
   ck_assert_uint_ge(stats.ops, total - total / SEEDS);
   ck_assert_uint_gt(stats.faults_fired, 0);
   ck_assert_uint_gt(stats.captures, 0);
+  ck_assert_uint_gt(stats.granules_mapped, 0); /* VIRTUAL pools served */
 }
 END_TEST
 

@@ -1296,7 +1296,7 @@ START_TEST(test_absurd_layouts) {
   CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_INVALID_ARGUMENT,
                     "layout.pools is NULL");
   {
-    const hippo_pool_kind kinds[] = {0, HIPPO_POOL_PERSISTENT, 6, 99,
+    const hippo_pool_kind kinds[] = {0, HIPPO_POOL_PERSISTENT, 7, 99,
                                      UINT32_MAX};
     for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
       tu_layout_init(&l);
@@ -1305,7 +1305,7 @@ START_TEST(test_absurd_layouts) {
     }
   }
   {
-    const hippo_preset presets[] = {4, 99, UINT32_MAX};
+    const hippo_preset presets[] = {5, 99, UINT32_MAX};
     for (size_t i = 0; i < sizeof presets / sizeof presets[0]; i++) {
       tu_layout_preset(&l, presets[i]);
       CK_LAYOUT_REFUSED(&v, &l.layout, HIPPO_POOL_CONFIG, "is not a preset");
@@ -1534,7 +1534,7 @@ START_TEST(test_emu_fault_values) {
   CK_REFUSED(api,
              tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_KINDS, 1,
                                        HIPPO_OUT_OF_MEMORY),
-             HIPPO_INVALID_ARGUMENT, "call kind 6");
+             HIPPO_INVALID_ARGUMENT, "call kind 9");
   CK_REFUSED(
       api, tu_emu(api)->inject_fault(v.dev, UINT32_MAX, 1, HIPPO_OUT_OF_MEMORY),
       HIPPO_INVALID_ARGUMENT, "call kind");
@@ -1615,7 +1615,7 @@ START_TEST(test_unknown_values) {
   CK_OK(api, api->capture_announce(v.s, HIPPO_CAPTURE_ENDED)); /* true */
   CK_OK(api, api->capture_announce(v.s, HIPPO_CAPTURE_QUERY));
   {
-    const hippo_relocate_reason bad[] = {HIPPO_RELOCATE_SPARSE + 1, 100,
+    const hippo_relocate_reason bad[] = {HIPPO_RELOCATE_UNMAP + 1, 100,
                                          UINT32_MAX};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
       memset(&rep, CANARY, sizeof rep);

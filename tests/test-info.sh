@@ -215,6 +215,41 @@ else
   skip "$name: FAKE_HIP_LIB names no built library"
 fi
 
+# ---- the VIRTUAL preset: one VIRTUAL pool (DRY has virtual memory) --------
+name="--backend dry --capacity 16G --layout virtual"
+info --backend dry --capacity 16G --layout virtual
+expect_status "$name" 0
+expect_line "$name" "virtual memory: yes, granularity 4096"
+expect_line "$name" "preset: virtual"
+expect_pools "$name" <<'ROWS'
+0 PERSISTENT - - - never
+1 VIRTUAL - 16 GiB - never
+
+(VIRTUAL pool 1: a range of 16 GiB per stream, granules of 2 MiB, idle granules wanted back at 64 MiB (the default))
+ROWS
+
+# ---- a stand-in without virtual memory: the preset falls back, and says so -
+name="fake HIP, FAKE_GPU_NO_VMM=1, --layout virtual"
+if have_fake FAKE_HIP_LIB; then
+  HIPPO_GPU_RUNTIME=hip HIPPO_HIP_LIBRARY=$FAKE_HIP_LIB FAKE_GPU_NO_VMM=1 \
+    FAKE_GPU_MEMORY=1073741824 info --backend hip --layout virtual
+  expect_status "$name" 0
+  expect_line "$name" "virtual memory: no (VIRTUAL pools unavailable)"
+  expect_line "$name" "preset: adaptive"
+  if grep -q '^chosen because: the VIRTUAL preset needs virtual memory.*ADAPTIVE serves instead' "$out"; then
+    pass "$name: the note says ADAPTIVE serves instead"
+  else fail "$name: no note that ADAPTIVE serves instead"; fi
+  name="fake HIP, FAKE_GPU_NO_VMM=1, --layout virtual:range=64M"
+  HIPPO_GPU_RUNTIME=hip HIPPO_HIP_LIBRARY=$FAKE_HIP_LIB FAKE_GPU_NO_VMM=1 \
+    FAKE_GPU_MEMORY=1073741824 info --backend hip --layout virtual:range=64M
+  expect_status "$name" 1
+  if grep -q 'HIPPO_UNSUPPORTED' "$err" && grep -q 'no virtual memory' "$err"; then
+    pass "$name: refused, HIPPO_UNSUPPORTED, no virtual memory"
+  else fail "$name: not refused with HIPPO_UNSUPPORTED naming no virtual memory"; fi
+else
+  skip "$name: FAKE_HIP_LIB names no built library"
+fi
+
 # ---- no GPU: --backend hip says why; AUTO falls back to HOST and says why ---
 name="FAKE_GPU_FAIL=nodevice"
 if have_fake FAKE_HIP_LIB && have_fake FAKE_CUDA_LIB; then
@@ -279,7 +314,7 @@ expect_first_err "--backend gpu" \
 info --layout round_robin
 expect_status "--layout round_robin" 2
 expect_first_err "--layout round_robin" \
-  "hippo-info: --layout: layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, exclusive_pages) nor a pool kind (sliced, exclusive, direct, arena); in 'round_robin'"
+  "hippo-info: --layout: layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, exclusive_pages, virtual) nor a pool kind (sliced, exclusive, direct, arena, virtual); in 'round_robin'"
 info --capacity 12X
 expect_status "--capacity 12X" 2
 expect_first_err "--capacity 12X" \

@@ -172,7 +172,7 @@ for tool in info replay; do
   check_bad "$tool --layout pages" $tool 'sliced:page=64M,slice=8M;sliced:pages=4M' \
     "--layout: layout spec: pool 2 (sliced): unknown key 'pages' (page, slice, cap, period)"
   check_bad "$tool --layout round_robin" $tool round_robin \
-    "layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, exclusive_pages) nor a pool kind (sliced, exclusive, direct, arena)"
+    "layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, exclusive_pages, virtual) nor a pool kind (sliced, exclusive, direct, arena, virtual)"
   check_bad "$tool --layout missing key" $tool 'exclusive:period=5' \
     "layout spec: pool 1 (exclusive): key 'max' is missing (exclusive needs max)"
   check_bad "$tool --layout bad size" $tool 'sliced:page=4Q,slice=1M' \

@@ -225,19 +225,21 @@ static const struct {
   const char *why;
 } errors[] = {
     {"",
-     "layout spec: empty (expected a preset, adaptive, sub_slices or "
-     "exclusive_pages, or pools such as "
+     "layout spec: empty (expected a preset, adaptive, sub_slices, "
+     "exclusive_pages or virtual, or pools such as "
      "sliced:page=4M,slice=1M;exclusive:max=1G)"},
     {" \t ",
-     "layout spec: empty (expected a preset, adaptive, sub_slices or "
-     "exclusive_pages, or pools such as "
+     "layout spec: empty (expected a preset, adaptive, sub_slices, "
+     "exclusive_pages or virtual, or pools such as "
      "sliced:page=4M,slice=1M;exclusive:max=1G)"},
     {"round_robin",
      "layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, "
-     "exclusive_pages) nor a pool kind (sliced, exclusive, direct, arena)"},
+     "exclusive_pages, virtual) nor a pool kind (sliced, exclusive, direct, "
+     "arena, virtual)"},
     {"Adaptive",
      "layout spec: 'Adaptive' is neither a preset (adaptive, sub_slices, "
-     "exclusive_pages) nor a pool kind (sliced, exclusive, direct, arena)"},
+     "exclusive_pages, virtual) nor a pool kind (sliced, exclusive, direct, "
+     "arena, virtual)"},
     {"sliced:page=64M,slice=8M;sliced:pages=4M",
      "layout spec: pool 2 (sliced): unknown key 'pages' (page, slice, cap, "
      "period)"},
@@ -252,13 +254,13 @@ static const struct {
      "layout spec: pool 1 (direct): unknown key '' (reclaim, period)"},
     {"sliced:page=4M,slice=1M;",
      "layout spec: pool 2: empty (expected KIND[:KEY=VALUE,...]; kinds "
-     "sliced, exclusive, direct, arena)"},
+     "sliced, exclusive, direct, arena, virtual)"},
     {";direct",
      "layout spec: pool 1: empty (expected KIND[:KEY=VALUE,...]; kinds "
-     "sliced, exclusive, direct, arena)"},
+     "sliced, exclusive, direct, arena, virtual)"},
     {"direct; ;direct",
      "layout spec: pool 2: empty (expected KIND[:KEY=VALUE,...]; kinds "
-     "sliced, exclusive, direct, arena)"},
+     "sliced, exclusive, direct, arena, virtual)"},
     {"adaptive;direct",
      "layout spec: pool 1: 'adaptive' is a preset; a preset stands alone, "
      "without keys or other pools"},
@@ -267,13 +269,13 @@ static const struct {
      "without keys or other pools"},
     {"direct;pool:page=4M",
      "layout spec: pool 2: unknown kind 'pool' (sliced, exclusive, direct, "
-     "arena)"},
+     "arena, virtual)"},
     {":page=4M",
      "layout spec: pool 1: unknown kind '' (sliced, exclusive, direct, "
-     "arena)"},
+     "arena, virtual)"},
     {"Sliced:page=4M,slice=1M",
      "layout spec: pool 1: unknown kind 'Sliced' (sliced, exclusive, direct, "
-     "arena)"},
+     "arena, virtual)"},
     {"sliced:",
      "layout spec: pool 1 (sliced): option 1 is empty (expected KEY=VALUE; "
      "keys page, slice, cap, period)"},

@@ -107,8 +107,8 @@ END_TEST
 
 START_TEST(test_bad_preset) {
   tu_layout l;
-  tu_layout_preset(&l, 4);
-  CK_CONFIG_REFUSED(&l, "preset 4");
+  tu_layout_preset(&l, 5);
+  CK_CONFIG_REFUSED(&l, "preset 5");
   tu_layout_preset(&l, 99);
   CK_CONFIG_REFUSED(&l, "preset 99");
 }
@@ -248,8 +248,8 @@ START_TEST(test_arena_fields) {
   o->reclaim_at = 1;
   CK_CONFIG_REFUSED(&l, "layout pool 1", "ARENA", "reclaim_at");
   o->reclaim_at = 0;
-  o->kind = 6;
-  CK_CONFIG_REFUSED(&l, "layout pool 1", "kind", "6", "_ARENA");
+  o->kind = 7;
+  CK_CONFIG_REFUSED(&l, "layout pool 1", "kind", "7", "_VIRTUAL");
 }
 END_TEST
 

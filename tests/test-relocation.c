@@ -1034,8 +1034,8 @@ START_TEST(test_relocation_arguments) {
   hippo_relocation_need need;
 
   ck_assert(HIPPO_API_HAS(api, relocation_failure));
-  CK_STATUS(api, api->relocate_with(dev, s, 6, NULL), HIPPO_INVALID_ARGUMENT);
-  CK_ERROR_HAS(api, "reason 6");
+  CK_STATUS(api, api->relocate_with(dev, s, 7, NULL), HIPPO_INVALID_ARGUMENT);
+  CK_ERROR_HAS(api, "reason 7");
   CK_STATUS(api, api->relocate_with(dev, so, HIPPO_RELOCATE_EXPLICIT, NULL),
             HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "another device");

@@ -414,7 +414,7 @@ expect_first_err "--backend gpu" \
 replay --layout round_robin "$train"
 expect_status "--layout round_robin" 2
 expect_first_err "--layout round_robin" \
-  "hippo-replay: --layout: layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, exclusive_pages) nor a pool kind (sliced, exclusive, direct, arena); in 'round_robin'"
+  "hippo-replay: --layout: layout spec: 'round_robin' is neither a preset (adaptive, sub_slices, exclusive_pages, virtual) nor a pool kind (sliced, exclusive, direct, arena, virtual); in 'round_robin'"
 replay --capacity 12X "$train"
 expect_status "--capacity 12X" 2
 expect_first_err "--capacity 12X" \

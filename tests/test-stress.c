@@ -1038,13 +1038,17 @@ END_TEST
  * in common (the natives lock), or the message reads a freed array
  * (ThreadSanitizer reports the race; AddressSanitizer a use after free
  * where the timing hits it).  Each round opens a fresh DRY device, so the
- * list grows again and again (8, 16, ..., 256 streams): OOM_WORKERS
- * threads fill their streams' pages to the device's end and keep asking
+ * list grows again and again (8, 16, ..., 256 streams; under valgrind or
+ * ThreadSanitizer, which run one thread at a time, OOM_ROUNDS_SLOW rounds
+ * up to 64 streams: valgrind took 49 minutes over the full count on a
+ * 2-core machine): OOM_WORKERS threads fill their streams' pages to the device's end and keep asking
  * for more (every answer HIPPO_OUT_OF_MEMORY, every message read), while
  * one thread attaches OOM_STREAMS streams and detaches them. */
 #define OOM_WORKERS 3
 #define OOM_ROUNDS 12
 #define OOM_STREAMS 200
+#define OOM_ROUNDS_SLOW 2
+#define OOM_STREAMS_SLOW 40
 #define OOM_PAGE (TU_MiB)
 
 typedef struct oom_worker {
@@ -1089,8 +1093,11 @@ START_TEST(test_attach_beside_out_of_memory) {
   const hippo_api *api = tu_api();
   static void *natives[OOM_STREAMS];
   static hippo_stream *streams[OOM_STREAMS];
+  bool slow = getenv("HIPPO_VALGRIND") || UNDER_TSAN;
+  int rounds = slow ? OOM_ROUNDS_SLOW : OOM_ROUNDS;
+  int nstreams = slow ? OOM_STREAMS_SLOW : OOM_STREAMS;
   uint64_t failed = 0;
-  for (int round = 0; round < OOM_ROUNDS; round++) {
+  for (int round = 0; round < rounds; round++) {
     tu_layout l;
     hippo_device *dev;
     oom_worker w[OOM_WORKERS];
@@ -1108,11 +1115,11 @@ START_TEST(test_attach_beside_out_of_memory) {
       ck_assert_int_eq(
           pthread_create(&th[i], NULL, reserve_past_the_end, &w[i]), 0);
     }
-    for (int i = 0; i < OOM_STREAMS; i++) {
+    for (int i = 0; i < nstreams; i++) {
       CK_OK(api, tu_emu(api)->stream_create(dev, &natives[i]));
       CK_OK(api, api->stream_attach(dev, natives[i], &streams[i]));
     }
-    for (int i = OOM_STREAMS; i-- > 0;)
+    for (int i = nstreams; i-- > 0;)
       tu_detach(api, dev, streams[i], natives[i]);
     atomic_store(&stop, true);
     for (int i = 0; i < OOM_WORKERS; i++) {
@@ -1127,7 +1134,7 @@ START_TEST(test_attach_beside_out_of_memory) {
     CK_OK(api, api->device_close(dev));
   }
   /* the messages were read beside the attaches, many times */
-  ck_assert_uint_gt(failed, OOM_ROUNDS);
+  ck_assert_uint_gt(failed, (uint64_t)rounds);
 }
 END_TEST
 

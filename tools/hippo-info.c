@@ -2,7 +2,7 @@
  *
  *   hippo-info [--plugin PATH] [--backend auto|host|dry|hip]
  *              [--capacity BYTES]
- *              [--layout adaptive|sub_slices|exclusive_pages|SPEC]
+ *              [--layout PRESET|SPEC]
  *
  * Loads the plugin, opens a device (default AUTO: HIP when a GPU runtime
  * sees a device, else HOST; --capacity sizes a HOST or DRY device and is a
@@ -45,7 +45,7 @@ enum { EXIT_OK = 0, EXIT_FAIL = 1, EXIT_USAGE = 2 };
 static const char *const prog = "hippo-info";
 static const char *const usage_line =
     "usage: hippo-info [--plugin PATH] [--backend auto|host|dry|hip] "
-    "[--capacity BYTES] [--layout adaptive|sub_slices|exclusive_pages|SPEC]";
+    "[--capacity BYTES] [--layout PRESET|SPEC]";
 
 static void print_help(void) {
   printf("%s\n\n", usage_line);
@@ -216,8 +216,8 @@ static bool changed(const hippo_pool_options *want,
     char ta[32], tb[32];
     memcpy(&a, (const char *)want + fields[k].at, sizeof a);
     memcpy(&b, (const char *)got + fields[k].at, sizeof b);
-    if (a == b)
-      continue;
+    if (a == b || (a == 0 && want->kind == HIPPO_POOL_VIRTUAL))
+      continue; /* a VIRTUAL pool's 0 asks for the default */
     snprintf(note, cap,
              "note: pool %" PRIu32 ": %s %s asked, %s in force (the pool's "
              "rules fit it to the device and the cap: hippo(3))",
@@ -278,12 +278,25 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
       return false;
     sliced = r.kind == HIPPO_POOL_SLICED || r.kind == HIPPO_POOL_ARENA;
     exclusive = r.kind == HIPPO_POOL_EXCLUSIVE;
+    if (r.kind == HIPPO_POOL_VIRTUAL && noted < POOL_ROWS) {
+      char range[32], granule[32], thr[32];
+      snprintf(notes[noted++], sizeof notes[0],
+               "(VIRTUAL pool %" PRIu32 ": a range of %s per stream, "
+               "granules of %s, idle granules wanted back at %s)",
+               i, size_text(po->range_size, range, sizeof range),
+               size_text(po->granule, granule, sizeof granule),
+               po->unmap_threshold == UINT64_MAX ? "never"
+               : po->unmap_threshold
+                   ? size_text(po->unmap_threshold, thr, sizeof thr)
+                   : "64 MiB (the default)");
+    }
     arenas += r.kind == HIPPO_POOL_ARENA;
     snprintf(c[0], sizeof c[0], "%" PRIu32, i);
     snprintf(c[1], sizeof c[1], "%s", tool_pool_kind_name(r.kind));
     cell_set(c[2], field_text(sliced, po->page_size, "0", text, sizeof text));
-    cell_set(c[3], sliced ? field_text(true, po->max_slice_size, "0", text,
-                                       sizeof text)
+    cell_set(c[3], sliced || r.kind == HIPPO_POOL_VIRTUAL
+                        ? field_text(true, po->max_slice_size, "0", text,
+                                     sizeof text)
                           : field_text(exclusive, po->max_alloc_size, "0",
                                        text, sizeof text));
     cell_set(c[4],
@@ -373,6 +386,11 @@ int main(int argc, char **argv) {
   printf("free memory: %" PRIu64 " (%s)\n", info.free_memory,
          size_text(info.free_memory, free_mem, sizeof free_mem));
   printf("alignment: %" PRIu64 "\n", info.alignment);
+  if (info.vm_granularity)
+    printf("virtual memory: yes, granularity %" PRIu64 "\n",
+           info.vm_granularity);
+  else
+    printf("virtual memory: no (VIRTUAL pools unavailable)\n");
   printf("preset: %s\n", tool_preset_name(info.preset));
   if (info.preset == HIPPO_PRESET_CUSTOM)
     printf("layout: %s\n", o.layout.text);

@@ -2,7 +2,7 @@
  *
  *   hippo-replay [--plugin PATH] [--backend auto|host|dry|hip]
  *                [--capacity BYTES]
- *                [--layout sub_slices|exclusive_pages|adaptive|SPEC]
+ *                [--layout PRESET|SPEC]
  *                [--relocate never|wanted|explicit-every=N] [--json FILE]
  *                [--svg FILE] [--check] [--strict] [--lenient] [--quiet]
  *                TRACE.csv
@@ -99,7 +99,7 @@ enum exit_code {
 
 static const char *const usage_line =
     "usage: hippo-replay [--plugin PATH] [--backend auto|host|dry|hip] "
-    "[--capacity BYTES] [--layout sub_slices|exclusive_pages|adaptive|SPEC] "
+    "[--capacity BYTES] [--layout PRESET|SPEC] "
     "[--relocate never|wanted|explicit-every=N] [--json FILE] [--svg FILE] "
     "[--check] [--strict] [--lenient] [--quiet] TRACE.csv";
 
@@ -616,6 +616,16 @@ static int replay(struct session *s, const struct options *o,
   return rc;
 }
 
+/* The calls that take or give back device memory (page allocations and
+ * frees, granules mapped and unmapped, virtual ranges) per 1,000 events
+ * of the trace. */
+static double calls_per_1000(const hippo_emu_counters *c, size_t events) {
+  uint64_t n = c->calls[HIPPO_CALL_ALLOC] + c->calls[HIPPO_CALL_FREE] +
+               c->calls[HIPPO_CALL_VM_MAP] + c->calls[HIPPO_CALL_VM_UNMAP] +
+               c->calls[HIPPO_CALL_VM_RANGE];
+  return events ? (double)n * 1000.0 / (double)events : 0.0;
+}
+
 /* Releases what is still live, detaches, closes, unloads.
  * EXIT_OK or EXIT_HIPPO (messages printed). */
 static int session_close(struct session *s, const struct trace *t) {
@@ -743,8 +753,18 @@ static void print_summary(FILE *out, const struct session *s,
     fprintf(out, "driver allocations: %" PRIu64 "\n",
             c->calls[HIPPO_CALL_ALLOC]);
     fprintf(out, "driver frees: %" PRIu64 "\n", c->calls[HIPPO_CALL_FREE]);
+    fprintf(out, "granules mapped: %" PRIu64 "\n",
+            c->calls[HIPPO_CALL_VM_MAP]);
+    fprintf(out, "granules unmapped: %" PRIu64 "\n",
+            c->calls[HIPPO_CALL_VM_UNMAP]);
+    fprintf(out, "peak mapped bytes: %" PRIu64 "\n", c->peak_bytes_mapped);
+    fprintf(out, "driver calls per 1000 events: %.1f\n",
+            calls_per_1000(c, t->count));
   } else {
-    fprintf(out, "driver allocations: n/a\ndriver frees: n/a\n");
+    fprintf(out, "driver allocations: n/a\ndriver frees: n/a\n"
+                 "granules mapped: n/a\ngranules unmapped: n/a\n"
+                 "peak mapped bytes: n/a\n"
+                 "driver calls per 1000 events: n/a\n");
   }
   fprintf(out, "relocation policy: %s\n", policy_name(o));
   if (have_usage) {
@@ -830,8 +850,19 @@ static void write_json(FILE *f, const struct session *s,
             c->calls[HIPPO_CALL_ALLOC]);
     fprintf(f, "  \"driver_frees\": %" PRIu64 ",\n",
             c->calls[HIPPO_CALL_FREE]);
+    fprintf(f, "  \"driver_maps\": %" PRIu64 ",\n",
+            c->calls[HIPPO_CALL_VM_MAP]);
+    fprintf(f, "  \"driver_unmaps\": %" PRIu64 ",\n",
+            c->calls[HIPPO_CALL_VM_UNMAP]);
+    fprintf(f, "  \"peak_mapped_bytes\": %" PRIu64 ",\n",
+            c->peak_bytes_mapped);
+    fprintf(f, "  \"driver_calls_per_1000_events\": %.1f,\n",
+            calls_per_1000(c, t->count));
   } else {
-    fprintf(f, "  \"driver_allocs\": null,\n  \"driver_frees\": null,\n");
+    fprintf(f, "  \"driver_allocs\": null,\n  \"driver_frees\": null,\n"
+               "  \"driver_maps\": null,\n  \"driver_unmaps\": null,\n"
+               "  \"peak_mapped_bytes\": null,\n"
+               "  \"driver_calls_per_1000_events\": null,\n");
   }
   fprintf(f, "  \"relocated_bytes\": %" PRIu64 ",\n", u->bytes_relocated);
   fprintf(f, "  \"relocated_slices\": %" PRIu64 ",\n", u->slices_relocated);

@@ -212,6 +212,7 @@ static const struct name_value presets[] = {
     {"sub_slices", HIPPO_PRESET_SUB_SLICES},
     {"exclusive_pages", HIPPO_PRESET_EXCLUSIVE_PAGES},
     {"adaptive", HIPPO_PRESET_ADAPTIVE},
+    {"virtual", HIPPO_PRESET_VIRTUAL},
     {NULL, 0}};
 
 static const struct name_value pool_kinds[] = {
@@ -220,6 +221,7 @@ static const struct name_value pool_kinds[] = {
     {"DIRECT", HIPPO_POOL_DIRECT},
     {"PERSISTENT", HIPPO_POOL_PERSISTENT},
     {"ARENA", HIPPO_POOL_ARENA},
+    {"VIRTUAL", HIPPO_POOL_VIRTUAL},
     {NULL, 0}};
 
 static const char *name_of(const struct name_value *table, uint32_t value) {
@@ -257,10 +259,11 @@ bool tool_parse_preset(const char *name, hippo_preset *out) {
 
 /* A pool kind of the spec grammar and the keys it takes. */
 enum spec_key { KEY_PAGE, KEY_SLICE, KEY_CAP, KEY_MAX, KEY_RECLAIM,
-                KEY_PERIOD, KEY_COUNT };
+                KEY_PERIOD, KEY_RANGE, KEY_GRANULE, KEY_UNMAP, KEY_COUNT };
 
 static const char *const key_names[KEY_COUNT] = {
-    "page", "slice", "cap", "max", "reclaim", "period"};
+    "page", "slice", "cap", "max", "reclaim", "period", "range", "granule",
+    "unmap"};
 
 struct spec_kind {
   const char *name;
@@ -282,6 +285,9 @@ static const struct spec_kind spec_kinds[] = {
     {"arena", HIPPO_POOL_ARENA,
      BIT(KEY_PAGE) | BIT(KEY_SLICE) | BIT(KEY_CAP) | BIT(KEY_PERIOD),
      BIT(KEY_PAGE) | BIT(KEY_SLICE), "page, slice, cap, period"},
+    {"virtual", HIPPO_POOL_VIRTUAL,
+     BIT(KEY_SLICE) | BIT(KEY_RANGE) | BIT(KEY_GRANULE) | BIT(KEY_UNMAP), 0,
+     "slice, range, granule, unmap"},
     {NULL, 0, 0, 0, NULL}};
 
 #define SPEC_DEFAULT_PERIOD 10000u /* every preset pool's dealloc_period */
@@ -349,7 +355,7 @@ static bool parse_pool(struct piece text, unsigned index,
   if (text.n == 0)
     return spec_error(why, len,
                       "pool %u: empty (expected KIND[:KEY=VALUE,...]; kinds "
-                      "sliced, exclusive, direct, arena)",
+                      "sliced, exclusive, direct, arena, virtual)",
                       index);
   for (k = spec_kinds; k->name && !piece_is(kname, k->name); k++)
     ;
@@ -362,10 +368,11 @@ static bool parse_pool(struct piece text, unsigned index,
                         index, name);
     return spec_error(why, len,
                       "pool %u: unknown kind '%s' (sliced, exclusive, "
-                      "direct, arena)",
+                      "direct, arena, virtual)",
                       index, name);
   }
-  v[KEY_PERIOD] = SPEC_DEFAULT_PERIOD;
+  /* a VIRTUAL pool never deallocates at a tick: no period */
+  v[KEY_PERIOD] = k->kind == HIPPO_POOL_VIRTUAL ? 0 : SPEC_DEFAULT_PERIOD;
 
   /* The options: KEY=VALUE separated by ',' after the ':'. */
   if (colon) {
@@ -437,6 +444,9 @@ static bool parse_pool(struct piece text, unsigned index,
   o->max_alloc_size = v[KEY_MAX];
   o->reclaim_at = v[KEY_RECLAIM];
   o->dealloc_period = v[KEY_PERIOD];
+  o->range_size = v[KEY_RANGE];
+  o->granule = v[KEY_GRANULE];
+  o->unmap_threshold = v[KEY_UNMAP];
   return true;
 }
 
@@ -491,7 +501,8 @@ static void format_layout(const tool_layout *l, char *buf, size_t cap) {
     text_add(&t, "%s%s", i ? ";" : "", k->name);
     if (k->keys & BIT(KEY_PAGE))
       text_size(&t, &sep, "page", o->page_size);
-    if (k->keys & BIT(KEY_SLICE))
+    if ((k->keys & BIT(KEY_SLICE)) &&
+        (k->needs & BIT(KEY_SLICE) || o->max_slice_size))
       text_size(&t, &sep, "slice", o->max_slice_size);
     if (o->max_pool_size)
       text_size(&t, &sep, "cap", o->max_pool_size);
@@ -499,7 +510,14 @@ static void format_layout(const tool_layout *l, char *buf, size_t cap) {
       text_size(&t, &sep, "max", o->max_alloc_size);
     if (o->reclaim_at)
       text_size(&t, &sep, "reclaim", o->reclaim_at);
-    if (o->dealloc_period != SPEC_DEFAULT_PERIOD) {
+    if (o->range_size)
+      text_size(&t, &sep, "range", o->range_size);
+    if (o->granule)
+      text_size(&t, &sep, "granule", o->granule);
+    if (o->unmap_threshold)
+      text_size(&t, &sep, "unmap", o->unmap_threshold);
+    if (o->kind != HIPPO_POOL_VIRTUAL &&
+        o->dealloc_period != SPEC_DEFAULT_PERIOD) {
       text_add(&t, "%cperiod=%llu", sep,
                (unsigned long long)o->dealloc_period);
       sep = ',';
@@ -520,8 +538,8 @@ bool tool_parse_layout(const char *spec, tool_layout *out, char *why,
   all = piece_trim(spec ? spec : "", spec ? strlen(spec) : 0);
   if (all.n == 0)
     return spec_error(why, len,
-                      "empty (expected a preset, adaptive, sub_slices or "
-                      "exclusive_pages, or pools such as "
+                      "empty (expected a preset, adaptive, sub_slices, "
+                      "exclusive_pages or virtual, or pools such as "
                       "sliced:page=4M,slice=1M;exclusive:max=1G)");
   memset(&l, 0, sizeof l);
   l.layout.struct_size = sizeof l.layout;
@@ -540,8 +558,8 @@ bool tool_parse_layout(const char *spec, tool_layout *out, char *why,
         goto pools;
     return spec_error(why, len,
                       "'%s' is neither a preset (adaptive, sub_slices, "
-                      "exclusive_pages) nor a pool kind (sliced, exclusive, "
-                      "direct, arena)",
+                      "exclusive_pages, virtual) nor a pool kind (sliced, "
+                      "exclusive, direct, arena, virtual)",
                       word);
   }
 
@@ -628,11 +646,12 @@ void tool_device_options_help(void) {
          "                    K, M, G, T; 0 is the default, and another value\n"
          "                    must be at least the alignment\n"
          "  --layout LAYOUT   adaptive (default), sub_slices,\n"
-         "                    exclusive_pages, or pools such as\n"
+         "                    exclusive_pages, virtual, or pools such as\n"
          "                    'sliced:page=4M,slice=1M;exclusive:max=1G'\n"
          "                    (kinds sliced, arena: page, slice, cap, period;\n"
          "                    exclusive: max, period; direct: reclaim,\n"
-         "                    period)\n",
+         "                    period; virtual: slice, range, granule,\n"
+         "                    unmap)\n",
          tool_build_plugin, tool_installed_plugin);
 }
 

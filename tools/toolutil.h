@@ -78,18 +78,18 @@ void tool_make_printable(char *s);
 const char *tool_backend_name(hippo_backend b);
 bool tool_parse_backend(const char *name, hippo_backend *out);
 
-/* "adaptive", "sub_slices", "exclusive_pages" (and "custom" for names)
- * <-> HIPPO_PRESET_*; parse accepts only the three presets. */
+/* "adaptive", "sub_slices", "exclusive_pages", "virtual" (and "custom"
+ * for names) <-> HIPPO_PRESET_*; parse accepts only the four presets. */
 const char *tool_preset_name(hippo_preset p);
 bool tool_parse_preset(const char *name, hippo_preset *out);
 
 /* A layout from --layout: a preset name, or a compact spec of custom pools
- * (README, "Layout specs").  The grammar:
+ * (hippo-replay(1), "LAYOUT SPECS").  The grammar:
  *
  *   spec    = preset | pool { ";" pool }
- *   preset  = "adaptive" | "sub_slices" | "exclusive_pages"
+ *   preset  = "adaptive" | "sub_slices" | "exclusive_pages" | "virtual"
  *   pool    = kind [ ":" option { "," option } ]
- *   kind    = "sliced" | "exclusive" | "direct" | "arena"
+ *   kind    = "sliced" | "exclusive" | "direct" | "arena" | "virtual"
  *   option  = key "=" value
  *
  * Keys by kind (each at most once; field of hippo_pool_options):
@@ -97,11 +97,16 @@ bool tool_parse_preset(const char *name, hippo_preset *out);
  *                  (max_pool_size), period (dealloc_period)
  *   exclusive      max (max_alloc_size), period
  *   direct         reclaim (reclaim_at), period
- * page, slice, cap, max and reclaim are sizes (tool_parse_bytes: bytes, or
- * K, M, G, T binary suffixes); period is a count of reservations (plain
- * digits; 0 = never).  sliced and arena need page and slice, exclusive
- * needs max; cap and reclaim default to 0 (none) and period to 10000, as
- * in every preset pool.  Spaces and tabs around names and values are
+ *   virtual        slice (max_slice_size), range (range_size), granule,
+ *                  unmap (unmap_threshold)
+ * page, slice, cap, max, reclaim, range, granule and unmap are sizes
+ * (tool_parse_bytes: bytes, or K, M, G, T binary suffixes); period is a
+ * count of reservations (plain digits; 0 = never).  sliced and arena need
+ * page and slice, exclusive needs max; cap and reclaim default to 0 (none)
+ * and period to 10000, as in every preset pool; a virtual pool's keys
+ * default to 0, which the plugin resolves (the device's memory, the
+ * driver's granularity but at least 2 MiB, the default threshold), and it
+ * has no period.  Spaces and tabs around names and values are
  * ignored; names are lower case.  At most TOOL_LAYOUT_MAX_POOLS pools.
  *
  * The spec is checked for its form only: the plugin still validates the

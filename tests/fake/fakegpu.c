@@ -45,16 +45,59 @@
  *                       that fits in it (any thread's, any smaller size)
  *                       gets its address back, as a driver reuses address
  *                       space (default 0: freed to the host)
+ *   FAKE_GPU_VERSION    what RuntimeGetVersion answers (default 60000000
+ *                       for HIP, 13000 for CUDA); HIP below 50300000 reads
+ *                       hipMemAllocationProp in HIP 5.2's layout and has
+ *                       no attribute 89 (VirtualMemoryManagementSupported)
+ *
+ * Virtual memory, over host memory as hippo's HOST backend does it: HIP's
+ * hipMemAddressReserve, hipMemAddressFree, hipMemCreate, hipMemRelease,
+ * hipMemMap, hipMemSetAccess, hipMemUnmap, hipMemGetAllocationGranularity
+ * are exported by libfakehip.so; CUDA's are the driver's (cuMem*, with
+ * cuDeviceGet, cuDeviceGetAttribute, cuGetErrorName, cuGetErrorString),
+ * which libfakecudart.so does not export: they are reached only as
+ * hippo reaches the real driver's, through the runtime's
+ * cudaGetDriverEntryPointByVersion / cudaGetDriverEntryPoint.  A reserved
+ * range is a PROT_NONE mapping; an allocation (hipMemCreate) a memfd of
+ * its size, counted in the device's memory (FAKE_GPU_MEMORY); a map
+ * mmaps the memfd MAP_SHARED|MAP_FIXED at the address, inaccessible until
+ * SetAccess makes it read-write; an unmap puts a PROT_NONE mapping back;
+ * a release frees the allocation once unmapped (a mapped one is freed at
+ * its unmap, as CUDA documents).  hipMemUnmap first runs the device's
+ * queued work (HIP's synchronizes); cuMemUnmap does not, so a copy still
+ * queued on unmapped memory faults when its stream runs.  The calls check
+ * what a driver checks (sizes and offsets multiples of the granularity,
+ * whole mappings, the allocation properties' fields, the access
+ * descriptor), answering InvalidValue (1) otherwise.
+ *   FAKE_GPU_VM_GRANULARITY  the granularity (default 2 MiB)
+ *   FAKE_GPU_NO_VMM     1: no virtual memory (the support attribute answers
+ *                       0, every VMM call NotSupported, 801); "calls": the
+ *                       attribute says yes but the calls answer 801
+ *   FAKE_GPU_ENTRY      CUDA: "legacy" (cudaGetDriverEntryPointByVersion
+ *                       answers NotSupported, the older call serves) or
+ *                       "none" (neither finds a driver call)
+ *   FAKE_GPU_FAIL       also "vmreserve", "vmfree", "vmcreate", "vmmap",
+ *                       "vmaccess", "vmunmap", "vmrelease", "vmgranularity"
+ *                       (that call answers OutOfMemory for vmcreate and
+ *                       vmreserve, NotSupported for vmgranularity,
+ *                       InvalidValue for the others -- ROCm's spurious
+ *                       hipMemSetAccess answer), optionally ":N": the Nth
+ *                       such call since the variable last changed, and
+ *                       every one after it; several, comma-separated
+ *                       ("vmaccess:3,vmrelease")
  *
  * One mutex guards everything: it is a test double, not a fast one.
  */
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <time.h>
+#include <unistd.h>
 
 #if defined(FAKE_HIP)
 #define FN(x) hip##x
@@ -80,6 +123,7 @@
 
 enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NODEV = 100,
        E_BADDEV = 101, E_HANDLE = 400, E_NOT_READY = 600,
+       E_NOT_SUPPORTED = 801,
        E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901,
        E_CAPTURE_IMPLICIT = 906 };
 enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 };
@@ -173,6 +217,21 @@ static uint64_t env_u64(const char *name, uint64_t dflt) {
 
 static int devices(void) {
   return (int)env_u64("FAKE_GPU_DEVICES", 1);
+}
+
+static int version(void) {
+  return (int)env_u64("FAKE_GPU_VERSION", VERSION);
+}
+
+/* FAKE_GPU_NO_VMM: the attribute says none ("1"), or the calls answer
+ * NotSupported ("1" or "calls"). */
+static bool no_vmm_attr(void) {
+  const char *v = getenv("FAKE_GPU_NO_VMM");
+  return v && *v && strcmp(v, "0") && strcmp(v, "calls");
+}
+static bool no_vmm_calls(void) {
+  const char *v = getenv("FAKE_GPU_NO_VMM");
+  return v && *v && strcmp(v, "0");
 }
 
 static const char *fail_mode(void) {
@@ -312,6 +371,10 @@ EXPORT int FN(DeviceGetAttribute)(int *value, int attr, int dev) {
     *value = 9;
   else if (attr == ATTR_MINOR)
     *value = 4;
+#if defined(FAKE_HIP)
+  else if (attr == 89 && version() >= 50300000) /* VMM supported */
+    *value = !no_vmm_attr();
+#endif
   else
     return E_VALUE;
   return OK;
@@ -327,7 +390,7 @@ EXPORT int FN(MemGetInfo)(size_t *free_bytes, size_t *total) {
 }
 
 EXPORT int FN(RuntimeGetVersion)(int *v) {
-  *v = VERSION;
+  *v = version();
   return OK;
 }
 
@@ -844,4 +907,635 @@ EXPORT int FN(EventDestroy)(void *event) {
     }
   pthread_mutex_unlock(&mu);
   return E_HANDLE;
+}
+
+/* ---- virtual memory ------------------------------------------------------------- */
+
+/* hipMemLocation / CUmemLocation, hipMemAccessDesc / CUmemAccessDesc */
+typedef struct vloc {
+  int type, id;
+} vloc;
+typedef struct vaccess {
+  vloc location;
+  int flags;
+} vaccess;
+/* hipMemAllocationProp from HIP 5.3 on, CUmemAllocationProp */
+typedef struct vprop {
+  int type, handle_types;
+  vloc location;
+  void *win32;
+  unsigned char compression, rdma;
+  unsigned short usage;
+  unsigned char reserved[4];
+} vprop;
+/* hipMemAllocationProp of HIP 5.2 */
+typedef struct vprop52 {
+  unsigned char compression;
+  vloc location;
+  int handle_type, type;
+  unsigned short usage;
+  void *win32;
+} vprop52;
+
+#define VHANDLE_MAGIC 0x564d4841u
+
+typedef struct vres { /* a reserved range */
+  char *base;
+  size_t size;
+  struct vres *next;
+} vres;
+
+typedef struct vhandle { /* a physical allocation */
+  uint32_t magic;
+  int fd, device;
+  size_t size;
+  int maps;      /* mappings of it */
+  bool released; /* freed once maps is 0 */
+  struct vhandle *next;
+} vhandle;
+
+typedef struct vmapping {
+  char *addr;
+  size_t size;
+  vhandle *h;
+  struct vmapping *next;
+} vmapping;
+
+static vres *vreses;
+static vhandle *vhandles;
+static vmapping *vmappings;
+static char fail_spec[128]; /* FAKE_GPU_FAIL as last seen by a VMM call */
+static unsigned long fail_counts[8]; /* calls of each of its modes since */
+
+static size_t granularity(void) {
+  return (size_t)env_u64("FAKE_GPU_VM_GRANULARITY", UINT64_C(2) << 20);
+}
+
+/* Whether this VMM call (`mode`: "vmmap", ...) fails now (the lock held):
+ * FAKE_GPU_FAIL names the mode -- a comma-separated list of "mode" or
+ * "mode:N", N counting this mode's calls since the variable changed: the
+ * Nth and every later one fail. */
+static bool vm_fails(const char *mode) {
+  const char *spec = fail_mode(), *at = spec;
+  size_t n = strlen(mode);
+  if (strncmp(spec, fail_spec, sizeof fail_spec)) {
+    snprintf(fail_spec, sizeof fail_spec, "%s", spec);
+    memset(fail_counts, 0, sizeof fail_counts);
+  }
+  for (unsigned i = 0; *at && i < 8; i++) {
+    const char *end = strchr(at, ',');
+    if (!end)
+      end = at + strlen(at);
+    if (!strncmp(at, mode, n) && (at + n == end || at[n] == ':'))
+      return ++fail_counts[i] >=
+             (at[n] == ':' ? strtoul(at + n + 1, NULL, 0) : 1);
+    at = *end ? end + 1 : end;
+  }
+  return false;
+}
+
+/* The device an allocation's properties name, or -1 (a field a driver
+ * would refuse): the layout of the runtime's version. */
+static int prop_device(const void *prop) {
+  int type, handles, dev;
+  vloc loc;
+  void *win32;
+  if (!prop)
+    return -1;
+#if defined(FAKE_HIP)
+  if (version() < 50300000) {
+    const vprop52 *p = prop;
+    type = p->type;
+    handles = p->handle_type;
+    loc = p->location;
+    win32 = p->win32;
+  } else
+#endif
+  {
+    const vprop *p = prop;
+    type = p->type;
+    handles = p->handle_types;
+    loc = p->location;
+    win32 = p->win32;
+  }
+  dev = loc.id;
+  if (type != 1 || handles != 0 || loc.type != 1 || win32 || dev < 0 ||
+      dev >= devices())
+    return -1;
+  return dev;
+}
+
+static int vm_granularity(size_t *g, const void *prop, int option) {
+  int err = OK;
+  pthread_mutex_lock(&mu);
+  if (no_vmm_calls() || vm_fails("vmgranularity"))
+    err = E_NOT_SUPPORTED;
+  else if (!g || prop_device(prop) < 0 || option < 0 || option > 1)
+    err = E_VALUE;
+  else
+    *g = granularity();
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+static int vm_reserve(void **ptr, size_t size, size_t align, void *addr,
+                      unsigned long long flags) {
+  size_t gran = granularity();
+  uintptr_t base, start;
+  vres *r;
+  char *m;
+  (void)addr; /* a hint */
+  pthread_mutex_lock(&mu);
+  if (no_vmm_calls()) {
+    pthread_mutex_unlock(&mu);
+    return E_NOT_SUPPORTED;
+  }
+  if (vm_fails("vmreserve")) {
+    pthread_mutex_unlock(&mu);
+    return E_OOM;
+  }
+  pthread_mutex_unlock(&mu);
+  if (!ptr || size == 0 || size % gran || flags ||
+      (align & (align - 1)) != 0)
+    return E_VALUE;
+  if (align < gran)
+    align = gran;
+  m = mmap(NULL, size + align, PROT_NONE,
+           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  r = malloc(sizeof *r);
+  if (m == MAP_FAILED || !r) {
+    if (m != MAP_FAILED)
+      munmap(m, size + align);
+    free(r);
+    return E_OOM;
+  }
+  base = (uintptr_t)m;
+  start = (base + align - 1) & ~(uintptr_t)(align - 1);
+  if (start > base)
+    munmap(m, start - base);
+  if (base + align > start)
+    munmap((char *)start + size, base + align - start);
+  r->base = (char *)start;
+  r->size = size;
+  pthread_mutex_lock(&mu);
+  r->next = vreses;
+  vreses = r;
+  pthread_mutex_unlock(&mu);
+  *ptr = r->base;
+  return OK;
+}
+
+static int vm_free_range(void *ptr, size_t size) {
+  int err = E_VALUE;
+  pthread_mutex_lock(&mu);
+  if (no_vmm_calls())
+    err = E_NOT_SUPPORTED;
+  else if (vm_fails("vmfree"))
+    err = E_VALUE;
+  else
+    for (vres **link = &vreses; *link; link = &(*link)->next) {
+      vres *r = *link;
+      if (r->base != ptr || r->size != size)
+        continue;
+      for (vmapping *m = vmappings; m; m = m->next)
+        if (m->addr >= r->base && m->addr < r->base + r->size)
+          goto out; /* still mapped */
+      *link = r->next;
+      munmap(r->base, r->size);
+      free(r);
+      err = OK;
+      break;
+    }
+out:
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+static int vm_create(unsigned long long *handle, size_t size,
+                     const void *prop, unsigned long long flags) {
+  uint64_t mem = env_u64("FAKE_GPU_MEMORY", UINT64_C(1) << 30);
+  vhandle *h;
+  int dev, fd;
+  slow();
+  pthread_mutex_lock(&mu);
+  if (no_vmm_calls()) {
+    pthread_mutex_unlock(&mu);
+    return E_NOT_SUPPORTED;
+  }
+  dev = prop_device(prop);
+  if (!handle || dev < 0 || size == 0 || size % granularity() || flags) {
+    pthread_mutex_unlock(&mu);
+    return E_VALUE;
+  }
+  if (vm_fails("vmcreate") || size > mem - used[dev]) {
+    pthread_mutex_unlock(&mu);
+    return E_OOM;
+  }
+  fd = memfd_create("fakegpu-vm", MFD_CLOEXEC);
+  h = calloc(1, sizeof *h);
+  if (fd < 0 || !h || ftruncate(fd, (off_t)size) != 0) {
+    if (fd >= 0)
+      close(fd);
+    free(h);
+    pthread_mutex_unlock(&mu);
+    return E_OOM;
+  }
+  h->magic = VHANDLE_MAGIC;
+  h->fd = fd;
+  h->device = dev;
+  h->size = size;
+  h->next = vhandles;
+  vhandles = h;
+  used[dev] += size;
+  pthread_mutex_unlock(&mu);
+  *handle = (unsigned long long)(uintptr_t)h;
+  return OK;
+}
+
+/* The live allocation `handle` names, or NULL (the lock held). */
+static vhandle *handle_of(unsigned long long handle) {
+  for (vhandle *h = vhandles; h; h = h->next)
+    if ((unsigned long long)(uintptr_t)h == handle && !h->released)
+      return h;
+  return NULL;
+}
+
+/* Frees h once released and unmapped (the lock held). */
+static void handle_drop(vhandle *h) {
+  if (!h->released || h->maps)
+    return;
+  for (vhandle **link = &vhandles; *link; link = &(*link)->next)
+    if (*link == h) {
+      *link = h->next;
+      break;
+    }
+  used[h->device] -= h->size;
+  close(h->fd);
+  h->magic = 0;
+  free(h);
+}
+
+static int vm_release(unsigned long long handle) {
+  vhandle *h;
+  int err = OK;
+  pthread_mutex_lock(&mu);
+  if (no_vmm_calls())
+    err = E_NOT_SUPPORTED;
+  else if (!(h = handle_of(handle)) || vm_fails("vmrelease"))
+    err = E_VALUE;
+  else {
+    h->released = true;
+    handle_drop(h);
+  }
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+/* The reservation holding [p, p + size) whole, or NULL (the lock held). */
+static vres *res_of(const char *p, size_t size) {
+  for (vres *r = vreses; r; r = r->next)
+    if (p >= r->base && size <= r->size &&
+        (size_t)(p - r->base) <= r->size - size)
+      return r;
+  return NULL;
+}
+
+static int vm_map(void *ptr, size_t size, size_t offset,
+                  unsigned long long handle, unsigned long long flags) {
+  size_t gran = granularity();
+  char *p = ptr;
+  vmapping *m;
+  vhandle *h;
+  int err = OK;
+  pthread_mutex_lock(&mu);
+  if (no_vmm_calls()) {
+    err = E_NOT_SUPPORTED;
+    goto out;
+  }
+  h = handle_of(handle);
+  if (!h || !p || size == 0 || size % gran || offset % gran || flags ||
+      offset > h->size || size > h->size - offset || !res_of(p, size) ||
+      (uintptr_t)p % gran || vm_fails("vmmap")) {
+    err = E_VALUE;
+    goto out;
+  }
+  for (m = vmappings; m; m = m->next)
+    if (p < m->addr + m->size && m->addr < p + size) {
+      err = E_VALUE; /* mapped already */
+      goto out;
+    }
+  m = malloc(sizeof *m);
+  if (!m || mmap(p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd,
+                 (off_t)offset) == MAP_FAILED) {
+    free(m);
+    err = E_OOM;
+    goto out;
+  }
+  m->addr = p;
+  m->size = size;
+  m->h = h;
+  m->next = vmappings;
+  vmappings = m;
+  h->maps++;
+out:
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+/* The mapping starting at p, or NULL (the lock held). */
+static vmapping *mapping_at(const char *p) {
+  for (vmapping *m = vmappings; m; m = m->next)
+    if (m->addr == p)
+      return m;
+  return NULL;
+}
+
+static int vm_set_access(void *ptr, size_t size, const vaccess *desc,
+                         size_t count) {
+  char *p = ptr, *at;
+  int err = OK;
+  pthread_mutex_lock(&mu);
+  if (no_vmm_calls()) {
+    err = E_NOT_SUPPORTED;
+    goto out;
+  }
+  if (!p || size == 0 || !desc || count == 0 || vm_fails("vmaccess")) {
+    err = E_VALUE;
+    goto out;
+  }
+  for (size_t i = 0; i < count; i++)
+    if (desc[i].location.type != 1 || desc[i].location.id < 0 ||
+        desc[i].location.id >= devices() ||
+        (desc[i].flags != 0 && desc[i].flags != 1 && desc[i].flags != 3)) {
+      err = E_VALUE;
+      goto out;
+    }
+  /* whole mappings, back to back, each given its device's access */
+  for (at = p; at < p + size;) {
+    vmapping *m = mapping_at(at);
+    const vaccess *mine = NULL;
+    if (!m || m->size > (size_t)(p + size - at)) {
+      err = E_VALUE;
+      goto out;
+    }
+    for (size_t i = 0; i < count; i++)
+      if (desc[i].location.id == m->h->device)
+        mine = &desc[i];
+    if (!mine) {
+      err = E_VALUE;
+      goto out;
+    }
+    at += m->size;
+  }
+  for (at = p; at < p + size;) {
+    vmapping *m = mapping_at(at);
+    int f = 0, prot;
+    for (size_t i = 0; i < count; i++)
+      if (desc[i].location.id == m->h->device)
+        f = desc[i].flags;
+    prot = f == 3 ? PROT_READ | PROT_WRITE : f == 1 ? PROT_READ : PROT_NONE;
+    if (mprotect(m->addr, m->size, prot) != 0) {
+      err = E_VALUE;
+      goto out;
+    }
+    at += m->size;
+  }
+out:
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+static int vm_unmap(void *ptr, size_t size) {
+  char *p = ptr, *at;
+  int err = OK;
+  pthread_mutex_lock(&mu);
+  if (no_vmm_calls()) {
+    err = E_NOT_SUPPORTED;
+    goto out;
+  }
+  if (!p || size == 0 || vm_fails("vmunmap")) {
+    err = E_VALUE;
+    goto out;
+  }
+  for (at = p; at < p + size;) { /* whole mappings, back to back */
+    vmapping *m = mapping_at(at);
+    if (!m || m->size > (size_t)(p + size - at)) {
+      err = E_VALUE;
+      goto out;
+    }
+    at += m->size;
+  }
+#if defined(FAKE_HIP)
+  run_all(); /* hipMemUnmap waits for the device's work */
+#endif
+  for (at = p; at < p + size;) {
+    vmapping *m = mapping_at(at);
+    for (vmapping **link = &vmappings; *link; link = &(*link)->next)
+      if (*link == m) {
+        *link = m->next;
+        break;
+      }
+    (void)mmap(m->addr, m->size, PROT_NONE,
+               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+    at += m->size;
+    m->h->maps--;
+    handle_drop(m->h);
+    free(m);
+  }
+out:
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+
+#if defined(FAKE_HIP)
+EXPORT int hipMemGetAllocationGranularity(size_t *g, const void *prop,
+                                          int option) {
+  return vm_granularity(g, prop, option);
+}
+EXPORT int hipMemAddressReserve(void **ptr, size_t size, size_t align,
+                                void *addr, unsigned long long flags) {
+  return vm_reserve(ptr, size, align, addr, flags);
+}
+EXPORT int hipMemAddressFree(void *ptr, size_t size) {
+  return vm_free_range(ptr, size);
+}
+EXPORT int hipMemCreate(void **handle, size_t size, const void *prop,
+                        unsigned long long flags) {
+  unsigned long long h = 0;
+  int err = vm_create(&h, size, prop, flags);
+  if (err == OK)
+    *handle = (void *)(uintptr_t)h;
+  return err;
+}
+EXPORT int hipMemRelease(void *handle) {
+  return vm_release((unsigned long long)(uintptr_t)handle);
+}
+EXPORT int hipMemMap(void *ptr, size_t size, size_t offset, void *handle,
+                     unsigned long long flags) {
+  return vm_map(ptr, size, offset, (unsigned long long)(uintptr_t)handle,
+                flags);
+}
+EXPORT int hipMemSetAccess(void *ptr, size_t size, const void *desc,
+                           size_t count) {
+  return vm_set_access(ptr, size, desc, count);
+}
+EXPORT int hipMemUnmap(void *ptr, size_t size) {
+  return vm_unmap(ptr, size);
+}
+#else
+/* The driver's calls (CUresult; CUdeviceptr is unsigned long long),
+ * reached through the entry points below only. */
+static int cu_mem_address_reserve(unsigned long long *ptr, size_t size,
+                                  size_t align, unsigned long long addr,
+                                  unsigned long long flags) {
+  void *p = NULL;
+  int err = vm_reserve(&p, size, align, (void *)(uintptr_t)addr, flags);
+  if (err == OK)
+    *ptr = (unsigned long long)(uintptr_t)p;
+  return err;
+}
+static int cu_mem_address_free(unsigned long long ptr, size_t size) {
+  return vm_free_range((void *)(uintptr_t)ptr, size);
+}
+static int cu_mem_map(unsigned long long ptr, size_t size, size_t offset,
+                      unsigned long long handle, unsigned long long flags) {
+  return vm_map((void *)(uintptr_t)ptr, size, offset, handle, flags);
+}
+static int cu_mem_set_access(unsigned long long ptr, size_t size,
+                             const vaccess *desc, size_t count) {
+  return vm_set_access((void *)(uintptr_t)ptr, size, desc, count);
+}
+static int cu_mem_unmap(unsigned long long ptr, size_t size) {
+  return vm_unmap((void *)(uintptr_t)ptr, size);
+}
+static int cu_device_get(int *dev, int ordinal) {
+  if (!dev)
+    return E_VALUE;
+  if (ordinal < 0 || ordinal >= devices())
+    return E_BADDEV;
+  *dev = ordinal;
+  return OK;
+}
+static int cu_device_get_attribute(int *value, int attr, int dev) {
+  if (!value)
+    return E_VALUE;
+  if (dev < 0 || dev >= devices())
+    return E_BADDEV;
+  if (attr != 102) /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
+    return E_VALUE;
+  *value = !no_vmm_attr();
+  return OK;
+}
+static int cu_get_error_name(int err, const char **name) {
+  static const struct {
+    int err;
+    const char *name;
+  } names[] = {{OK, "CUDA_SUCCESS"},
+               {E_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+               {E_OOM, "CUDA_ERROR_OUT_OF_MEMORY"},
+               {E_BADDEV, "CUDA_ERROR_INVALID_DEVICE"},
+               {E_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"}};
+  if (!name)
+    return E_VALUE;
+  for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+    if (names[i].err == err) {
+      *name = names[i].name;
+      return OK;
+    }
+  *name = NULL;
+  return E_VALUE;
+}
+static int cu_get_error_string(int err, const char **text) {
+  if (!text)
+    return E_VALUE;
+  *text = err == OK ? "no error" : "a fake driver's error";
+  return OK;
+}
+
+/* The driver's calls by name, with the CUDA version that introduced each. */
+static const struct {
+  const char *name;
+  unsigned since;
+  void (*fn)(void);
+} driver_calls[] = {
+    {"cuMemAddressReserve", 10020, (void (*)(void))cu_mem_address_reserve},
+    {"cuMemAddressFree", 10020, (void (*)(void))cu_mem_address_free},
+    {"cuMemCreate", 10020, (void (*)(void))vm_create},
+    {"cuMemRelease", 10020, (void (*)(void))vm_release},
+    {"cuMemMap", 10020, (void (*)(void))cu_mem_map},
+    {"cuMemSetAccess", 10020, (void (*)(void))cu_mem_set_access},
+    {"cuMemUnmap", 10020, (void (*)(void))cu_mem_unmap},
+    {"cuMemGetAllocationGranularity", 10020,
+     (void (*)(void))vm_granularity},
+    {"cuDeviceGet", 2000, (void (*)(void))cu_device_get},
+    {"cuDeviceGetAttribute", 2000, (void (*)(void))cu_device_get_attribute},
+    {"cuGetErrorName", 6000, (void (*)(void))cu_get_error_name},
+    {"cuGetErrorString", 6000, (void (*)(void))cu_get_error_string},
+};
+
+/* cudaDriverEntryPointQueryResult: 0 found, 1 no such symbol, 2 the
+ * version asked predates it. */
+static int entry(const char *symbol, void **fn, unsigned version,
+                 int *status) {
+  const char *mode = getenv("FAKE_GPU_ENTRY");
+  int st = 1;
+  if (!symbol || !fn)
+    return E_VALUE;
+  *fn = NULL;
+  if (!mode || strcmp(mode, "none"))
+    for (size_t i = 0; i < sizeof driver_calls / sizeof *driver_calls; i++)
+      if (!strcmp(driver_calls[i].name, symbol)) {
+        st = version < driver_calls[i].since ? 2 : 0;
+        if (st == 0)
+          memcpy(fn, &driver_calls[i].fn, sizeof *fn);
+        break;
+      }
+  if (status)
+    *status = st;
+  return OK;
+}
+
+EXPORT int cudaGetDriverEntryPointByVersion(const char *symbol, void **fn,
+                                            unsigned version,
+                                            unsigned long long flags,
+                                            int *status) {
+  const char *mode = getenv("FAKE_GPU_ENTRY");
+  (void)flags;
+  if (mode && !strcmp(mode, "legacy"))
+    return E_NOT_SUPPORTED;
+  if (version > VERSION) /* newer than the driver: documented */
+    return E_VALUE;
+  return entry(symbol, fn, version, status);
+}
+
+/* CUDA 12's (CUDA 11's had no status: a caller passing one still works) */
+EXPORT int cudaGetDriverEntryPoint(const char *symbol, void **fn,
+                                   unsigned long long flags, int *status) {
+  (void)flags;
+  return entry(symbol, fn, VERSION, status);
+}
+#endif
+
+/* Unloaded (hippo__gpu_rt_forget dlcloses it): the default stream's queue
+ * and the VMM records go with it, so a leak checker sees none of ours. */
+__attribute__((destructor)) static void fake_unload(void) {
+  free(default_stream.ops);
+  default_stream.ops = NULL;
+  default_stream.cap = default_stream.queued = default_stream.done = 0;
+  while (vmappings) {
+    vmapping *m = vmappings;
+    vmappings = m->next;
+    free(m);
+  }
+  while (vhandles) {
+    vhandle *h = vhandles;
+    vhandles = h->next;
+    close(h->fd);
+    free(h);
+  }
+  while (vreses) {
+    vres *r = vreses;
+    vreses = r->next;
+    free(r);
+  }
 }

@@ -142,9 +142,11 @@ static hippo_emu_counters counters(fz *f) {
 /* After a call: which armed faults fired in it. */
 static void faults_poll(fz *f) {
   hippo_emu_counters c;
+  bool any = false;
   f->fired_now = 0;
-  if (!f->armed[0] && !f->armed[1] && !f->armed[2] && !f->armed[3] &&
-      !f->armed[4] && !f->armed[5])
+  for (int k = 0; k < (int)HIPPO_CALL_KINDS; k++)
+    any |= f->armed[k];
+  if (!any)
     return;
   c = counters(f);
   for (int k = 0; k < (int)HIPPO_CALL_KINDS; k++)
@@ -569,6 +571,10 @@ static const hippo_layout *decode_layout(fz *f, rd *r, bool install,
     lb->l.preset = v % 8 == 1   ? HIPPO_PRESET_SUB_SLICES
                    : v % 8 == 2 ? HIPPO_PRESET_EXCLUSIVE_PAGES
                                 : HIPPO_PRESET_ADAPTIVE;
+    if (v % 8 == 2 && (v >> 3) % 2) { /* one VIRTUAL pool for all */
+      lb->l.preset = HIPPO_PRESET_VIRTUAL;
+      facts->virt = true;
+    }
     return &lb->l;
   }
   lb->l.preset = HIPPO_PRESET_CUSTOM;
@@ -580,8 +586,9 @@ static const hippo_layout *decode_layout(fz *f, rd *r, bool install,
   for (uint32_t i = 0; i < lb->l.pool_count; i++) {
     hippo_pool_options *o = &lb->pools[i];
     uint64_t page;
+    uint8_t k = u8(r);
     o->struct_size = sizeof *o;
-    switch (u8(r) % 4) {
+    switch (k % 4 == 3 && (k >> 2) % 4 == 0 ? 4 : k % 4) {
     case 0:
       o->kind = HIPPO_POOL_SLICED;
       page = a << (4 + u8(r) % 10);
@@ -611,6 +618,23 @@ static const hippo_layout *decode_layout(fz *f, rd *r, bool install,
       o->reclaim_at = u8(r) % 2 ? 0 : (u8(r) % 8) * MiB;
       facts->largest = cap & ~(a - 1);
       break;
+    case 4: /* granules of 2 MiB (the default) over a range of the device's
+             * size or of 1 to 8 granules; slices up to the range or less */
+      o->kind = HIPPO_POOL_VIRTUAL;
+      o->range_size = u8(r) % 2 ? 0 : (1 + u8(r) % 8) * 2 * MiB;
+      o->max_slice_size = u8(r) % 2 ? 0 : a << (u8(r) % 16);
+      if (u8(r) % 2)
+        o->unmap_threshold = (u8(r) % 4) * 2 * MiB;
+      {
+        uint64_t range = o->range_size ? o->range_size : cap;
+        uint64_t top;
+        if (o->max_slice_size > range)
+          o->max_slice_size = range & ~(a - 1);
+        top = o->max_slice_size ? o->max_slice_size : range;
+        facts->largest = top > facts->largest ? top : facts->largest;
+      }
+      facts->virt = true;
+      break;
     default:
       o->kind = HIPPO_POOL_ARENA;
       page = a << (4 + u8(r) % 8);
@@ -636,7 +660,7 @@ static const hippo_layout *decode_layout(fz *f, rd *r, bool install,
                             : facts->page_max;
       break;
     }
-    if (u8(r) % 4 == 0)
+    if (u8(r) % 4 == 0 && o->kind != HIPPO_POOL_VIRTUAL)
       o->dealloc_period = 1 + u8(r) % 64;
   }
   if (u8(r) % 16 == 0) { /* one field made wrong */
@@ -1023,7 +1047,7 @@ static int op_install(fz *f, rd *r) {
 }
 
 static int op_relocate(fz *f, rd *r) {
-  uint8_t v = u8(r), reason = u8(r) % 7;
+  uint8_t v = u8(r), reason = u8(r) % 8;
   int i = pick_stream(f, r);
   hippo_stream *s = i >= 0 ? f->m.streams[i].s : NULL;
   bool all = u8(r) % 3 == 0 || !s;
@@ -1057,7 +1081,7 @@ static int op_relocate(fz *f, rd *r) {
                                u8(r) % 2 ? &rep : NULL);
     faults_poll(f);
     if (expect(f, "relocate_with", st,
-               HFZ_ST(reason > HIPPO_RELOCATE_SPARSE ? HIPPO_INVALID_ARGUMENT
+               HFZ_ST(reason > HIPPO_RELOCATE_UNMAP ? HIPPO_INVALID_ARGUMENT
                                                      : HIPPO_SUCCESS)))
       return -1;
     if (st == HIPPO_SUCCESS && rep.outcome > HIPPO_RELOCATION_FAILED)
@@ -1289,7 +1313,7 @@ static int op_figures(fz *f, rd *r) {
     st = f->api->relocation_need(f->m.streams[i].s, &need);
     if (expect(f, "relocation_need", st, HFZ_ST(HIPPO_SUCCESS)))
       return -1;
-    return need > HIPPO_NEED_SPARSE ? fail(f, "relocation_need %u", need) : 0;
+    return need > HIPPO_NEED_UNMAP ? fail(f, "relocation_need %u", need) : 0;
   }
   if (v % 4 == 2) {
     hippo_relocation_report rep;
@@ -1518,10 +1542,13 @@ static int teardown(fz *f) {
       return -1;
     c = counters(f);
   }
-  if (c.pages_held || c.bytes_held)
+  if (c.pages_held || c.bytes_held || c.ranges_held || c.granules_mapped)
     return fail(f, "every stream detached and every graph retired, the "
-                "backend still holds %" PRIu64 " pages, %" PRIu64 " B",
-                c.pages_held, c.bytes_held);
+                "backend still holds %" PRIu64 " pages, %" PRIu64 " B, %"
+                PRIu64 " virtual ranges, %" PRIu64 " granules mapped",
+                c.pages_held, c.bytes_held, c.ranges_held,
+                c.granules_mapped);
+  f->stats->granules_mapped += c.calls[HIPPO_CALL_VM_MAP];
   st = f->api->device_close(f->dev);
   f->dev = NULL;
   return expect(f, "device_close", st, HFZ_ST(HIPPO_SUCCESS));

@@ -74,6 +74,7 @@ typedef struct hfz_stats {
   uint64_t bytes_checked; /* pattern bytes read back */
   uint64_t slices_moved;  /* by relocations (usage) */
   uint64_t captures;
+  uint64_t granules_mapped; /* VIRTUAL pools' vm_map calls (teardowns) */
 } hfz_stats;
 
 /* Runs one input; 0, or -1 with a message in `why` (the operation, the

@@ -228,6 +228,9 @@ hfz_statuses hfz_expect_reserve(const hfz_model *m, int stream, uint64_t size,
         ok |= HFZ_ST(HIPPO_POOL_CAPACITY_EXCEEDED);
       if (m->lay[i].arena)
         ok |= HFZ_ST(HIPPO_PAGE_SIZES_EXHAUSTED);
+      if (m->lay[i].virt) /* its range full, or no memory to map */
+        ok |= HFZ_ST(HIPPO_POOL_CAPACITY_EXCEEDED) |
+              HFZ_ST(HIPPO_OUT_OF_MEMORY);
     }
   }
   if (size > hi)

@@ -15,7 +15,7 @@
  *    graph_retire must succeed);
  *  - the layout(s) that may be in force, as the figures a status depends
  *    on: the largest request a reservation may make, whether a pool is
- *    capped or an ARENA, the largest page a pool may take.
+ *    capped, an ARENA or VIRTUAL, the largest page a pool may take.
  *
  * and, from that, which statuses each call may answer (a bit set,
  * HFZ_ST(status)).  Where hippo's answer depends on what the model does
@@ -92,6 +92,9 @@ typedef struct hfz_layout_facts {
   uint64_t page_max;     /* largest page a pool may take */
   bool capped;           /* a pool has max_pool_size */
   bool arena;            /* an ARENA pool */
+  bool virt;             /* a VIRTUAL pool: its range may be too scattered
+                            (or too small) for a request the device's
+                            memory would hold */
 } hfz_layout_facts;
 
 typedef struct hfz_model {

@@ -1,0 +1,434 @@
+/* backend_emu_vm.c -- virtual memory on the emulated devices (backend.h:
+ * vm_granularity, vm_reserve, vm_release, vm_map, vm_unmap).
+ *
+ * A range is address space with no memory behind it until granules are
+ * mapped; its mapped runs are kept sorted and merged (backend_emu.h,
+ * hippo__emu_range), so a copy or emu_read/emu_write inside a mapped run is
+ * accepted like one inside a page.  Mapped bytes count against the
+ * emulated capacity with the pages' (bytes_held).  HOST backs a range
+ * with a memfd (backend_host.c: each granule mapped MAP_SHARED|MAP_FIXED
+ * from the file, given back by a PROT_NONE mapping over it and a hole
+ * punched in the file, so its memory really returns); DRY holds no memory
+ * and only counts.
+ *
+ * Calls are counted by kind: a vm_reserve or vm_release is one
+ * HIPPO_CALL_VM_RANGE, each granule mapped one HIPPO_CALL_VM_MAP, each
+ * granule given back one HIPPO_CALL_VM_UNMAP; an injected fault fails
+ * that call with nothing changed (vm_map gives back the granules the call
+ * had mapped; vm_unmap stops there, saying how far it got).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend_emu.h"
+
+static hippo__emu *emu_of(hippo__backend *be) { return (hippo__emu *)be; }
+
+/* The range holding addr, or NULL.  Locked. */
+static hippo__emu_range *range_at(const hippo__emu *emu, uint64_t addr) {
+  for (size_t i = 0; i < emu->range_count; i++)
+    if (addr - emu->ranges[i].addr < emu->ranges[i].size)
+      return &emu->ranges[i];
+  return NULL;
+}
+
+bool hippo__emu_vm_holds(const hippo__emu *emu, uint64_t addr, uint64_t size,
+                         uint64_t run[2]) {
+  const hippo__emu_range *r = range_at(emu, addr);
+  if (!r)
+    return false;
+  for (size_t k = 0; k < r->run_count; k++)
+    if (addr >= r->runs[k].start && addr < r->runs[k].end) {
+      run[0] = r->runs[k].start;
+      run[1] = r->runs[k].end - r->runs[k].start;
+      return size <= run[1] - (addr - run[0]);
+    }
+  return false;
+}
+
+/* How many bytes of [a, b) are mapped in r.  Locked. */
+static uint64_t mapped_in(const hippo__emu_range *r, uint64_t a, uint64_t b) {
+  uint64_t n = 0;
+  for (size_t k = 0; k < r->run_count; k++) {
+    uint64_t lo = r->runs[k].start > a ? r->runs[k].start : a;
+    uint64_t hi = r->runs[k].end < b ? r->runs[k].end : b;
+    if (lo < hi)
+      n += hi - lo;
+  }
+  return n;
+}
+
+/* Room for one more run (a map or an unmap adds one at most), so
+ * runs_add and runs_remove cannot fail: false without host memory.
+ * Locked. */
+static bool runs_room(hippo__emu_range *r) {
+  if (r->run_count == r->run_cap) {
+    size_t cap = r->run_cap ? r->run_cap * 2 : 8;
+    hippo__emu_run *grown = realloc(r->runs, cap * sizeof *grown);
+    if (!grown)
+      return false;
+    r->runs = grown;
+    r->run_cap = cap;
+  }
+  return true;
+}
+
+/* [a, b) of r (none of it mapped) is mapped now: a run of its own, merged
+ * with its neighbours (runs_room made room).  Locked. */
+static void runs_add(hippo__emu_range *r, uint64_t a, uint64_t b) {
+  size_t k = 0;
+  bool left, right;
+  while (k < r->run_count && r->runs[k].end <= a)
+    k++;
+  left = k > 0 && r->runs[k - 1].end == a;
+  right = k < r->run_count && r->runs[k].start == b;
+  if (left && right) { /* the gap between two runs closes */
+    r->runs[k - 1].end = r->runs[k].end;
+    memmove(&r->runs[k], &r->runs[k + 1],
+            (r->run_count - k - 1) * sizeof *r->runs);
+    r->run_count--;
+  } else if (left) {
+    r->runs[k - 1].end = b;
+  } else if (right) {
+    r->runs[k].start = a;
+  } else {
+    memmove(&r->runs[k + 1], &r->runs[k],
+            (r->run_count - k) * sizeof *r->runs);
+    r->runs[k] = (hippo__emu_run){a, b};
+    r->run_count++;
+  }
+  r->mapped += b - a;
+}
+
+/* [a, b) of r (all of it mapped, inside one run: runs never touch) is
+ * unmapped now (runs_room made room for a split).  Locked. */
+static void runs_remove(hippo__emu_range *r, uint64_t a, uint64_t b) {
+  size_t k = 0;
+  while (k < r->run_count && r->runs[k].end <= a)
+    k++;
+  if (r->runs[k].start < a && r->runs[k].end > b) { /* split in two */
+    memmove(&r->runs[k + 1], &r->runs[k],
+            (r->run_count - k) * sizeof *r->runs);
+    r->run_count++;
+    r->runs[k].end = a;
+    r->runs[k + 1].start = b;
+  } else if (r->runs[k].start < a) {
+    r->runs[k].end = a;
+  } else if (r->runs[k].end > b) {
+    r->runs[k].start = b;
+  } else {
+    memmove(&r->runs[k], &r->runs[k + 1],
+            (r->run_count - k - 1) * sizeof *r->runs);
+    r->run_count--;
+  }
+  r->mapped -= b - a;
+}
+
+hippo_status hippo__emu_vm_granularity(hippo__backend *be,
+                                       uint64_t *granule) {
+  hippo__emu *emu = emu_of(be);
+  if (!emu->vm_granularity)
+    return hippo__error_set(HIPPO_UNSUPPORTED,
+                            "%s vm_granularity: no virtual memory",
+                            emu->name);
+  *granule = emu->vm_granularity;
+  return HIPPO_SUCCESS;
+}
+
+/* A size or an address that is not a positive multiple of the
+ * granularity.  Locked. */
+static hippo_status not_granular(const hippo__emu *emu, const char *call,
+                                 const char *what, uint64_t value,
+                                 uint64_t granule) {
+  return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s %s: %s %#llx is not a positive multiple of "
+                          "the granule %llu B",
+                          emu->name, call, what, (unsigned long long)value,
+                          (unsigned long long)granule);
+}
+
+hippo_status hippo__emu_vm_reserve(hippo__backend *be, uint64_t size,
+                                   uint64_t align, uint64_t *addr) {
+  hippo__emu *emu = emu_of(be);
+  uint64_t g = emu->vm_granularity;
+  hippo__emu_range r;
+  hippo_status st;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_VM_RANGE, "vm_reserve")))
+    goto out;
+  if (size == 0 || size % g) {
+    st = not_granular(emu, "vm_reserve", "size", size, g);
+    goto out;
+  }
+  if (!hippo__is_pow2(align) || align < g)
+    align = g;
+  if (emu->range_count == emu->range_cap) {
+    size_t cap = emu->range_cap ? emu->range_cap * 2 : 8;
+    hippo__emu_range *grown = realloc(emu->ranges, cap * sizeof *grown);
+    if (!grown) {
+      st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s vm_reserve: out of host memory for %zu "
+                            "ranges",
+                            emu->name, cap);
+      goto out;
+    }
+    emu->ranges = grown;
+    emu->range_cap = cap;
+  }
+  memset(&r, 0, sizeof r);
+  r.size = size;
+  r.fd = -1;
+  if (emu->cls->range_reserve) {
+    if ((st = emu->cls->range_reserve(emu, align, &r)))
+      goto out;
+  } else { /* synthetic, above every page and range ever held */
+    uint64_t start;
+    if (!hippo__align_up(emu->addr_end ? emu->addr_end : align, align,
+                         &start) ||
+        start > UINT64_MAX - size) {
+      st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s vm_reserve: the synthetic address space is "
+                            "used up; open a new device",
+                            emu->name);
+      goto out;
+    }
+    r.addr = start;
+  }
+  if (r.addr + size > emu->addr_end)
+    emu->addr_end = r.addr + size;
+  emu->ranges[emu->range_count++] = r;
+  emu->bytes_virtual += size;
+  *addr = r.addr;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_vm_release(hippo__backend *be, uint64_t addr,
+                                   uint64_t size) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_range *r;
+  hippo_status st;
+  int err;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = hippo__emu_call(emu, HIPPO_CALL_VM_RANGE, "vm_release")))
+    goto out;
+  r = range_at(emu, addr);
+  if (!r || r->addr != addr || r->size != size) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s vm_release: [%#llx, +%llu) is not a range "
+                          "vm_reserve gave (released twice?)",
+                          emu->name, (unsigned long long)addr,
+                          (unsigned long long)size);
+    goto out;
+  }
+  if (r->mapped) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s vm_release: range %#llx still has %llu B "
+                          "mapped; unmap them first",
+                          emu->name, (unsigned long long)addr,
+                          (unsigned long long)r->mapped);
+    goto out;
+  }
+  if (emu->cls->range_release && (err = emu->cls->range_release(r)) != 0) {
+    st = hippo__error_set(HIPPO_BACKEND_ERROR,
+                          "%s vm_release: range %#llx: %s", emu->name,
+                          (unsigned long long)addr, strerror(err));
+    goto out;
+  }
+  free(r->runs);
+  emu->bytes_virtual -= size;
+  *r = emu->ranges[--emu->range_count];
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+/* The checks vm_map and vm_unmap share: granule a positive multiple of the
+ * granularity, [addr, addr + size) granule-aligned inside one range.
+ * Locked. */
+static hippo_status span_check(hippo__emu *emu, const char *call,
+                               uint64_t addr, uint64_t size, uint64_t granule,
+                               hippo__emu_range **out) {
+  uint64_t g = emu->vm_granularity;
+  hippo__emu_range *r;
+  if (granule == 0 || granule % g)
+    return not_granular(emu, call, "granule", granule, g);
+  if (size == 0 || size % granule)
+    return not_granular(emu, call, "size", size, granule);
+  r = range_at(emu, addr);
+  if (!r || (addr - r->addr) % granule || size > r->size - (addr - r->addr))
+    return hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s %s: [%#llx, +%llu) is not granule-aligned "
+                            "inside a range vm_reserve gave",
+                            emu->name, call, (unsigned long long)addr,
+                            (unsigned long long)size);
+  *out = r;
+  return HIPPO_SUCCESS;
+}
+
+/* Bytes [a, b) of r go back: the host's memory first (HOST), then the
+ * runs and the figures.  0 or an errno.  Locked. */
+static int unmap_now(hippo__emu *emu, hippo__emu_range *r, uint64_t a,
+                     uint64_t b) {
+  int err;
+  if (!runs_room(r))
+    return ENOMEM;
+  err = emu->cls->range_drop ? emu->cls->range_drop(r, a, b - a) : 0;
+  if (err)
+    return err;
+  runs_remove(r, a, b);
+  emu->bytes_mapped -= b - a;
+  emu->bytes_held -= b - a;
+  if (emu->cls->range_drop)
+    emu->host_bytes_mapped -= b - a;
+  return 0;
+}
+
+hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
+                               uint64_t size, uint64_t granule) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_range *r = NULL;
+  hippo_status st;
+  uint64_t at = addr;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = span_check(emu, "vm_map", addr, size, granule, &r)))
+    goto out;
+  if (mapped_in(r, addr, addr + size)) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s vm_map: [%#llx, +%llu) is mapped already "
+                          "(in part)",
+                          emu->name, (unsigned long long)addr,
+                          (unsigned long long)size);
+    goto out;
+  }
+  if (size > emu->capacity - emu->bytes_held) {
+    uint64_t args[] = {size, emu->capacity - emu->bytes_held,
+                       emu->capacity};
+    st = hippo__error_lazy(
+        HIPPO_OUT_OF_MEMORY,
+        emu->cls->has_bytes
+            ? "HOST vm_map: %llu bytes requested, %llu of %llu bytes free "
+              "(emulated capacity); release or clean up memory, or open "
+              "the device with a larger capacity"
+            : "DRY vm_map: %llu bytes requested, %llu of %llu bytes free "
+              "(emulated capacity); release or clean up memory, or open "
+              "the device with a larger capacity",
+        args, 3);
+    goto out;
+  }
+  for (; at < addr + size; at += granule) {
+    int err;
+    if ((st = hippo__emu_call(emu, HIPPO_CALL_VM_MAP, "vm_map")))
+      break;
+    err = !runs_room(r) ? ENOMEM
+          : emu->cls->range_back ? emu->cls->range_back(r, at, granule)
+                                 : 0;
+    if (!err)
+      runs_add(r, at, at + granule);
+    if (err) {
+      st = hippo__error_set(
+          HIPPO_OUT_OF_MEMORY,
+          "%s vm_map: granule %#llx of %llu B: %s%s", emu->name,
+          (unsigned long long)at, (unsigned long long)granule, strerror(err),
+          err == ENOMEM && emu->cls->range_back
+              ? " (the host is out of memory, or out of mappings: see "
+                "vm.max_map_count)"
+              : "");
+      break;
+    }
+    emu->bytes_mapped += granule;
+    emu->bytes_held += granule;
+    if (emu->cls->range_back)
+      emu->host_bytes_mapped += granule;
+    emu->granules_mapped++;
+  }
+  if (st != HIPPO_SUCCESS) { /* all or nothing: what this call mapped goes */
+    hippo__error_kept kept;
+    hippo__error_keep(&kept);
+    for (uint64_t back = addr; back < at; back += granule)
+      if (unmap_now(emu, r, back, back + granule) == 0)
+        emu->granules_mapped--;
+    hippo__error_restore(&kept);
+    goto out;
+  }
+  if (emu->bytes_mapped > emu->peak_bytes_mapped)
+    emu->peak_bytes_mapped = emu->bytes_mapped;
+  if (emu->bytes_held > emu->peak_bytes_held)
+    emu->peak_bytes_held = emu->bytes_held;
+out:
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+hippo_status hippo__emu_vm_unmap(hippo__backend *be, uint64_t addr,
+                                 uint64_t size, uint64_t granule, bool wait,
+                                 uint64_t *done) {
+  hippo__emu *emu = emu_of(be);
+  hippo__emu_range *r = NULL;
+  hippo_status st;
+  uint64_t at = addr;
+
+  pthread_mutex_lock(&emu->mutex);
+  if ((st = span_check(emu, "vm_unmap", addr, size, granule, &r)))
+    goto out;
+  if (mapped_in(r, addr, addr + size) != size) {
+    st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                          "%s vm_unmap: [%#llx, +%llu) is not mapped whole",
+                          emu->name, (unsigned long long)addr,
+                          (unsigned long long)size);
+    goto out;
+  }
+  /* As a driver that orders the unmap after the device's work: wait for
+   * it, or (just mapped, no wait) no queued work may touch the granules */
+  if (hippo__emu_queued_on(emu, addr, size)) {
+    if (!wait) {
+      st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s vm_unmap: queued work touches [%#llx, "
+                            "+%llu); unmap with wait",
+                            emu->name, (unsigned long long)addr,
+                            (unsigned long long)size);
+      goto out;
+    }
+    hippo__emu_drain(emu);
+  }
+  for (; at < addr + size; at += granule) {
+    int err;
+    if ((st = hippo__emu_call(emu, HIPPO_CALL_VM_UNMAP, "vm_unmap")))
+      break;
+    if ((err = unmap_now(emu, r, at, at + granule)) != 0) {
+      st = hippo__error_set(HIPPO_BACKEND_ERROR,
+                            "%s vm_unmap: granule %#llx of %llu B: %s",
+                            emu->name, (unsigned long long)at,
+                            (unsigned long long)granule, strerror(err));
+      break;
+    }
+    emu->granules_mapped--;
+  }
+out:
+  if (done)
+    *done = at - addr;
+  pthread_mutex_unlock(&emu->mutex);
+  return st;
+}
+
+void hippo__emu_vm_fini(hippo__emu *emu) {
+  for (size_t i = 0; i < emu->range_count; i++) {
+    hippo__emu_range *r = &emu->ranges[i];
+    for (size_t k = 0; k < r->run_count && emu->cls->range_drop; k++)
+      (void)emu->cls->range_drop(r, r->runs[k].start,
+                                 r->runs[k].end - r->runs[k].start);
+    r->run_count = 0;
+    r->mapped = 0;
+    if (emu->cls->range_release)
+      (void)emu->cls->range_release(r);
+    free(r->runs);
+  }
+  free(emu->ranges);
+  emu->ranges = NULL;
+  emu->range_count = emu->range_cap = 0;
+}

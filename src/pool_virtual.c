@@ -1,0 +1,479 @@
+/* pool_virtual.c -- VIRTUAL pools: one virtual range per stream, carved
+ * into slices like a SLICED pool's page (pool_sliced.c: records, the free
+ * index, best fit as an ARENA's), with physical memory only where live
+ * reservations touch it.
+ *
+ * Options {max_slice_size, range_size, granule, unmap_threshold}.  The
+ * range (range_size bytes of address space, no memory) is reserved at the
+ * pool's first reservation (backend.h vm_reserve) and given back when the
+ * pool goes; a reservation's pointer never changes for its whole life.
+ * The range is cut into granules of `granule` bytes; each granule is
+ * backed by its own physical allocation (vm_map), mapped when a
+ * reservation first touches it:
+ *  - a reservation places its slice (best fit, the lowest address among
+ *    the slices looked at), then maps the granules of it that are not
+ *    mapped, and counts one more live slice on every granule it touches;
+ *    mapping fails (the device is full, a capture records:
+ *    HIPPO_GRAPH_NEEDS_PAGE) -> the slice goes back, nothing changed;
+ *  - a release counts one slice fewer on them and makes no driver call: a
+ *    granule no live slice touches stays mapped, *idle*, and serves the
+ *    next reservation that lands on it;
+ *  - idle granules go back in batches, at the points that already
+ *    synchronize: cleanup (and the out-of-memory ladder's), reclaim, every
+ *    relocation (on this pool relocation moves no byte; its drain unmaps),
+ *    stream_detach; vm_unmap waits for the device's work first.
+ *    relocation_need answers HIPPO_NEED_UNMAP once the idle bytes reach
+ *    unmap_threshold, and relocate_when_wanted then gives them back;
+ *  - a released slice a graph holds (GUARDED) keeps counting on its
+ *    granules until graph_retire frees it, so no granule a graph may use
+ *    goes back before then; nothing is unmapped while a stream of the
+ *    device captures (the callers ask, as for pages).
+ * The range is the pool's one page, always held; its figures are the
+ * granules': pages = granules mapped, bytes_reserved = their bytes
+ * (sliced.h, hippo__vgranules, states the invariant).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "sliced.h"
+#include "sliced_index.h"
+
+/* The granules slice i touches: [*first, *last]. */
+static inline void slice_granules(const sliced *p, uint32_t i,
+                                  uint64_t *first, uint64_t *last) {
+  const slice *s = &p->slices[i];
+  uint64_t off = (uint64_t)s->off << p->head.align_shift;
+  uint64_t end = off + ((uint64_t)s->size << p->head.align_shift);
+  *first = off >> p->vg.shift;
+  *last = (end - 1) >> p->vg.shift;
+}
+
+/* The figures follow the idle count. */
+static inline void idle_set(sliced *p, uint64_t idle) {
+  p->vg.idle = idle;
+  p->head.bytes_idle = idle << p->vg.shift;
+}
+
+/* Gives the mapped granules [g, h) back (vm_unmap, waiting for the
+ * device's work when `wait`); those that went are unmapped (and were
+ * idle).  The backend's status. */
+static hippo_status unmap_run(sliced *p, uint64_t g, uint64_t h, bool wait) {
+  hippo__vgranules *v = &p->vg;
+  uint64_t done = 0, n;
+  hippo_status st = hippo__pool_vm_unmap(&p->head, v->range + (g << v->shift),
+                                         (h - g) << v->shift, v->size, wait,
+                                         &done);
+  n = done >> v->shift;
+  for (uint64_t k = g; k < g + n; k++)
+    v->ref[k] = 0;
+  v->unmaps += n;
+  idle_set(p, v->idle - n);
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "VIRTUAL pool: giving back %llu granules "
+                             "of %llu B at %#llx",
+                             (unsigned long long)(h - g),
+                             (unsigned long long)v->size,
+                             (unsigned long long)(v->range + (g << v->shift)));
+  return HIPPO_SUCCESS;
+}
+
+/* Maps the unmapped granules of [first, last] (runs of them), all or
+ * nothing; the new ones are idle until counted. */
+static hippo_status __attribute__((noinline))
+map_missing(sliced *p, uint64_t first, uint64_t last) {
+  hippo__vgranules *v = &p->vg;
+  hippo_status st = HIPPO_SUCCESS;
+  uint64_t g = first, mapped = 0;
+  while (g <= last && st == HIPPO_SUCCESS) {
+    uint64_t h = g;
+    if (v->ref[g] & GMAPPED) {
+      g++;
+      continue;
+    }
+    while (h <= last && !(v->ref[h] & GMAPPED))
+      h++;
+    st = hippo__pool_vm_map(&p->head, v->range + (g << v->shift),
+                            (h - g) << v->shift, v->size);
+    if (st == HIPPO_SUCCESS) {
+      for (uint64_t k = g; k < h; k++)
+        v->ref[k] = GMAPPED;
+      mapped += h - g;
+      v->maps += h - g;
+      idle_set(p, v->idle + (h - g));
+      if (h > v->high)
+        v->high = h;
+    }
+    g = h;
+  }
+  if (st != HIPPO_SUCCESS && mapped) {
+    /* what this call mapped goes again, unused: no wait needed */
+    hippo__error_kept kept;
+    hippo__error_keep(&kept);
+    for (uint64_t k = first; k <= last; k++) {
+      uint64_t h = k;
+      while (h <= last && v->ref[h] == GMAPPED)
+        h++;
+      if (h > k)
+        (void)unmap_run(p, k, h, false);
+      k = h;
+    }
+    hippo__error_restore(&kept);
+  }
+  return st;
+}
+
+/* Slice i counts on every granule it touches, which are mapped first. */
+static inline hippo_status touch(sliced *p, uint32_t i) {
+  hippo__vgranules *v = &p->vg;
+  uint64_t first, last, idle = v->idle;
+  hippo_status st;
+  slice_granules(p, i, &first, &last);
+  for (uint64_t g = first; g <= last; g++)
+    if (HIPPO__UNLIKELY(!(v->ref[g] & GMAPPED))) {
+      if ((st = map_missing(p, first, last)) != HIPPO_SUCCESS)
+        return st;
+      idle = v->idle;
+      break;
+    }
+  for (uint64_t g = first; g <= last; g++)
+    idle -= (v->ref[g]++ & GCOUNT) == 0;
+  idle_set(p, idle);
+  return HIPPO_SUCCESS;
+}
+
+/* Slice i counts no more on its granules (they stay mapped). */
+static inline void untouch(sliced *p, uint32_t i) {
+  hippo__vgranules *v = &p->vg;
+  uint64_t first, last, idle = v->idle;
+  slice_granules(p, i, &first, &last);
+  for (uint64_t g = first; g <= last; g++)
+    idle += (--v->ref[g] & GCOUNT) == 0;
+  idle_set(p, idle);
+}
+
+/* Every idle granule goes back, in runs; the first failure after trying
+ * every run (a granule that stays is tried again at the next call). */
+static hippo_status give_back(sliced *p) {
+  hippo__vgranules *v = &p->vg;
+  hippo_status first = HIPPO_SUCCESS;
+  for (uint64_t g = 0; g < v->high && v->idle; g++) {
+    uint64_t h = g;
+    hippo_status st;
+    if (v->ref[g] != GMAPPED)
+      continue;
+    while (h < v->high && v->ref[h] == GMAPPED)
+      h++;
+    st = unmap_run(p, g, h, true);
+    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+      first = st;
+    g = h;
+  }
+  return first;
+}
+
+hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
+  hippo__vgranules *v = &p->vg;
+  hippo_status st;
+  uint64_t addr;
+  if (v->range) {
+    uint64_t args[] = {bytes, v->range_size};
+    return hippo__error_lazy(
+        HIPPO_POOL_CAPACITY_EXCEEDED,
+        "VIRTUAL pool: %llu B do not fit: its range of %llu B holds no "
+        "free slice that large; release, or let a later pool take it",
+        args, 2);
+  }
+  if ((st = hippo__sliced_page_room(p)) != HIPPO_SUCCESS)
+    return st;
+  st = p->head.be->ops->vm_reserve(p->head.be, v->range_size, v->size, &addr);
+  if (st != HIPPO_SUCCESS)
+    return hippo__error_wrap(st, "VIRTUAL pool: reserving its range of "
+                             "%llu B",
+                             (unsigned long long)v->range_size);
+  v->range = addr;
+  p->head.bytes_virtual = v->range_size;
+  *i = hippo__sliced_page_install(p, addr, v->range_size, 0);
+  return HIPPO_SUCCESS;
+}
+
+hippo_status hippo__virtual_reserve(hippo__pool *pool, uint64_t size,
+                                    hippo__slice_ref *out) {
+  sliced *p = (sliced *)pool;
+  uint64_t largest = pool->largest_allocation;
+  hippo_status st = hippo__sliced_reserve_best(pool, size, out);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
+    return st;
+  st = touch(p, out->slice);
+  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) { /* as if never served */
+    (void)hippo__sliced_release_slice(p, out->slice);
+    pool->largest_allocation = largest;
+  }
+  return st;
+}
+
+/* Whether slice i is live with generation gen (a release_named's). */
+static inline bool is_live(const sliced *p, uint32_t i, uint32_t gen) {
+  return i < p->slice_count && p->slices[i].sg == (SLICE_LIVE << 24 | gen);
+}
+
+bool hippo__virtual_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                  uint64_t *size) {
+  sliced *p = (sliced *)pool;
+  if (HIPPO__UNLIKELY(!is_live(p, i, gen)))
+    return false;
+  if (HIPPO__LIKELY(p->slices[i].next_free == 0)) /* no graph holds it */
+    untouch(p, i);
+  return hippo__sliced_release_named_best(pool, i, gen, size);
+}
+
+void hippo__virtual_release(hippo__pool *pool, uint32_t i, uint64_t size) {
+  sliced *p = (sliced *)pool;
+  if (p->slices[i].next_free == 0)
+    untouch(p, i);
+  hippo__sliced_release(pool, i, size);
+}
+
+void hippo__virtual_unhold(hippo__pool *pool, uint32_t i) {
+  sliced *p = (sliced *)pool;
+  const slice *s = &p->slices[i];
+  hippo__sliced_settle(p);
+  if (STATE(s) == SLICE_GUARDED && s->next_free == 1) /* its last hold:
+                                                         it goes free */
+    untouch(p, i);
+  hippo__sliced_unhold(pool, i);
+}
+
+void hippo__virtual_release_all(hippo__pool *pool) {
+  sliced *p = (sliced *)pool;
+  hippo__sliced_settle(p);
+  for (uint32_t i = 0; i < p->slice_count; i++)
+    if (STATE(&p->slices[i]) == SLICE_LIVE && p->slices[i].next_free == 0)
+      untouch(p, i);
+  hippo__sliced_release_all(pool);
+}
+
+hippo_status hippo__virtual_cleanup(hippo__pool *pool) {
+  sliced *p = (sliced *)pool;
+  hippo__sliced_settle(p);
+  return give_back(p);
+}
+
+bool hippo__virtual_gives_back(const hippo__pool *pool) {
+  return ((const sliced *)pool)->vg.idle != 0;
+}
+
+/* Granules go back in batches, never at a reservation's tick. */
+hippo_status hippo__virtual_tick(hippo__pool *pool, uint64_t now) {
+  if (now > pool->now)
+    pool->now = now;
+  return HIPPO_SUCCESS;
+}
+
+void hippo__virtual_report(const hippo__pool *pool, hippo_pool_report *out) {
+  const sliced *p = (const sliced *)pool;
+  hippo__sliced_report(pool, out);
+  out->current_page_size = 0;
+  out->page_sizes = 0;
+  out->granule_size = p->vg.size;
+  out->maps = p->vg.maps;
+  out->unmaps = p->vg.unmaps;
+}
+
+void hippo__virtual_destroy(hippo__pool *pool) {
+  sliced *p = (sliced *)pool;
+  hippo__vgranules *v = &p->vg;
+  hippo__sliced_settle(p);
+  /* every mapped granule goes (the stream is going away), then the range */
+  for (uint64_t g = 0; g < v->high; g++) {
+    uint64_t h = g;
+    if (!(v->ref[g] & GMAPPED))
+      continue;
+    while (h < v->high && (v->ref[h] & GMAPPED))
+      h++;
+    for (uint64_t k = g; k < h; k++)
+      if ((v->ref[k] & GCOUNT) != 0) {
+        v->ref[k] = GMAPPED; /* the live slices go with the pool */
+        idle_set(p, v->idle + 1);
+      }
+    /* once more where a free failed (an injected fault fails one call):
+     * what still fails stays with the backend until it is destroyed */
+    if (unmap_run(p, g, h, true) != HIPPO_SUCCESS)
+      for (uint64_t k = g; k < h; k++)
+        if (v->ref[k] == GMAPPED)
+          (void)unmap_run(p, k, k + 1, true);
+    g = h;
+  }
+  if (v->range && pool->pages == 0 &&
+      pool->be->ops->vm_release(pool->be, v->range, v->range_size) !=
+          HIPPO_SUCCESS)
+    (void)pool->be->ops->vm_release(pool->be, v->range, v->range_size);
+  free(v->ref);
+  hippo__sliced_free(p);
+}
+
+/* pools_install hands the records to the pool that takes this index
+ * (pool.h names_take).  With no granule mapped no slice is live, held or
+ * guarded: the range goes first, so every record is unused.  With
+ * granules mapped (never, by pools_install's rule), or if the range
+ * cannot go back, nothing is handed over. */
+void hippo__virtual_names_take(hippo__pool *pool, hippo__names *out) {
+  sliced *p = (sliced *)pool;
+  hippo__vgranules *v = &p->vg;
+  hippo__sliced_settle(p);
+  memset(out, 0, sizeof *out);
+  if (pool->pages != 0)
+    return;
+  if (v->range) {
+    hippo__error_kept kept;
+    uint32_t pg = 0;
+    hippo__error_keep(&kept);
+    if (pool->be->ops->vm_release(pool->be, v->range, v->range_size) !=
+        HIPPO_SUCCESS) {
+      hippo__error_restore(&kept); /* destroy tries again */
+      return;
+    }
+    while (!p->pages[pg].held)
+      pg++;
+    hippo__sliced_page_forget(p, pg);
+    v->range = 0;
+    v->high = 0;
+    pool->bytes_virtual = 0;
+  }
+  hippo__sliced_names_take(pool, out);
+}
+
+/* ---- relocation: nothing moves; the drain gives idle granules back ------ */
+
+/* The idle bytes at which the pool wants an unmap: its unmap_threshold,
+ * or (0) the default, HIPPO__VIRTUAL_DEFAULT_THRESHOLD. */
+static uint64_t threshold_of(const sliced *p) {
+  return p->vg.threshold ? p->vg.threshold : HIPPO__VIRTUAL_DEFAULT_THRESHOLD;
+}
+
+static void virtual_shape(const hippo__pool *pool, hippo__reloc_shape *out) {
+  const sliced *p = (const sliced *)pool;
+  hippo__sliced_settle(p);
+  memset(out, 0, sizeof *out);
+  out->current_pages = pool->pages;
+  out->guarded_pages = pool->holds;
+  out->idle_bytes = pool->bytes_idle;
+  out->unmap = pool->bytes_idle && pool->bytes_idle >= threshold_of(p);
+}
+
+static hippo_status virtual_plan(hippo__pool *pool,
+                                 hippo_relocate_reason reason,
+                                 hippo__reloc_plan *plan) {
+  (void)pool;
+  (void)reason;
+  (void)plan; /* no slice of a virtual range ever moves */
+  return HIPPO_SUCCESS;
+}
+
+static void virtual_commit(hippo__pool *pool, hippo__reloc_plan *plan) {
+  (void)pool;
+  (void)plan;
+}
+
+static void virtual_abort(hippo__pool *pool, hippo__reloc_plan *plan,
+                          bool strand) {
+  (void)pool;
+  (void)plan;
+  (void)strand;
+}
+
+static void virtual_unstrand(hippo__pool *pool) { (void)pool; }
+
+static hippo_status virtual_drain(hippo__pool *pool, uint64_t *pages,
+                                  uint64_t *bytes) {
+  sliced *p = (sliced *)pool;
+  uint64_t n = pool->pages, b = pool->bytes_reserved;
+  hippo_status st;
+  hippo__sliced_settle(p);
+  st = give_back(p);
+  *pages += n - pool->pages;
+  *bytes += b - pool->bytes_reserved;
+  return st;
+}
+
+const hippo__pool_move_ops hippo__virtual_move_ops = {
+    .shape = virtual_shape,
+    .plan = virtual_plan,
+    .commit = virtual_commit,
+    .abort = virtual_abort,
+    .unstrand = virtual_unstrand,
+    .drain = virtual_drain,
+};
+
+/* ---- the check walk's part -------------------------------------------------- */
+
+#define CHECK(cond, ...)                                                       \
+  do {                                                                         \
+    if (!(cond))                                                               \
+      return hippo__error_set(HIPPO_INTERNAL, "VIRTUAL check: " __VA_ARGS__);  \
+  } while (0)
+
+hippo_status hippo__virtual_check(const sliced *p) {
+  const hippo__vgranules *v = &p->vg;
+  const hippo__pool *pool = &p->head;
+  uint32_t *want = calloc(v->high ? v->high : 1, sizeof *want);
+  uint64_t mapped = 0, idle = 0;
+  hippo_status st = HIPPO_SUCCESS;
+  if (!want)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "VIRTUAL check: host memory for %llu granules",
+                            (unsigned long long)v->high);
+  for (uint32_t i = 0; i < p->slice_count; i++) {
+    uint64_t first, last;
+    uint32_t state = STATE(&p->slices[i]);
+    if (state != SLICE_LIVE && state != SLICE_GUARDED)
+      continue;
+    slice_granules(p, i, &first, &last);
+    if (last >= v->high) {
+      st = hippo__error_set(HIPPO_INTERNAL,
+                            "VIRTUAL check: slice %u touches granule %llu, "
+                            "above every granule ever mapped (%llu)",
+                            i, (unsigned long long)last,
+                            (unsigned long long)v->high);
+      goto out;
+    }
+    for (uint64_t g = first; g <= last; g++)
+      want[g]++;
+  }
+  for (uint64_t g = 0; g < v->high; g++) {
+    uint32_t r = v->ref[g];
+    if ((r & GCOUNT) != want[g] || (want[g] && !(r & GMAPPED))) {
+      st = hippo__error_set(HIPPO_INTERNAL,
+                            "VIRTUAL check: granule %llu counts %u slices "
+                            "(mapped %d), %u touch it",
+                            (unsigned long long)g, r & GCOUNT,
+                            !!(r & GMAPPED), want[g]);
+      goto out;
+    }
+    mapped += !!(r & GMAPPED);
+    idle += r == GMAPPED;
+  }
+out:
+  free(want);
+  if (st != HIPPO_SUCCESS)
+    return st;
+  for (uint64_t g = v->high; g < v->count; g++)
+    CHECK(v->ref[g] == 0, "granule %llu above the high mark %llu is used",
+          (unsigned long long)g, (unsigned long long)v->high);
+  CHECK(idle == v->idle && pool->bytes_idle == idle << v->shift,
+        "%llu idle granules, counted %llu (%llu B)", (unsigned long long)idle,
+        (unsigned long long)v->idle, (unsigned long long)pool->bytes_idle);
+  CHECK(mapped == pool->pages && mapped << v->shift == pool->bytes_reserved,
+        "%llu granules mapped, figures say %llu pages of %llu B",
+        (unsigned long long)mapped, (unsigned long long)pool->pages,
+        (unsigned long long)pool->bytes_reserved);
+  CHECK(p->page_count <= 1 && (p->page_count == 0 || (p->pages[0].held &&
+                                                      p->pages[0].addr ==
+                                                          v->range)),
+        "%u pages; a VIRTUAL pool has its range as its one page",
+        p->page_count);
+  CHECK(pool->bytes_virtual == (v->range ? v->range_size : 0),
+        "%llu B of range counted, range %#llx of %llu B",
+        (unsigned long long)pool->bytes_virtual,
+        (unsigned long long)v->range, (unsigned long long)v->range_size);
+  return HIPPO_SUCCESS;
+}
