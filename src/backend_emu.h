@@ -30,6 +30,7 @@
 
 #include "backend.h"
 #include "core.h"
+#include "vm_runs.h"
 
 /* Largest alignment an emulated device accepts (HOST over-maps by it). */
 #define HIPPO__EMU_MAX_ALIGNMENT (UINT64_C(1) << 30)
@@ -92,21 +93,14 @@ typedef struct hippo__emu_fault {
   hippo_status status;
 } hippo__emu_fault;
 
-/* A mapped run of a virtual range: bytes [start, end) have memory. */
-typedef struct hippo__emu_run {
-  uint64_t start, end;
-} hippo__emu_run;
-
 /* A virtual range (vm_reserve): address space, with memory only where
  * granules were mapped (backend_emu_vm.c).
- * Invariant: runs[0 .. run_count) are sorted, disjoint and never
- * adjacent (neighbours merge), inside [addr, addr + size); mapped is the
- * sum of their lengths; HOST: fd is the memfd behind the range (the bytes
+ * Invariant: runs (vm_runs.h) lie inside [addr, addr + size); mapped is
+ * the sum of their lengths; HOST: fd is the memfd behind the range (the bytes
  * of a run live at offset start - addr of it), DRY: fd == -1. */
 typedef struct hippo__emu_range {
   uint64_t addr, size;
-  hippo__emu_run *runs;
-  size_t run_count, run_cap;
+  hippo__vm_runs runs;
   uint64_t mapped;
   int fd;
 } hippo__emu_range;

@@ -38,91 +38,8 @@ bool hippo__emu_vm_holds(const hippo__emu *emu, uint64_t addr, uint64_t size,
   const hippo__emu_range *r = range_at(emu, addr);
   if (!r)
     return false;
-  for (size_t k = 0; k < r->run_count; k++)
-    if (addr >= r->runs[k].start && addr < r->runs[k].end) {
-      run[0] = r->runs[k].start;
-      run[1] = r->runs[k].end - r->runs[k].start;
-      return size <= run[1] - (addr - run[0]);
-    }
-  return false;
-}
-
-/* How many bytes of [a, b) are mapped in r.  Locked. */
-static uint64_t mapped_in(const hippo__emu_range *r, uint64_t a, uint64_t b) {
-  uint64_t n = 0;
-  for (size_t k = 0; k < r->run_count; k++) {
-    uint64_t lo = r->runs[k].start > a ? r->runs[k].start : a;
-    uint64_t hi = r->runs[k].end < b ? r->runs[k].end : b;
-    if (lo < hi)
-      n += hi - lo;
-  }
-  return n;
-}
-
-/* Room for one more run (a map or an unmap adds one at most), so
- * runs_add and runs_remove cannot fail: false without host memory.
- * Locked. */
-static bool runs_room(hippo__emu_range *r) {
-  if (r->run_count == r->run_cap) {
-    size_t cap = r->run_cap ? r->run_cap * 2 : 8;
-    hippo__emu_run *grown = realloc(r->runs, cap * sizeof *grown);
-    if (!grown)
-      return false;
-    r->runs = grown;
-    r->run_cap = cap;
-  }
-  return true;
-}
-
-/* [a, b) of r (none of it mapped) is mapped now: a run of its own, merged
- * with its neighbours (runs_room made room).  Locked. */
-static void runs_add(hippo__emu_range *r, uint64_t a, uint64_t b) {
-  size_t k = 0;
-  bool left, right;
-  while (k < r->run_count && r->runs[k].end <= a)
-    k++;
-  left = k > 0 && r->runs[k - 1].end == a;
-  right = k < r->run_count && r->runs[k].start == b;
-  if (left && right) { /* the gap between two runs closes */
-    r->runs[k - 1].end = r->runs[k].end;
-    memmove(&r->runs[k], &r->runs[k + 1],
-            (r->run_count - k - 1) * sizeof *r->runs);
-    r->run_count--;
-  } else if (left) {
-    r->runs[k - 1].end = b;
-  } else if (right) {
-    r->runs[k].start = a;
-  } else {
-    memmove(&r->runs[k + 1], &r->runs[k],
-            (r->run_count - k) * sizeof *r->runs);
-    r->runs[k] = (hippo__emu_run){a, b};
-    r->run_count++;
-  }
-  r->mapped += b - a;
-}
-
-/* [a, b) of r (all of it mapped, inside one run: runs never touch) is
- * unmapped now (runs_room made room for a split).  Locked. */
-static void runs_remove(hippo__emu_range *r, uint64_t a, uint64_t b) {
-  size_t k = 0;
-  while (k < r->run_count && r->runs[k].end <= a)
-    k++;
-  if (r->runs[k].start < a && r->runs[k].end > b) { /* split in two */
-    memmove(&r->runs[k + 1], &r->runs[k],
-            (r->run_count - k) * sizeof *r->runs);
-    r->run_count++;
-    r->runs[k].end = a;
-    r->runs[k + 1].start = b;
-  } else if (r->runs[k].start < a) {
-    r->runs[k].end = a;
-  } else if (r->runs[k].end > b) {
-    r->runs[k].start = b;
-  } else {
-    memmove(&r->runs[k], &r->runs[k + 1],
-            (r->run_count - k - 1) * sizeof *r->runs);
-    r->run_count--;
-  }
-  r->mapped -= b - a;
+  return hippo__vm_runs_holding(&r->runs, addr, run) &&
+         size <= run[1] - (addr - run[0]);
 }
 
 hippo_status hippo__emu_vm_granularity(hippo__backend *be,
@@ -239,7 +156,7 @@ hippo_status hippo__emu_vm_release(hippo__backend *be, uint64_t addr,
                           (unsigned long long)addr, strerror(err));
     goto out;
   }
-  free(r->runs);
+  hippo__vm_runs_free(&r->runs);
   emu->bytes_virtual -= size;
   *r = emu->ranges[--emu->range_count];
 out:
@@ -275,12 +192,13 @@ static hippo_status span_check(hippo__emu *emu, const char *call,
 static int unmap_now(hippo__emu *emu, hippo__emu_range *r, uint64_t a,
                      uint64_t b) {
   int err;
-  if (!runs_room(r))
+  if (!hippo__vm_runs_room(&r->runs, 1))
     return ENOMEM;
   err = emu->cls->range_drop ? emu->cls->range_drop(r, a, b - a) : 0;
   if (err)
     return err;
-  runs_remove(r, a, b);
+  hippo__vm_runs_remove(&r->runs, a, b);
+  r->mapped -= b - a;
   emu->bytes_mapped -= b - a;
   emu->bytes_held -= b - a;
   if (emu->cls->range_drop)
@@ -298,7 +216,7 @@ hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
   pthread_mutex_lock(&emu->mutex);
   if ((st = span_check(emu, "vm_map", addr, size, granule, &r)))
     goto out;
-  if (mapped_in(r, addr, addr + size)) {
+  if (hippo__vm_runs_mapped_in(&r->runs, addr, addr + size)) {
     st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
                           "%s vm_map: [%#llx, +%llu) is mapped already "
                           "(in part)",
@@ -325,11 +243,13 @@ hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
     int err;
     if ((st = hippo__emu_call(emu, HIPPO_CALL_VM_MAP, "vm_map")))
       break;
-    err = !runs_room(r) ? ENOMEM
+    err = !hippo__vm_runs_room(&r->runs, 1) ? ENOMEM
           : emu->cls->range_back ? emu->cls->range_back(r, at, granule)
                                  : 0;
-    if (!err)
-      runs_add(r, at, at + granule);
+    if (!err) {
+      hippo__vm_runs_add(&r->runs, at, at + granule);
+      r->mapped += granule;
+    }
     if (err) {
       st = hippo__error_set(
           HIPPO_OUT_OF_MEMORY,
@@ -376,7 +296,7 @@ hippo_status hippo__emu_vm_unmap(hippo__backend *be, uint64_t addr,
   pthread_mutex_lock(&emu->mutex);
   if ((st = span_check(emu, "vm_unmap", addr, size, granule, &r)))
     goto out;
-  if (mapped_in(r, addr, addr + size) != size) {
+  if (hippo__vm_runs_mapped_in(&r->runs, addr, addr + size) != size) {
     st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
                           "%s vm_unmap: [%#llx, +%llu) is not mapped whole",
                           emu->name, (unsigned long long)addr,
@@ -419,14 +339,13 @@ out:
 void hippo__emu_vm_fini(hippo__emu *emu) {
   for (size_t i = 0; i < emu->range_count; i++) {
     hippo__emu_range *r = &emu->ranges[i];
-    for (size_t k = 0; k < r->run_count && emu->cls->range_drop; k++)
-      (void)emu->cls->range_drop(r, r->runs[k].start,
-                                 r->runs[k].end - r->runs[k].start);
-    r->run_count = 0;
+    for (size_t k = 0; k < r->runs.count && emu->cls->range_drop; k++)
+      (void)emu->cls->range_drop(r, r->runs.v[k].start,
+                                 r->runs.v[k].end - r->runs.v[k].start);
+    hippo__vm_runs_free(&r->runs);
     r->mapped = 0;
     if (emu->cls->range_release)
       (void)emu->cls->range_release(r);
-    free(r->runs);
   }
   free(emu->ranges);
   emu->ranges = NULL;

@@ -61,23 +61,20 @@
 #include "backend.h"
 #include "core.h"
 #include "gpu_rt.h"
+#include "vm_runs.h"
 
 typedef struct gpu_page {
   uint64_t addr, size;
 } gpu_page;
 
 /* Virtual memory (vm_*).  A range from vm_reserve, with the mapped runs of
- * its granules: sorted, disjoint, never adjacent (neighbours merge), inside
- * [addr, addr + size); `mapped` is the sum of their lengths. */
-typedef struct vm_run {
-  uint64_t start, end;
-} vm_run;
-
+ * its granules (vm_runs.h) inside [addr, addr + size); `mapped` is the
+ * bytes of its mapped granules (a granule that stayed mapped while host
+ * memory for its run ran out counts without a run). */
 typedef struct vm_range {
   uint64_t addr, size;
   uint64_t mapped;
-  vm_run *runs;
-  size_t nruns, cap_runs;
+  hippo__vm_runs runs;
 } vm_range;
 
 /* A mapped granule: its physical allocation (one per granule, mapped whole
@@ -749,94 +746,8 @@ static size_t range_at(const gpu_backend *g, uint64_t addr) {
 static bool vm_run_holding(const gpu_backend *g, uint64_t addr,
                            uint64_t run[2]) {
   size_t i = range_at(g, addr);
-  const vm_range *r;
-  if (i == g->nranges)
-    return false;
-  r = &g->ranges[i];
-  for (size_t k = 0; k < r->nruns; k++)
-    if (addr >= r->runs[k].start && addr < r->runs[k].end) {
-      run[0] = r->runs[k].start;
-      run[1] = r->runs[k].end - r->runs[k].start;
-      return true;
-    }
-  return false;
-}
-
-/* How many bytes of [a, b) are mapped in r. */
-static uint64_t mapped_in(const vm_range *r, uint64_t a, uint64_t b) {
-  uint64_t n = 0;
-  for (size_t k = 0; k < r->nruns; k++) {
-    uint64_t lo = r->runs[k].start > a ? r->runs[k].start : a;
-    uint64_t hi = r->runs[k].end < b ? r->runs[k].end : b;
-    if (lo < hi)
-      n += hi - lo;
-  }
-  return n;
-}
-
-/* Room for `more` runs (false: no host memory).  Locked. */
-static bool runs_room(vm_range *r, size_t more) {
-  if (r->nruns + more > r->cap_runs) {
-    size_t cap = r->cap_runs ? r->cap_runs : 8;
-    vm_run *grown;
-    while (cap < r->nruns + more)
-      cap *= 2;
-    grown = realloc(r->runs, cap * sizeof *grown);
-    if (!grown)
-      return false;
-    r->runs = grown;
-    r->cap_runs = cap;
-  }
-  return true;
-}
-
-/* [a, b) of r (none of it mapped) is mapped now, merged with its
- * neighbours (room made; r->mapped is the caller's).  Locked. */
-static void runs_add(vm_range *r, uint64_t a, uint64_t b) {
-  size_t k = 0;
-  bool left, right;
-  while (k < r->nruns && r->runs[k].end <= a)
-    k++;
-  left = k > 0 && r->runs[k - 1].end == a;
-  right = k < r->nruns && r->runs[k].start == b;
-  if (left && right) {
-    r->runs[k - 1].end = r->runs[k].end;
-    memmove(&r->runs[k], &r->runs[k + 1],
-            (r->nruns - k - 1) * sizeof *r->runs);
-    r->nruns--;
-  } else if (left) {
-    r->runs[k - 1].end = b;
-  } else if (right) {
-    r->runs[k].start = a;
-  } else {
-    memmove(&r->runs[k + 1], &r->runs[k], (r->nruns - k) * sizeof *r->runs);
-    r->runs[k] = (vm_run){a, b};
-    r->nruns++;
-  }
-}
-
-/* [a, b) of r (mapped, inside one run) is unmapped now (room made for a
- * split).  Locked. */
-static void runs_remove(vm_range *r, uint64_t a, uint64_t b) {
-  size_t k = 0;
-  while (k < r->nruns && r->runs[k].end <= a)
-    k++;
-  if (k == r->nruns || r->runs[k].start > a)
-    return; /* not recorded (a granule stuck while out of host memory) */
-  if (r->runs[k].start < a && r->runs[k].end > b) {
-    memmove(&r->runs[k + 1], &r->runs[k], (r->nruns - k) * sizeof *r->runs);
-    r->nruns++;
-    r->runs[k].end = a;
-    r->runs[k + 1].start = b;
-  } else if (r->runs[k].start < a) {
-    r->runs[k].end = a;
-  } else if (r->runs[k].end > b) {
-    r->runs[k].start = b;
-  } else {
-    memmove(&r->runs[k], &r->runs[k + 1],
-            (r->nruns - k - 1) * sizeof *r->runs);
-    r->nruns--;
-  }
+  return i < g->nranges && hippo__vm_runs_holding(&g->ranges[i].runs, addr,
+                                                  run);
 }
 
 /* ---- the granule table (vm_lock) ---- */
@@ -1131,7 +1042,7 @@ static hippo_status gpu_vm_release(hippo__backend *be, uint64_t addr,
     goto out;
   }
   pthread_mutex_lock(&g->lock);
-  free(g->ranges[i].runs);
+  hippo__vm_runs_free(&g->ranges[i].runs);
   memmove(&g->ranges[i], &g->ranges[i + 1],
           (g->nranges - i - 1) * sizeof *g->ranges);
   g->nranges--;
@@ -1181,7 +1092,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
   pthread_mutex_lock(&g->lock);
   st = span_check(g, "vm_map", addr, size, granule, &ri);
   if (st == HIPPO_SUCCESS &&
-      mapped_in(&g->ranges[ri], addr, addr + size) != 0)
+      hippo__vm_runs_mapped_in(&g->ranges[ri].runs, addr, addr + size) != 0)
     st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
                           "%s vm_map: [%#llx, +%llu) is mapped already (in "
                           "part)",
@@ -1200,7 +1111,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
      * granules' handles, one run (the call's granules merge), the table */
     n = size / granule;
     hs = n <= SIZE_MAX / sizeof *hs ? malloc((size_t)n * sizeof *hs) : NULL;
-    if (!hs || !runs_room(&g->ranges[ri], 1) || !gran_room(g, (size_t)n))
+    if (!hs || !hippo__vm_runs_room(&g->ranges[ri].runs, 1) || !gran_room(g, (size_t)n))
       st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "%s vm_map: out of host memory for the records "
                             "of %llu granules",
@@ -1240,8 +1151,8 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
       pthread_mutex_lock(&g->lock);
       if (res == UNMAP_REFUSED) { /* still mapped: recorded as such */
         vm_range *r = &g->ranges[ri];
-        if (runs_room(r, 1))
-          runs_add(r, at, at + granule);
+        if (hippo__vm_runs_room(&r->runs, 1))
+          hippo__vm_runs_add(&r->runs, at, at + granule);
         r->mapped += granule;
         gran_put(g, (vm_granule){at, granule, hs[k]});
         g->bytes_mapped += granule;
@@ -1263,7 +1174,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
     st = leave(g, &sc, st);
   pthread_mutex_lock(&g->lock);
   if (st == HIPPO_SUCCESS) {
-    runs_add(&g->ranges[ri], addr, addr + size);
+    hippo__vm_runs_add(&g->ranges[ri].runs, addr, addr + size);
     g->ranges[ri].mapped += size;
     for (k = 0; k < n; k++)
       gran_put(g, (vm_granule){addr + k * granule, granule, hs[k]});
@@ -1307,7 +1218,7 @@ static hippo_status gpu_vm_unmap(hippo__backend *be, uint64_t addr,
                             (unsigned long long)granule,
                             (unsigned long long)a);
   }
-  if (st == HIPPO_SUCCESS && !runs_room(&g->ranges[ri], 1))
+  if (st == HIPPO_SUCCESS && !hippo__vm_runs_room(&g->ranges[ri].runs, 1))
     st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
                           "%s vm_unmap: out of host memory for a run",
                           g->rt->name);
@@ -1343,7 +1254,7 @@ static hippo_status gpu_vm_unmap(hippo__backend *be, uint64_t addr,
     if (res == UNMAP_REFUSED)
       break;
     pthread_mutex_lock(&g->lock);
-    runs_remove(&g->ranges[ri], at, at + granule);
+    hippo__vm_runs_remove(&g->ranges[ri].runs, at, at + granule);
     g->ranges[ri].mapped -= granule;
     g->bytes_mapped -= granule;
     g->granules_mapped--;
@@ -1384,7 +1295,7 @@ static void vm_fini(gpu_backend *g) {
     (void)leave(g, &sc, HIPPO_SUCCESS);
   }
   for (size_t i = 0; i < g->nranges; i++)
-    free(g->ranges[i].runs);
+    hippo__vm_runs_free(&g->ranges[i].runs);
   free(g->ranges);
   free(g->granules);
   free(g->orphans);
