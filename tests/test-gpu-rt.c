@@ -53,18 +53,9 @@ static void clean(void) {
 
 /* ---- helpers ------------------------------------------------------------- */
 
-/* A stand-in runtime's path, from make check's environment. */
-static const char *fake_lib(const char *var) {
-  const char *p = getenv(var);
-  if (!p || !*p)
-    ck_abort_msg("%s is not set; run this test through make check, or set "
-                 "FAKE_HIP_LIB and FAKE_CUDA_LIB to the built "
-                 "tests/fake/.libs/libfakehip.so and libfakecudart.so",
-                 var);
-  return p;
-}
-static const char *fake_hip(void) { return fake_lib("FAKE_HIP_LIB"); }
-static const char *fake_cuda(void) { return fake_lib("FAKE_CUDA_LIB"); }
+/* The stand-in runtimes' paths, from make check's environment. */
+static const char *fake_hip(void) { return tu_fake_lib("FAKE_HIP_LIB"); }
+static const char *fake_cuda(void) { return tu_fake_lib("FAKE_CUDA_LIB"); }
 
 /* The libraries hippo may load: a path each (NULL: one that does not
  * exist, so nothing installed on this machine loads). */

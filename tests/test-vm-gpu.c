@@ -81,21 +81,11 @@ typedef struct flavor {
 static const flavor flavors[2] = {{"HIP", "hip", "FAKE_HIP_LIB"},
                                   {"CUDA", "cu", "FAKE_CUDA_LIB"}};
 
-static const char *fake_lib(const char *var) {
-  const char *p = getenv(var);
-  if (!p || !*p)
-    ck_abort_msg("%s is not set; run this test through make check, or set "
-                 "FAKE_HIP_LIB and FAKE_CUDA_LIB to the built "
-                 "tests/fake/.libs/libfakehip.so and libfakecudart.so",
-                 var);
-  return p;
-}
-
 /* Only flavor f's stand-in may load. */
 static void use(int f) {
   env("HIPPO_GPU_RUNTIME", f == 0 ? "hip" : "cuda");
-  env("HIPPO_HIP_LIBRARY", f == 0 ? fake_lib(flavors[0].var) : NOLIB);
-  env("HIPPO_CUDA_LIBRARY", f == 1 ? fake_lib(flavors[1].var) : NOLIB);
+  env("HIPPO_HIP_LIBRARY", f == 0 ? tu_fake_lib(flavors[0].var) : NOLIB);
+  env("HIPPO_CUDA_LIBRARY", f == 1 ? tu_fake_lib(flavors[1].var) : NOLIB);
 }
 
 static hippo__backend *gpu_new(uint64_t capacity) {

@@ -97,6 +97,18 @@ static inline const char *tu_plugin_path(void) {
   return path;
 }
 
+/* A stand-in GPU runtime's path, from $var (FAKE_HIP_LIB or FAKE_CUDA_LIB,
+ * set by make check). */
+static inline const char *tu_fake_lib(const char *var) {
+  const char *p = getenv(var);
+  if (!p || !*p)
+    ck_abort_msg("%s is not set; run this test through make check, or set "
+                 "FAKE_HIP_LIB and FAKE_CUDA_LIB to the built "
+                 "tests/fake/.libs/libfakehip.so and libfakecudart.so",
+                 var);
+  return p;
+}
+
 /* Loads the plugin once per process (forked tests inherit it). */
 static inline const hippo_api *tu_load(void **lib_out) {
   static const hippo_api *api;
