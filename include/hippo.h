@@ -403,7 +403,8 @@ typedef struct hippo_usage {
                                     unknown); freed after a later wait */
   uint64_t bytes_guarded;        /* released slices a graph not yet retired
                                     may use: kept out of use until
-                                    graph_retire */
+                                    graph_retire (a slice also waiting
+                                    for record_use users counts here) */
   uint64_t slices_guarded;       /* holds graphs keep on slices, live or
                                     released (a slice two graphs hold
                                     counts twice) */
@@ -417,6 +418,13 @@ typedef struct hippo_usage {
                                     next cleanup, reclaim or relocation) */
   uint64_t bytes_virtual;        /* VIRTUAL: address space reserved (no
                                     memory) */
+  uint64_t bytes_waiting;        /* released slices (slices_waiting) that
+                                    no graph holds, kept out of use until
+                                    their record_use users' work finished.
+                                    bytes_reserved = bytes_in_use +
+                                    bytes_padding + bytes_guarded +
+                                    bytes_waiting + bytes_stranded + free
+                                    bytes */
 } hippo_usage;
 
 /* One pool of a stream (pool_report; its options in force, such as a page
@@ -447,6 +455,7 @@ typedef struct hippo_pool_report {
   uint64_t bytes_virtual;       /* VIRTUAL: see hippo_usage */
   uint64_t maps;                /* VIRTUAL: granules mapped, ever */
   uint64_t unmaps;              /* VIRTUAL: granules unmapped, ever */
+  uint64_t bytes_waiting;       /* see hippo_usage */
 } hippo_pool_report;
 
 /* What a relocation did (relocate_with, relocation_report). */
@@ -684,7 +693,11 @@ typedef struct hippo_api {
    * HIPPO_INVALID_ARGUMENT; retiring twice is harmless; while a stream
    * still captures the id, HIPPO_GRAPH_RECORDING.  Asking the streams may
    * fail (the driver's error); nothing changes on any failure: retire
-   * again.  A graph never retired keeps its slices until device_close. */
+   * again.  While another stream of the device captures, the holds go
+   * but nothing is freed: pages a detached stream left for the graph stay
+   * with the device (reserved, free) until the next graph_retire,
+   * cleanup(device, NULL) or stream_detach after that capture.  A graph
+   * never retired keeps its slices until device_close. */
   hippo_status (*graph_retire)(hippo_device *device, uint64_t capture_id);
   /* [driver] (one question) A host runtime that announces its captures
    * saves hippo the driver question (hipStreamIsCapturing) at every

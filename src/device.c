@@ -579,10 +579,16 @@ hippo_status hippo__graph_retire(hippo_device *dev, uint64_t id) {
     hippo__manager_unhold_locked(s, g[i].pool, g[i].slice);
     hippo__lock_drop(&s->lock);
   }
-  /* a page whose free fails stays with the device, counted, until the
-   * next stream_detach, graph_retire or cleanup of every stream: the
-   * holds are gone all the same */
-  (void)retained_sweep(dev);
+  /* the pages of detached streams go back now unless a stream of the
+   * device captures (hippo frees no page then: they stay with the device,
+   * reserved and free, until the next stream_detach, graph_retire or
+   * cleanup of every stream after the capture; issue 30); a page whose
+   * free fails stays the same way.  The holds are gone all the same. */
+  if (dev->retained_count) {
+    bool may_free = false;
+    if (hippo__device_may_free(dev, &may_free) == HIPPO_SUCCESS && may_free)
+      (void)retained_sweep(dev);
+  }
   hippo__mutex_drop(&dev->lock);
   free(g);
   return HIPPO_SUCCESS;

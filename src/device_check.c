@@ -28,6 +28,7 @@ hippo_status hippo__device_usage(hippo_device *dev, hippo_usage *out) {
     out->peak_bytes_in_use += u.peak_bytes_in_use;
     out->bytes_stranded += u.bytes_stranded;
     out->bytes_guarded += u.bytes_guarded;
+    out->bytes_waiting += u.bytes_waiting;
     out->slices_guarded += u.slices_guarded;
     out->slices_waiting += u.slices_waiting;
     out->event_failures += u.event_failures;

@@ -40,8 +40,7 @@ static hippo_status out_of_memory(hippo_stream *s, uint64_t size) {
    * room is and how cut up, pool_report tells */
   for (uint32_t i = 0; i < s->pool_count; i++) {
     const hippo__pool *p = s->pools[i];
-    free_pools += p->bytes_reserved - p->bytes_in_use - p->bytes_padding -
-                  p->bytes_stranded - p->bytes_guarded;
+    free_pools += hippo__pool_bytes_free(p);
   }
   {
     uint64_t args[] = {size,

@@ -534,6 +534,7 @@ static hippo_status release_captured(hippo_stream *s, hippo_handle h,
                                      uint64_t cid) {
   uint32_t pool, slice;
   hippo__slot *slot;
+  hippo__uses_released ur = {0};
   hippo_status st = HIPPO_SUCCESS;
   hippo__lock_take(&s->lock);
   if (!hippo__manager_locate_locked(s, h, &pool, &slice, &slot)) {
@@ -543,7 +544,7 @@ static hippo_status release_captured(hippo_stream *s, hippo_handle h,
   if (pool != HIPPO__POOL_NONE) {
     st = hippo__graphs_make_room(s->env->graphs, cid);
     if (st == HIPPO_SUCCESS && s->use_count)
-      st = hippo__manager_uses_released_locked(s, pool, slice);
+      st = hippo__manager_uses_released_locked(s, pool, slice, &ur);
     if (st != HIPPO_SUCCESS) {
       hippo__lock_drop(&s->lock);
       return st;
@@ -560,6 +561,7 @@ static hippo_status release_captured(hippo_stream *s, hippo_handle h,
     (void)p->ops->release_named(p, hp.index, hp.gen, &size);
     s->in_use -= size;
   }
+  hippo__manager_waits_released_locked(s, &ur);
   hippo__lock_drop(&s->lock);
   return HIPPO_SUCCESS;
 }
@@ -570,8 +572,10 @@ static hippo_status release_captured(hippo_stream *s, hippo_handle h,
 static hippo_status __attribute__((noinline))
 release_locked(hippo_stream *s, hippo_handle h) {
   hippo__handle_parts hp = hippo__handle_split(h);
+  hippo__uses_released ur = {0};
   hippo_status st;
-  if (s->use_count && (st = hippo__manager_release_uses_locked(s, h)) != HIPPO_SUCCESS) {
+  if (s->use_count &&
+      (st = hippo__manager_release_uses_locked(s, h, &ur)) != HIPPO_SUCCESS) {
     hippo__lock_drop(&s->lock);
     return st;
   }
@@ -582,6 +586,7 @@ release_locked(hippo_stream *s, hippo_handle h) {
       p->now = s->clock; /* stamps the page if it empties */
       if (p->ops->release_named(p, hp.index, hp.gen, &size)) {
         s->in_use -= size;
+        hippo__manager_waits_released_locked(s, &ur);
         hippo__lock_drop(&s->lock);
         return HIPPO_SUCCESS;
       }
@@ -590,6 +595,7 @@ release_locked(hippo_stream *s, hippo_handle h) {
     hippo__slot *slot = hippo__handles_get(&s->handles, h);
     if (slot) {
       drop_slot(s, slot);
+      hippo__manager_waits_released_locked(s, &ur);
       hippo__lock_drop(&s->lock);
       return HIPPO_SUCCESS;
     }
@@ -782,7 +788,7 @@ void hippo__manager_unhold_locked(hippo_stream *s, uint32_t pool,
                                   uint32_t slice) {
   hippo__pool *p = s->pools[pool];
   p->now = s->clock; /* stamps the page if it empties */
-  p->ops->unhold(p, slice);
+  p->ops->unhold(p, slice, false);
   s->holds--;
 }
 
@@ -848,6 +854,7 @@ void hippo__manager_usage_locked(const hippo_stream *s, hippo_usage *out) {
   out->bytes_stranded = hippo__manager_stranded_locked(s);
   for (uint32_t i = 0; i < s->pool_count; i++) {
     out->bytes_guarded += s->pools[i]->bytes_guarded;
+    out->bytes_waiting += s->pools[i]->bytes_waiting;
     out->bytes_idle += s->pools[i]->bytes_idle;
     out->bytes_virtual += s->pools[i]->bytes_virtual;
   }

@@ -257,14 +257,24 @@ hippo_status hippo__record_use(hippo_stream *s, hippo_handle h,
  * reusable (never waits). */
 void hippo__manager_poll_waits_locked(hippo_stream *s);
 /* The release of h (live or not) is about to happen: each use of its
- * slice gets its event recorded on its user and becomes a wait.  A
- * failure changes nothing (the release must not happen). */
+ * slice gets its event recorded on its user and becomes a wait; *out
+ * names the slice and counts them (0: none, or h is not live).  A
+ * failure changes nothing (the release must not happen).  Once the pool
+ * released the slice, hippo__manager_waits_released_locked(s, out) tells
+ * it how many of its holds those waits are (pool.h: waits). */
+typedef struct hippo__uses_released {
+  uint32_t pool, slice, waits;
+} hippo__uses_released;
 hippo_status hippo__manager_release_uses_locked(hippo_stream *s,
-                                                hippo_handle h);
+                                                hippo_handle h,
+                                                hippo__uses_released *out);
 /* The same for slice (pool, slice), known live. */
 hippo_status hippo__manager_uses_released_locked(hippo_stream *s,
                                                  uint32_t pool,
-                                                 uint32_t slice);
+                                                 uint32_t slice,
+                                                 hippo__uses_released *out);
+void hippo__manager_waits_released_locked(hippo_stream *s,
+                                          const hippo__uses_released *r);
 /* Waits for every waiting slice's event and drops its hold (cleanup and
  * detach need the bytes); the first failure, after trying all. */
 hippo_status hippo__manager_wait_uses_locked(hippo_stream *s);

@@ -170,10 +170,9 @@ void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out) {
   out->bytes_padding = pool->bytes_padding;
   out->bytes_reserved = pool->bytes_reserved;
   out->largest_allocation = pool->largest_allocation;
-  out->bytes_free = pool->bytes_reserved - pool->bytes_in_use -
-                   pool->bytes_padding - pool->bytes_stranded -
-                   pool->bytes_guarded;
+  out->bytes_free = hippo__pool_bytes_free(pool);
   out->bytes_guarded = pool->bytes_guarded;
+  out->bytes_waiting = pool->bytes_waiting;
   out->bytes_stranded = pool->bytes_stranded;
   out->peak_bytes_reserved = pool->peak_bytes_reserved;
   out->bytes_idle = pool->bytes_idle;

@@ -49,13 +49,17 @@
  *    becomes empty with pool->now and keeps pool->due (the clock at which
  *    tick next has work), so the manager calls tick only when it is due.
  *  - report(): the figures of hippo_pool_report.
- *  - hold(slice): a graph may use live slice `slice` (graph guards,
- *    guard.h): while it holds any hold the slice never moves, and once
- *    released it stays out of use ("guarded": not free, its page never
- *    empties) instead of becoming free.  unhold(slice) drops one hold; a
+ *  - hold(slice): a graph (graph guards, guard.h) or another stream's
+ *    work (record_use) may use live slice `slice`: while it holds any hold
+ *    the slice never moves, and once released it stays out of use (not
+ *    free, its page never empties) instead of becoming free.
+ *    unhold(slice, wait) drops one hold (wait: a record_use one); a
  *    released slice whose last hold goes becomes free.  Several holds
- *    count.  A slice with holds is released as usual (its figures leave
- *    bytes_in_use and enter bytes_guarded).
+ *    count.  A slice with holds is released as usual: its bytes leave
+ *    bytes_in_use and enter bytes_guarded; waits(slice, n), right after
+ *    the release, says n of its holds are record_use ones, and a released
+ *    slice whose every hold is one counts in bytes_waiting instead (the
+ *    bytes move between the two as holds go).
  *  - optional: move (pools relocation acts on: ARENA moves slices off
  *    outdated pages; VIRTUAL moves none and gives back its idle granules),
  *    the operations relocation drives, in their own table
@@ -110,9 +114,10 @@ typedef struct hippo__pool_ops {
   void (*report)(const hippo__pool *pool, hippo_pool_report *out);
   hippo_status (*check)(const hippo__pool *pool);
   void (*destroy)(hippo__pool *pool);
-  /* Graph holds (guard.h): every kind has them. */
+  /* Holds (graphs, guard.h; record_use): every kind has them. */
   void (*hold)(hippo__pool *pool, uint32_t slice);
-  void (*unhold)(hippo__pool *pool, uint32_t slice);
+  void (*unhold)(hippo__pool *pool, uint32_t slice, bool wait);
+  void (*waits)(hippo__pool *pool, uint32_t slice, uint32_t n);
   /* Optional: pools that name their reservations (SLICED, ARENA). */
   bool (*release_named)(hippo__pool *pool, uint32_t slice, uint32_t gen,
                         uint64_t *size);
@@ -196,7 +201,8 @@ typedef struct hippo__free_gate {
 /* The common head of every pool.
  * Invariant: allocations == number of live slices; the figures above hold;
  * pages <= peak_pages; bytes_reserved == bytes_in_use + bytes_padding +
- * bytes_stranded + bytes_guarded + the free bytes. */
+ * bytes_stranded + bytes_guarded + bytes_waiting + the free bytes
+ * (hippo__pool_bytes_free). */
 struct hippo__pool {
   const hippo__pool_ops *ops;
   hippo__backend *be;
@@ -223,6 +229,7 @@ struct hippo__pool {
   uint64_t largest_allocation;
   uint64_t bytes_stranded;  /* relocation destinations kept out of use */
   uint64_t bytes_guarded;   /* released slices a graph holds (guard.h) */
+  uint64_t bytes_waiting;   /* released slices only record_use holds */
   uint64_t holds;           /* holds on slices, live or released */
   uint64_t peak_bytes_reserved;
   uint64_t bytes_idle;      /* VIRTUAL: mapped bytes no live slice touches */
@@ -322,6 +329,18 @@ static inline void hippo__pool_note_release(hippo__pool *pool, uint64_t size,
   pool->allocations--;
   pool->bytes_in_use -= size;
   pool->bytes_padding -= slice_size - size;
+}
+/* The reserved bytes free for a reservation (the head's invariant). */
+static inline uint64_t hippo__pool_bytes_free(const hippo__pool *pool) {
+  return pool->bytes_reserved - pool->bytes_in_use - pool->bytes_padding -
+         pool->bytes_stranded - pool->bytes_guarded - pool->bytes_waiting;
+}
+/* Which figure a released slice with `holds` holds, `waits` of them
+ * record_use ones, counts in (pool.h: hold). */
+static inline uint64_t *hippo__pool_held_figure(hippo__pool *pool,
+                                                uint32_t holds,
+                                                uint32_t waits) {
+  return holds > waits ? &pool->bytes_guarded : &pool->bytes_waiting;
 }
 /* What pool->due should be: `any` says whether an empty page waits,
  * `since` is when the oldest became empty.  Check walks compare with it. */

@@ -283,10 +283,14 @@ static void direct_hold(hippo__pool *pool, uint32_t slice) {
   hippo__page_slots_hold(&((dpool *)pool)->pages, pool, slice);
 }
 
-static void direct_unhold(hippo__pool *pool, uint32_t slice) {
+static void direct_unhold(hippo__pool *pool, uint32_t slice, bool wait) {
   dpool *p = (dpool *)pool;
-  if (hippo__page_slots_unhold(&p->pages, pool, slice))
+  if (hippo__page_slots_unhold(&p->pages, pool, slice, wait))
     size_push(p, slice);
+}
+
+static void direct_waits(hippo__pool *pool, uint32_t slice, uint32_t n) {
+  hippo__page_slots_waits(&((dpool *)pool)->pages, pool, slice, n);
 }
 
 static uint64_t direct_addr(const hippo__pool *pool, uint32_t slice) {
@@ -413,6 +417,7 @@ static const hippo__pool_ops direct_ops = {
     .addr = direct_addr,
     .hold = direct_hold,
     .unhold = direct_unhold,
+    .waits = direct_waits,
     .cleanup = direct_cleanup,
     .gives_back = direct_gives_back,
     .tick = direct_tick,

@@ -249,10 +249,14 @@ static void exclusive_hold(hippo__pool *pool, uint32_t slice) {
   hippo__page_slots_hold(&((xpool *)pool)->pages, pool, slice);
 }
 
-static void exclusive_unhold(hippo__pool *pool, uint32_t slice) {
+static void exclusive_unhold(hippo__pool *pool, uint32_t slice, bool wait) {
   xpool *p = (xpool *)pool;
-  if (hippo__page_slots_unhold(&p->pages, pool, slice))
+  if (hippo__page_slots_unhold(&p->pages, pool, slice, wait))
     class_push(p, slice);
+}
+
+static void exclusive_waits(hippo__pool *pool, uint32_t slice, uint32_t n) {
+  hippo__page_slots_waits(&((xpool *)pool)->pages, pool, slice, n);
 }
 
 static uint64_t exclusive_addr(const hippo__pool *pool, uint32_t slice) {
@@ -389,6 +393,7 @@ static const hippo__pool_ops exclusive_ops = {
     .addr = exclusive_addr,
     .hold = exclusive_hold,
     .unhold = exclusive_unhold,
+    .waits = exclusive_waits,
     .cleanup = exclusive_cleanup,
     .gives_back = exclusive_gives_back,
     .tick = exclusive_tick,

@@ -126,7 +126,7 @@ static hippo_status check_slots(
     uint64_t *nempty_out, uint64_t *largest_free_out) {
   uint64_t pages = 0, reserved = 0, allocs = 0, in_use = 0, padding = 0;
   uint64_t nfree = 0, free_bytes = 0, nempty = 0, largest_free = 0;
-  uint64_t guarded = 0, holds = 0;
+  uint64_t guarded = 0, waiting = 0, holds = 0;
   const char *one = s->one, *many = s->many;
   hippo_status st;
 
@@ -158,11 +158,18 @@ static hippo_status check_slots(
       in_use += sl->requested;
       padding += sl->size - sl->requested;
       holds += sl->holds;
+      CHECK(sl->waits == 0, "live %s %u counts %u record_use waits", one, i,
+            sl->waits);
     } else if (sl->state == HIPPO__SLOT_GUARDED) {
-      CHECK(sl->holds > 0 && sl->requested == 0,
-            "guarded %s %u has %u holds and a request of %llu", one, i,
-            sl->holds, (unsigned long long)sl->requested);
-      guarded += sl->size;
+      CHECK(sl->holds > 0 && sl->waits <= sl->holds && sl->requested == 0,
+            "guarded %s %u has %u holds (%u record_use waits) and a "
+            "request of %llu",
+            one, i, sl->holds, sl->waits,
+            (unsigned long long)sl->requested);
+      if (sl->holds > sl->waits)
+        guarded += sl->size;
+      else
+        waiting += sl->size;
       holds += sl->holds;
     } else {
       CHECK(sl->requested == 0, "free %s %u still has a request", one, i);
@@ -200,11 +207,14 @@ static hippo_status check_slots(
         (unsigned long long)nfree, many, (unsigned long long)free_bytes,
         (unsigned long long)s->free_count,
         (unsigned long long)s->bytes_free);
-  CHECK(guarded == pool->bytes_guarded && holds == pool->holds,
-        "guarded %s hold %llu bytes and %llu holds in all, figures say %llu "
-        "and %llu",
-        many, (unsigned long long)guarded, (unsigned long long)holds,
-        (unsigned long long)pool->bytes_guarded,
+  CHECK(guarded == pool->bytes_guarded && waiting == pool->bytes_waiting &&
+            holds == pool->holds,
+        "released %s a graph holds have %llu bytes, those only record_use "
+        "holds %llu, with %llu holds in all; figures say %llu, %llu and "
+        "%llu",
+        many, (unsigned long long)guarded, (unsigned long long)waiting,
+        (unsigned long long)holds, (unsigned long long)pool->bytes_guarded,
+        (unsigned long long)pool->bytes_waiting,
         (unsigned long long)pool->holds);
   *nempty_out = nempty;
   *largest_free_out = largest_free;
@@ -269,10 +279,9 @@ hippo_status hippo__page_slots_check(
         "largest_free reported %llu, the largest free %s has %llu",
         (unsigned long long)r.largest_free, s->one,
         (unsigned long long)largest_free);
-  CHECK(r.bytes_free == pool->bytes_reserved - pool->bytes_in_use -
-                             pool->bytes_padding - pool->bytes_guarded,
-        "bytes_free %llu does not match reserved - in use - padding - "
-        "guarded",
-        (unsigned long long)r.bytes_free);
+  CHECK(r.bytes_free == s->bytes_free,
+        "bytes_free %llu reported, the free %s have %llu",
+        (unsigned long long)r.bytes_free, s->many,
+        (unsigned long long)s->bytes_free);
   return HIPPO_SUCCESS;
 }

@@ -46,9 +46,11 @@ enum {
  *         it joined at its free time fifo.since <= the clock.
  *  LIVE:  holds a page serving one reservation of `requested` bytes (the
  *         pool states how `size` relates to it); on no list; `holds`
- *         graph holds (pool.h).
- *  GUARDED: a released page with holds > 0: on no list, requested == 0,
- *         its bytes counted in the pool's bytes_guarded. */
+ *         holds (pool.h), waits == 0.
+ *  GUARDED: a released page with holds > 0, `waits` <= holds of them
+ *         record_use ones: on no list, requested == 0, its bytes counted
+ *         in the pool's bytes_guarded while holds > waits (a graph's
+ *         remain), else in bytes_waiting. */
 typedef struct hippo__page_slot {
   uint64_t addr;      /* device address of the page (0: none) */
   uint64_t size;      /* page bytes, a multiple of the alignment */
@@ -58,8 +60,8 @@ typedef struct hippo__page_slot {
   uint32_t prev;      /* FREE: links of the pool's own free list; */
   uint32_t next;      /*  EMPTY: next empty slot */
   hippo__fifo_link fifo; /* FREE: its place on the FIFO */
-  uint32_t holds;     /* LIVE, GUARDED: graph holds */
-  uint32_t pad;
+  uint32_t holds;     /* LIVE, GUARDED: holds (graphs', record_use's) */
+  uint32_t waits;     /* GUARDED: the record_use holds among them */
 } hippo__page_slot;
 
 /* Invariant: slot[0..nslots) are the slots ever used, cap >= nslots;
@@ -152,6 +154,7 @@ static inline void hippo__page_slots_serve(hippo__page_slots *s,
   sl->state = HIPPO__SLOT_LIVE;
   sl->requested = size;
   sl->holds = 0;
+  sl->waits = 0;
   hippo__pool_note_reserve(pool, size, sl->size);
   out->addr = sl->addr;
   out->slice = i;
@@ -188,6 +191,7 @@ static inline bool hippo__page_slots_release(hippo__page_slots *s,
   if (HIPPO__UNLIKELY(sl->holds)) {
     sl->state = HIPPO__SLOT_GUARDED;
     sl->requested = 0;
+    sl->waits = 0;
     pool->bytes_guarded += sl->size;
     return false;
   }
@@ -195,23 +199,50 @@ static inline bool hippo__page_slots_release(hippo__page_slots *s,
   return true;
 }
 
-/* Graph holds (pool.h): hold on a LIVE (or GUARDED) slot; unhold answers
- * true when the slot became FREE (the caller files it). */
+/* Holds (pool.h): a GUARDED slot's holds change by `holds`, `waits` of
+ * them record_use ones; its bytes follow into the figure they count in
+ * now (none once the last hold went). */
+static inline void hippo__page_slots_held(hippo__pool *pool,
+                                          hippo__page_slot *sl, int holds,
+                                          int waits) {
+  *hippo__pool_held_figure(pool, sl->holds, sl->waits) -= sl->size;
+  sl->holds += (uint32_t)holds;
+  sl->waits += (uint32_t)waits;
+  if (sl->holds)
+    *hippo__pool_held_figure(pool, sl->holds, sl->waits) += sl->size;
+}
+/* hold on a LIVE (or GUARDED) slot; unhold answers true when the slot
+ * became FREE (the caller files it); waits after a release. */
 static inline void hippo__page_slots_hold(hippo__page_slots *s,
                                           hippo__pool *pool, uint32_t i) {
-  s->slot[i].holds++;
+  hippo__page_slot *sl = &s->slot[i];
   pool->holds++;
+  if (sl->state == HIPPO__SLOT_GUARDED)
+    hippo__page_slots_held(pool, sl, 1, 0);
+  else
+    sl->holds++;
 }
 static inline bool hippo__page_slots_unhold(hippo__page_slots *s,
-                                            hippo__pool *pool, uint32_t i) {
+                                            hippo__pool *pool, uint32_t i,
+                                            bool wait) {
   hippo__page_slot *sl = &s->slot[i];
-  sl->holds--;
   pool->holds--;
-  if (sl->state != HIPPO__SLOT_GUARDED || sl->holds)
+  if (sl->state != HIPPO__SLOT_GUARDED) {
+    sl->holds--;
     return false;
-  pool->bytes_guarded -= sl->size;
+  }
+  hippo__page_slots_held(pool, sl, -1, wait && sl->waits ? -1 : 0);
+  if (sl->holds)
+    return false;
   hippo__page_slots_freed(s, pool, i);
   return true;
+}
+static inline void hippo__page_slots_waits(hippo__page_slots *s,
+                                           hippo__pool *pool, uint32_t i,
+                                           uint32_t n) {
+  hippo__page_slot *sl = &s->slot[i];
+  if (sl->state == HIPPO__SLOT_GUARDED)
+    hippo__page_slots_held(pool, sl, 0, (int)n - (int)sl->waits);
 }
 
 /* Give FREE page i back to the backend and empty its slot (off the pool's

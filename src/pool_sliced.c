@@ -464,8 +464,9 @@ static void sliced_settle(hippo__pool *pool) {
   hippo__sliced_settle((const sliced *)pool);
 }
 
-/* Release live slice i; returns the size it was reserved with.  A slice a
- * graph holds is kept out of use (GUARDED) instead of becoming free.
+/* Release live slice i; returns the size it was reserved with.  A slice
+ * with holds is kept out of use (GUARDED, counted guarded until waits()
+ * says which of its holds are record_use ones) instead of becoming free.
  * `arena` as for free_slice_kind. */
 HOT uint64_t release_kind(sliced *p, uint32_t i, bool arena, bool defer) {
   slice *s = &p->slices[i];
@@ -474,6 +475,7 @@ HOT uint64_t release_kind(sliced *p, uint32_t i, bool arena, bool defer) {
   hippo__pool_note_release(&p->head, size, bytes);
   if (HIPPO__UNLIKELY(s->next_free)) {
     s->sg = SLICE_GUARDED << 24 | hippo__gen_next(GEN(s), p->first_gen);
+    s->prev_free = 0; /* its record_use holds (waits) */
     p->head.bytes_guarded += bytes;
     return size;
   }
@@ -497,21 +499,47 @@ uint64_t hippo__sliced_release_slice(sliced *p, uint32_t i) {
   return release_kind(p, i, p->arena, false);
 }
 
-static void sliced_hold(hippo__pool *pool, uint32_t i) {
-  hippo__sliced_settle((const sliced *)pool);
-  ((sliced *)pool)->slices[i].next_free++;
-  pool->holds++;
+/* A GUARDED slice's holds change by `holds` (`waits` of them record_use
+ * ones): its bytes follow into the figure they count in now. */
+static void guarded_change(hippo__pool *pool, slice *s, int holds,
+                           int waits) {
+  uint64_t bytes = (uint64_t)s->size << pool->align_shift;
+  *hippo__pool_held_figure(pool, s->next_free, s->prev_free) -= bytes;
+  s->next_free += (uint32_t)holds;
+  s->prev_free += (uint32_t)waits;
+  if (s->next_free)
+    *hippo__pool_held_figure(pool, s->next_free, s->prev_free) += bytes;
 }
 
-void hippo__sliced_unhold(hippo__pool *pool, uint32_t i) {
+static void sliced_hold(hippo__pool *pool, uint32_t i) {
+  slice *s = &((sliced *)pool)->slices[i];
+  hippo__sliced_settle((const sliced *)pool);
+  pool->holds++;
+  if (STATE(s) == SLICE_GUARDED)
+    guarded_change(pool, s, 1, 0);
+  else
+    s->next_free++;
+}
+
+void hippo__sliced_unhold(hippo__pool *pool, uint32_t i, bool wait) {
   sliced *p = (sliced *)pool;
   slice *s = &p->slices[i];
   hippo__sliced_settle(p);
   pool->holds--;
-  if (--s->next_free || STATE(s) != SLICE_GUARDED)
+  if (STATE(s) != SLICE_GUARDED) {
+    s->next_free--; /* live: its padding stays in prev_free */
     return;
-  pool->bytes_guarded -= (uint64_t)s->size << pool->align_shift;
-  hippo__sliced_free_slice(p, i);
+  }
+  guarded_change(pool, s, -1, wait && s->prev_free ? -1 : 0);
+  if (s->next_free == 0)
+    hippo__sliced_free_slice(p, i);
+}
+
+void hippo__sliced_waits(hippo__pool *pool, uint32_t i, uint32_t n) {
+  slice *s = &((sliced *)pool)->slices[i];
+  hippo__sliced_settle((const sliced *)pool);
+  if (STATE(s) == SLICE_GUARDED)
+    guarded_change(pool, s, 0, (int)n - (int)s->prev_free);
 }
 
 void hippo__sliced_release(hippo__pool *pool, uint32_t i, uint64_t size) {
@@ -759,6 +787,7 @@ bool hippo__pool_sliced_crowd_at(hippo__pool *pool, uint32_t n) {
 #define SLICED_OPS                                                             \
   .release = hippo__sliced_release, .addr = hippo__sliced_addr,               \
   .hold = sliced_hold, .unhold = hippo__sliced_unhold,                         \
+  .waits = hippo__sliced_waits,                                                \
   .cleanup = sliced_cleanup, .gives_back = sliced_gives_back,                  \
   .tick = sliced_tick, .report = hippo__sliced_report,                         \
   .check = hippo__sliced_check, .destroy = sliced_destroy,                     \
@@ -792,6 +821,7 @@ static const hippo__pool_ops virtual_ops = {
     .destroy = hippo__virtual_destroy,
     .hold = sliced_hold,
     .unhold = hippo__virtual_unhold,
+    .waits = hippo__sliced_waits,
     .release_named = hippo__virtual_release_named,
     .resolve_named = sliced_resolve_named,
     .release_all = hippo__virtual_release_all,

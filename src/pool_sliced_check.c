@@ -34,7 +34,7 @@ typedef struct tally {
   uint64_t live_slices, live_bytes, padding;
   uint64_t free_slices, indexed;            /* indexed: on open pages */
   uint64_t held_slices, stranded;
-  uint64_t guarded_slices, guarded, holds;
+  uint64_t guarded_slices, guarded, waiting, holds;
   uint64_t closed, closed_bytes, closed_busy, empty;
   uint64_t size_pages[HIPPO__ARENA_SIZES];
 } tally;
@@ -65,16 +65,21 @@ static hippo_status check_used(const sliced *p, uint32_t i, tally *t) {
   const slice *s = &p->slices[i];
   uint64_t bytes = (uint64_t)s->size << pool->align_shift;
   CHECK(GEN(s) != 0, "slice %u in use has a retired record", i);
-  CHECK(s->prev_free < pool->alignment,
+  CHECK(STATE(s) == SLICE_GUARDED || s->prev_free < pool->alignment,
         "slice %u: %u B of padding, alignment %llu B", i, s->prev_free,
         (unsigned long long)pool->alignment);
   if (STATE(s) == SLICE_HELD) {
     t->held_slices++;
     t->stranded += bytes;
   } else if (STATE(s) == SLICE_GUARDED) {
-    CHECK(s->next_free > 0, "guarded slice %u has no hold", i);
+    CHECK(s->next_free > 0 && s->prev_free <= s->next_free,
+          "guarded slice %u has %u holds, %u of them record_use waits", i,
+          s->next_free, s->prev_free);
     t->guarded_slices++;
-    t->guarded += bytes;
+    if (s->next_free > s->prev_free)
+      t->guarded += bytes;
+    else
+      t->waiting += bytes;
     t->holds += s->next_free;
   } else {
     t->live_slices++;
@@ -280,11 +285,15 @@ static hippo_status check_sizes(const sliced *p, const tally *t) {
  * caps. */
 static hippo_status check_figures(const sliced *p, const tally *t) {
   const hippo__pool *pool = &p->head;
-  CHECK(t->guarded == pool->bytes_guarded && t->holds == pool->holds,
-        "guarded slices hold %llu B and slices %llu holds, figures say %llu "
-        "B and %llu",
-        (unsigned long long)t->guarded, (unsigned long long)t->holds,
+  CHECK(t->guarded == pool->bytes_guarded &&
+            t->waiting == pool->bytes_waiting && t->holds == pool->holds,
+        "released slices a graph holds have %llu B, those only record_use "
+        "holds %llu B, and slices have %llu holds; figures say %llu B, "
+        "%llu B and %llu",
+        (unsigned long long)t->guarded, (unsigned long long)t->waiting,
+        (unsigned long long)t->holds,
         (unsigned long long)pool->bytes_guarded,
+        (unsigned long long)pool->bytes_waiting,
         (unsigned long long)pool->holds);
   CHECK(p->virt ||
             (t->pages == pool->pages && t->reserved == pool->bytes_reserved),

@@ -233,14 +233,14 @@ void hippo__virtual_release(hippo__pool *pool, uint32_t i, uint64_t size) {
   hippo__sliced_release(pool, i, size);
 }
 
-void hippo__virtual_unhold(hippo__pool *pool, uint32_t i) {
+void hippo__virtual_unhold(hippo__pool *pool, uint32_t i, bool wait) {
   sliced *p = (sliced *)pool;
   const slice *s = &p->slices[i];
   hippo__sliced_settle(p);
   if (STATE(s) == SLICE_GUARDED && s->next_free == 1) /* its last hold:
                                                          it goes free */
     untouch(p, i);
-  hippo__sliced_unhold(pool, i);
+  hippo__sliced_unhold(pool, i, wait);
 }
 
 void hippo__virtual_release_all(hippo__pool *pool) {

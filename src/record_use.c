@@ -34,7 +34,7 @@ static hippo_status use_room(hippo__use **a, uint32_t count, uint32_t *cap) {
 static void wait_finish(hippo_stream *s, const hippo__use *w) {
   hippo__pool *p = s->pools[w->pool];
   p->now = s->clock; /* stamps the page if it empties */
-  p->ops->unhold(p, w->slice);
+  p->ops->unhold(p, w->slice, true);
   hippo__events_put(s->env->events, w->event);
 }
 
@@ -211,9 +211,11 @@ hippo_status hippo__manager_wait_uses_locked(hippo_stream *s) {
  * changes nothing (the release must not happen). */
 hippo_status hippo__manager_uses_released_locked(hippo_stream *s,
                                                  uint32_t pool,
-                                                 uint32_t slice) {
+                                                 uint32_t slice,
+                                                 hippo__uses_released *out) {
   hippo__backend *be = s->env->be;
   uint32_t n = 0;
+  *out = (hippo__uses_released){.pool = pool, .slice = slice, .waits = 0};
   for (uint32_t i = 0; i < s->use_count; i++) {
     hippo__use *u = &s->uses[i];
     hippo_status st;
@@ -249,17 +251,31 @@ hippo_status hippo__manager_uses_released_locked(hippo_stream *s,
     s->waits[s->wait_count++] = *u;
     s->uses[i] = s->uses[--s->use_count];
   }
+  out->waits = n;
   return HIPPO_SUCCESS;
 }
 
 /* Before release's own work: the uses of h's slice, if any. */
 hippo_status hippo__manager_release_uses_locked(hippo_stream *s,
-                                                hippo_handle h) {
+                                                hippo_handle h,
+                                                hippo__uses_released *out) {
   uint32_t pool, slice;
   hippo__slot *slot;
-  if (!hippo__manager_locate_locked(s, h, &pool, &slice, &slot) || pool == HIPPO__POOL_NONE)
+  *out = (hippo__uses_released){0};
+  if (!hippo__manager_locate_locked(s, h, &pool, &slice, &slot) ||
+      pool == HIPPO__POOL_NONE)
     return HIPPO_SUCCESS; /* release reports a bad handle itself */
-  return hippo__manager_uses_released_locked(s, pool, slice);
+  return hippo__manager_uses_released_locked(s, pool, slice, out);
+}
+
+/* After the release: its bytes count as waiting, not guarded, unless a
+ * graph holds the slice too (hippo_usage.bytes_waiting). */
+void hippo__manager_waits_released_locked(hippo_stream *s,
+                                          const hippo__uses_released *r) {
+  if (r->waits) {
+    hippo__pool *p = s->pools[r->pool];
+    p->ops->waits(p, r->slice, r->waits);
+  }
 }
 
 /* use_record where the user must not capture (a detach, refused while a
@@ -291,7 +307,7 @@ hippo_status hippo__manager_drop_uses_locked(hippo_stream *s) {
     return st;
   while (s->use_count) { /* every user is done with them */
     hippo__use u = s->uses[--s->use_count];
-    s->pools[u.pool]->ops->unhold(s->pools[u.pool], u.slice);
+    s->pools[u.pool]->ops->unhold(s->pools[u.pool], u.slice, true);
     hippo__events_put(s->env->events, u.event);
   }
   return HIPPO_SUCCESS;

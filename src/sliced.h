@@ -40,8 +40,8 @@
 #define HIPPO__ARENA_SIZES 64u         /* page sizes alive at once */
 
 /* HELD: a relocation destination kept out of use after a failed wait.
- * GUARDED: a released slice a graph holds (pool.h, hold), out of use until
- * its last hold goes. */
+ * GUARDED: a released slice with holds (pool.h, hold: a graph's or a
+ * record_use user's), out of use until its last hold goes. */
 enum {
   SLICE_UNUSED = 0,
   SLICE_FREE = 1,
@@ -61,17 +61,19 @@ enum {
  * generation != 0 and padding < the alignment; an UNUSED record is on the
  * unused list exactly when its generation is not 0 (else it is retired);
  * a HELD or GUARDED slice keeps its page from emptying and is in no list;
- * a LIVE or GUARDED slice counts its graph holds in next_free (GUARDED:
- * at least one). */
+ * a LIVE or GUARDED slice counts its holds in next_free (GUARDED: at
+ * least one, prev_free of them record_use waits, at most next_free; it
+ * counts in bytes_guarded while a graph's remain, else bytes_waiting). */
 typedef struct slice {
   uint32_t off;       /* offset in the page, in alignment units */
   uint32_t size;      /* size in alignment units, > 0 */
   uint32_t prev_phys; /* neighbour below in the page, NIL at its start */
   uint32_t next_phys; /* neighbour above, NIL at its end */
   uint32_t prev_free; /* FREE: free list link; LIVE, HELD: the padding in
-                         bytes (slice bytes - requested bytes) */
+                         bytes (slice bytes - requested bytes); GUARDED:
+                         its record_use holds (pool.h, waits) */
   uint32_t next_free; /* FREE: free list link; UNUSED: the unused list;
-                         LIVE, GUARDED: graph holds */
+                         LIVE, GUARDED: holds */
   uint32_t page;      /* the page it belongs to */
   uint32_t sg;        /* state << 24 | generation (0: retired) */
 } slice;
@@ -293,7 +295,7 @@ hippo_status hippo__virtual_reserve(hippo__pool *pool, uint64_t size,
 bool hippo__virtual_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
                                   uint64_t *size);
 void hippo__virtual_release(hippo__pool *pool, uint32_t i, uint64_t size);
-void hippo__virtual_unhold(hippo__pool *pool, uint32_t i);
+void hippo__virtual_unhold(hippo__pool *pool, uint32_t i, bool wait);
 void hippo__virtual_release_all(hippo__pool *pool);
 hippo_status hippo__virtual_cleanup(hippo__pool *pool);
 bool hippo__virtual_gives_back(const hippo__pool *pool);
@@ -310,7 +312,8 @@ hippo_status hippo__sliced_reserve_best(hippo__pool *pool, uint64_t size,
 bool hippo__sliced_release_named_best(hippo__pool *pool, uint32_t i,
                                       uint32_t gen, uint64_t *size);
 void hippo__sliced_release(hippo__pool *pool, uint32_t i, uint64_t size);
-void hippo__sliced_unhold(hippo__pool *pool, uint32_t i);
+void hippo__sliced_unhold(hippo__pool *pool, uint32_t i, bool wait);
+void hippo__sliced_waits(hippo__pool *pool, uint32_t i, uint32_t n);
 void hippo__sliced_release_all(hippo__pool *pool);
 void hippo__sliced_report(const hippo__pool *pool, hippo_pool_report *out);
 void hippo__sliced_names_take(hippo__pool *pool, hippo__names *out);

@@ -320,6 +320,56 @@ START_TEST(test_detach_retains) {
 }
 END_TEST
 
+/* graph_retire while another stream of the device captures (issue 30): a
+ * detached stream left its page for a graph; retiring that graph drops
+ * the holds at once, but the page goes back only once no stream captures
+ * (hippo frees no page then): it stays with the device, reserved and
+ * free, and the next graph_retire, cleanup(device, NULL) or stream_detach
+ * after the capture gives it back. */
+START_TEST(test_retire_while_other_captures) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = tu_open_1m(api, tu_backends[_i]);
+  void *na, *nb;
+  hippo_stream *a = tu_attach(api, dev, &na), *b = tu_attach(api, dev, &nb);
+  hippo_handle h, k;
+  hippo_usage u;
+  uint64_t id, idb, frees;
+  h = tu_reserve(api, a, 64 * KiB);
+  k = tu_reserve(api, b, 4096); /* b's own page, held throughout */
+  CK_OK(api, tu_emu(api)->capture_begin(dev, na, &id));
+  CK_OK(api, api->release(a, h)); /* guarded */
+  CK_OK(api, tu_emu(api)->capture_end(dev, na));
+  tu_detach(api, dev, a, na); /* h's page stays, retained */
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 2);
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &idb));
+  frees = tu_counters(api, dev).calls[HIPPO_CALL_FREE];
+  CK_OK(api, api->graph_retire(dev, id)); /* the holds go, not the page */
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], frees);
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 2);
+  u = tu_usage(api, dev, NULL);
+  ck_assert_uint_eq(u.pages, 2);
+  ck_assert_uint_eq(u.bytes_reserved, 2 * MiB);
+  ck_assert_uint_eq(u.bytes_guarded, 0);
+  ck_assert_uint_eq(u.slices_guarded, 0);
+  ck_assert_uint_eq(u.bytes_waiting, 0);
+  ck_assert_uint_eq(u.bytes_in_use, 4096);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->graph_retire(dev, id)); /* again: still capturing */
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 2);
+  CK_STATUS(api, api->cleanup(dev, NULL), HIPPO_GRAPH_RECORDING);
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], frees);
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
+  CK_OK(api, api->graph_retire(dev, id)); /* no capture now: it goes */
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_FREE], frees + 1);
+  ck_assert_uint_eq(tu_counters(api, dev).pages_held, 1);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, MiB);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(b, k));
+  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* Pools that keep a page per reservation (EXCLUSIVE, DIRECT, persistent)
  * guard the same way: a page released during a capture is not reused
  * before retire. */
@@ -392,7 +442,8 @@ START_TEST(test_use_order) {
   CK_OK(api, api->release(a, x));
   u = tu_usage(api, dev, a);
   ck_assert_uint_eq(u.slices_waiting, 1);
-  ck_assert_uint_eq(u.bytes_guarded, 64 * KiB);
+  ck_assert_uint_eq(u.bytes_waiting, 64 * KiB);
+  ck_assert_uint_eq(u.bytes_guarded, 0);
   ck_assert_uint_eq(u.allocations, 0);
   CK_CHECK(api, dev);
   r1 = tu_reserve(api, a, 64 * KiB); /* before b's work ran: not x */
@@ -402,12 +453,107 @@ START_TEST(test_use_order) {
   r2 = tu_reserve(api, a, 64 * KiB); /* after: x again */
   ck_assert_uint_eq(tu_addr(api, a, r2), ax);
   ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, 0);
-  ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, a).bytes_waiting, 0);
   tu_verify_at(api, dev, (void *)(uintptr_t)tu_addr(api, b, y), 64 * KiB,
                21, __FILE__, __LINE__);
   CK_CHECK(api, dev);
   CK_OK(api, api->release(a, r1));
   CK_OK(api, api->release(a, r2));
+  CK_OK(api, api->release(b, y));
+  tu_detach(api, dev, a, na);
+  tu_detach(api, dev, b, nb);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* Released slices that wait for record_use users count in bytes_waiting,
+ * not bytes_guarded (issue 30); a slice a graph holds too counts as
+ * guarded until the graph is retired, then as waiting until its users'
+ * work ran; one whose waits end first stays guarded until retire.  Exact
+ * figures in usage (stream and device) and pool_report, on a SLICED pool
+ * (_i 0) and an EXCLUSIVE one (_i 1, a page per reservation). */
+START_TEST(test_use_waiting_figures) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device *dev;
+  void *na, *nb;
+  hippo_stream *a, *b;
+  hippo_handle x, x2, x3, keep, y;
+  uint64_t id2, id3, sz = 64 * KiB;
+  hippo_usage u;
+  if (_i == 0) {
+    tu_layout_sliced(&l, MiB, 256 * KiB);
+  } else {
+    tu_layout_init(&l);
+    tu_layout_add(&l, HIPPO_POOL_EXCLUSIVE)->max_alloc_size = 4 * MiB;
+  }
+  dev = tu_open(api, HIPPO_BACKEND_HOST, 64 * MiB, &l.layout);
+  a = tu_attach(api, dev, &na);
+  b = tu_attach(api, dev, &nb);
+  x = tu_reserve(api, a, sz);
+  x2 = tu_reserve(api, a, sz);
+  x3 = tu_reserve(api, a, sz);
+  keep = tu_reserve(api, a, sz); /* keeps a SLICED page from emptying */
+  y = tu_reserve(api, b, sz);
+  for (int i = 0; i < 3; i++)
+    CK_OK(api, api->record_use(a, i == 0 ? x : i == 1 ? x2 : x3, b));
+  /* b's work on them, queued */
+  CK_OK(api, tu_emu(api)->copy(dev, nb, (void *)(uintptr_t)tu_addr(api, b, y),
+                               (const void *)(uintptr_t)tu_addr(api, a, x),
+                               sz));
+  /* x2 and x3 are resolved in captures on a: a graph holds each too */
+  CK_OK(api, tu_emu(api)->capture_begin(dev, na, &id2));
+  (void)tu_addr(api, a, x2);
+  CK_OK(api, tu_emu(api)->capture_end(dev, na));
+  CK_OK(api, tu_emu(api)->capture_begin(dev, na, &id3));
+  (void)tu_addr(api, a, x3);
+  CK_OK(api, tu_emu(api)->capture_end(dev, na));
+
+  CK_OK(api, api->release(a, x)); /* only b's work holds it: waiting */
+  u = tu_usage(api, dev, a);
+  ck_assert_uint_eq(u.bytes_waiting, sz);
+  ck_assert_uint_eq(u.bytes_guarded, 0);
+  ck_assert_uint_eq(u.slices_waiting, 1);
+  ck_assert_uint_eq(u.slices_guarded, 2); /* x2's and x3's, live */
+  ck_assert_uint_eq(tu_report(api, a, 1).bytes_waiting, sz);
+  ck_assert_uint_eq(tu_report(api, a, 1).bytes_guarded, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_waiting, sz);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, x2)); /* a graph and b's work: guarded */
+  CK_OK(api, api->release(a, x3));
+  u = tu_usage(api, dev, a);
+  ck_assert_uint_eq(u.bytes_waiting, sz);
+  ck_assert_uint_eq(u.bytes_guarded, 2 * sz);
+  ck_assert_uint_eq(u.slices_waiting, 3);
+  ck_assert_uint_eq(tu_report(api, a, 1).bytes_guarded, 2 * sz);
+  {
+    hippo_pool_report r = tu_report(api, a, 1);
+    ck_assert_uint_eq(r.bytes_free, r.bytes_reserved - r.bytes_in_use -
+                                        r.bytes_padding - 3 * sz);
+  }
+  CK_CHECK(api, dev);
+  CK_OK(api, api->graph_retire(dev, id2)); /* x2: b's work still holds it */
+  u = tu_usage(api, dev, a);
+  ck_assert_uint_eq(u.bytes_waiting, 2 * sz);
+  ck_assert_uint_eq(u.bytes_guarded, sz);
+  ck_assert_uint_eq(u.slices_guarded, 1);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_guarded, sz);
+  CK_CHECK(api, dev);
+  CK_OK(api, tu_emu(api)->stream_sync(dev, nb)); /* b's work ran */
+  CK_OK(api, api->cleanup(dev, a)); /* the waits end: x, x2 free */
+  u = tu_usage(api, dev, a);
+  ck_assert_uint_eq(u.bytes_waiting, 0);
+  ck_assert_uint_eq(u.slices_waiting, 0);
+  ck_assert_uint_eq(u.bytes_guarded, sz); /* x3: its graph remains */
+  ck_assert_uint_eq(tu_report(api, a, 1).bytes_waiting, 0);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->graph_retire(dev, id3));
+  u = tu_usage(api, dev, a);
+  ck_assert_uint_eq(u.bytes_guarded, 0);
+  ck_assert_uint_eq(u.slices_guarded, 0);
+  ck_assert_uint_eq(u.allocations, 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(a, keep));
   CK_OK(api, api->release(b, y));
   tu_detach(api, dev, a, na);
   tu_detach(api, dev, b, nb);
@@ -627,8 +773,9 @@ START_TEST(test_use_poll_per_user) {
     r[k] = tu_reserve(api, a, 16 * KiB);
     ck_assert_uint_eq(event_calls(api, dev) - before, queries[_i][k]);
     ck_assert_uint_eq(tu_usage(api, dev, a).slices_waiting, waiting[_i][k]);
-    ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded,
+    ck_assert_uint_eq(tu_usage(api, dev, a).bytes_waiting,
                       waiting[_i][k] * 16 * KiB);
+    ck_assert_uint_eq(tu_usage(api, dev, a).bytes_guarded, 0);
     CK_CHECK(api, dev);
   }
   for (int k = 0; k < 4; k++)
@@ -911,12 +1058,15 @@ static Suite *guard_suite(void) {
   tcase_add_loop_test(tc, test_zero_frees_while_recording, 0, TU_N_BACKENDS);
   tcase_add_test(tc, test_resolved_not_moved);
   tcase_add_loop_test(tc, test_detach_retains, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_retire_while_other_captures, 0,
+                      TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_page_pools_guard, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_capture_announce, 0, TU_N_BACKENDS);
   tcase_add_test(tc, test_retire_beside_check);
   suite_add_tcase(s, tc);
   tc = tcase_create("record_use");
   tcase_add_test(tc, test_use_order);
+  tcase_add_loop_test(tc, test_use_waiting_figures, 0, 2);
   tcase_add_loop_test(tc, test_use_faults, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_use_poll_per_user, 0, 2);
   tcase_add_test(tc, test_use_detach);

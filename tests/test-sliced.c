@@ -787,8 +787,8 @@ START_TEST(crowded_pool_decides_the_same) {
       b->ops->hold(b, held);
       release_both(a, b, l, gen_b, &n, i);
       if (guarded != NIL) { /* the previous one's hold goes: it is free */
-        a->ops->unhold(a, guarded);
-        b->ops->unhold(b, guarded);
+        a->ops->unhold(a, guarded, false);
+        b->ops->unhold(b, guarded, false);
       }
       guarded = held;
     }
@@ -806,8 +806,8 @@ START_TEST(crowded_pool_decides_the_same) {
   if (_i)
     ck_assert_uint_gt(moved, 100);
   if (guarded != NIL) {
-    a->ops->unhold(a, guarded);
-    b->ops->unhold(b, guarded);
+    a->ops->unhold(a, guarded, false);
+    b->ops->unhold(b, guarded, false);
   }
   while (n > 0)
     release_both(a, b, l, gen_b, &n, n - 1);

@@ -402,6 +402,16 @@ static int verify(fz *f, bool full) {
   if (du.slices_guarded != hfz_guard_holds(&f->m))
     return fail(f, "slices_guarded %" PRIu64 ", the model's holds %" PRIu64,
                 du.slices_guarded, hfz_guard_holds(&f->m));
+  /* bytes_guarded counts released slices a graph holds, nothing else;
+   * bytes_waiting those only record_use users hold (issue 30) */
+  if (!f->m.ranges_lost && (du.bytes_guarded == 0) != (f->m.nranges == 0))
+    return fail(f, "bytes_guarded %" PRIu64 " with %d released ranges "
+                "graphs guard in the model",
+                du.bytes_guarded, f->m.nranges);
+  if (du.bytes_waiting && (!du.slices_waiting || !f->m.holds_maybe))
+    return fail(f, "bytes_waiting %" PRIu64 " with %" PRIu64 " waiting "
+                "slices (record_use'd slices released: %d)",
+                du.bytes_waiting, du.slices_waiting, f->m.holds_maybe);
   f->stats->slices_moved = du.slices_relocated;
   for (int i = 0; i < HFZ_MAX_HANDLES; i++) {
     hfz_handle *x = &f->m.handles[i];
@@ -1163,6 +1173,7 @@ room:
 
 static int retire(fz *f, int g) {
   hfz_graph *gr = &f->m.graphs[g];
+  hippo_emu_counters before = counters(f), after;
   hippo_status st = f->api->graph_retire(f->dev, gr->id);
   hfz_statuses ok = gr->known == HFZ_KNOWN ? HFZ_ST(HIPPO_SUCCESS)
                     : gr->known == HFZ_UNKNOWN
@@ -1186,6 +1197,17 @@ static int retire(fz *f, int g) {
   }
   if (expect(f, "graph_retire", st, ok))
     return -1;
+  /* hippo frees nothing while a stream of the device captures: a
+   * retained page waits for a later retire, cleanup or detach (issue 30) */
+  after = counters(f);
+  if (hfz_any_capturing(&f->m) &&
+      (after.calls[HIPPO_CALL_FREE] != before.calls[HIPPO_CALL_FREE] ||
+       after.calls[HIPPO_CALL_VM_UNMAP] != before.calls[HIPPO_CALL_VM_UNMAP]))
+    return fail(f, "graph_retire gave memory back (%" PRIu64 " frees, %" PRIu64
+                " unmaps) while a stream captures",
+                after.calls[HIPPO_CALL_FREE] - before.calls[HIPPO_CALL_FREE],
+                after.calls[HIPPO_CALL_VM_UNMAP] -
+                    before.calls[HIPPO_CALL_VM_UNMAP]);
   if (st == HIPPO_SUCCESS)
     gr->known = HFZ_KNOWN;
   else if (st != HIPPO_INVALID_ARGUMENT)

@@ -81,6 +81,8 @@ static void keep_guarded(hfz_model *m, const hfz_handle *x) {
     r->addr = x->addr;
     r->size = x->size;
     r->guards = x->guards;
+  } else if (x->guards && x->size) {
+    m->ranges_lost = true;
   }
 }
 
@@ -104,9 +106,13 @@ void hfz_stream_release_all(hfz_model *m, int stream) {
 
 void hfz_stream_drop(hfz_model *m, int stream) {
   hfz_stream_release_all(m, stream);
-  /* it used others' reservations no more */
-  for (int i = 0; i < HFZ_MAX_HANDLES; i++)
+  /* it used others' reservations no more; their release waits for the
+   * work it queued before its detach all the same */
+  for (int i = 0; i < HFZ_MAX_HANDLES; i++) {
+    if (m->handles[i].users >> stream & 1)
+      m->holds_maybe = true;
     m->handles[i].users &= ~(UINT32_C(1) << stream);
+  }
 }
 
 uint64_t hfz_dynamic_bytes(const hfz_model *m) {

@@ -110,6 +110,7 @@ typedef struct hfz_model {
   hippo_handle stale[HFZ_MAX_STALE]; /* released handles (ring) */
   unsigned nstale;
   bool holds_maybe;     /* record_use'd slices released (may wait) */
+  bool ranges_lost;     /* a guarded range found no room in ranges */
 } hfz_model;
 
 void hfz_model_init(hfz_model *m, uint64_t capacity, uint64_t alignment,
