@@ -189,6 +189,12 @@ typedef uint32_t hippo_backend;
 #define HIPPO_DEVICE_AUTO_RELOCATE 2u /* reserve calls relocate_when_wanted
                                          first (it may then synchronize
                                          every stream: off by default) */
+#define HIPPO_DEVICE_NO_MOVE 4u /* no reservation ever moves: relocation
+                                   (explicit, or the out-of-memory
+                                   retry's) moves no slice; VIRTUAL pools
+                                   still give back idle granules, ARENA's
+                                   outdated pages go once empty.  For
+                                   runtimes that keep raw pointers */
 
 /* Pool kinds (hippo_pool_options.kind, hippo_pool_report.kind). */
 #define HIPPO_POOL_SLICED 1u     /* pages carved into slices */

@@ -150,7 +150,10 @@ void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
   for (uint32_t i = 0; i < count; i++) {
     if (pools[i]->opt.dealloc_period)
       s->ticking[s->ticking_count++] = pools[i];
-    if (pools[i]->ops->move)
+    /* HIPPO_DEVICE_NO_MOVE: relocation acts only on pools that move
+     * nothing (VIRTUAL: its idle granules go back) */
+    if (pools[i]->ops->move && (!(s->env->flags & HIPPO_DEVICE_NO_MOVE) ||
+                                pools[i]->kind == HIPPO_POOL_VIRTUAL))
       s->movable[s->movable_count++] = pools[i];
   }
   hippo__pools_destroy(old, 1, old_count);

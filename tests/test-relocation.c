@@ -1021,6 +1021,45 @@ START_TEST(test_oom_recovers_by_relocation) {
 }
 END_TEST
 
+/* HIPPO_DEVICE_NO_MOVE: the same out-of-memory as above fails instead of
+ * moving `a`; relocate_device and reclaim move nothing either; `a` keeps
+ * its address and bytes; once it is released its outdated page goes. */
+START_TEST(test_no_move) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_arena(api, HIPPO_BACKEND_HOST, 16 * MiB, 2 * MiB,
+                                 4 * MiB, HIPPO_DEVICE_NO_MOVE);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle a, b[3], c;
+  uint64_t addr;
+  a = tu_reserve_filled(api, dev, s, MiB, 5); /* 2 MiB page */
+  addr = tu_addr(api, s, a);
+  for (int i = 0; i < 3; i++)
+    b[i] = tu_reserve(api, s, 3 * MiB); /* 4 MiB pages: 14 MiB held */
+  CK_STATUS(api, api->reserve(s, 3 * MiB, HIPPO_MODE_AUTO, &c),
+            HIPPO_OUT_OF_MEMORY);
+  CK_OK(api, api->relocate_device(dev));
+  CK_OK(api, api->reclaim(dev, NULL));
+  ck_assert_uint_eq(tu_usage(api, dev, s).relocations, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, s).slices_relocated, 0);
+  ck_assert_uint_eq(tu_addr(api, s, a), addr);
+  TU_VERIFY_HANDLE(api, dev, s, a, MiB, 5);
+  ck_assert_uint_eq(arena(api, s).outdated_pages, 1);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, a));
+  CK_OK(api, api->cleanup(dev, NULL)); /* the outdated page, empty, goes */
+  ck_assert_uint_eq(arena(api, s).outdated_pages, 0);
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_reserved, 12 * MiB);
+  c = tu_reserve(api, s, 3 * MiB);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, c));
+  for (int i = 0; i < 3; i++)
+    CK_OK(api, api->release(s, b[i]));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* Bad arguments of the new slots, each with its exact status. */
 START_TEST(test_relocation_arguments) {
   const hippo_api *api = tu_api();
@@ -1246,6 +1285,7 @@ static Suite *relocation_suite(void) {
   tcase_add_test(tc, test_capture_no_relocation);
   tcase_add_test(tc, test_auto_relocate);
   tcase_add_test(tc, test_oom_recovers_by_relocation);
+  tcase_add_test(tc, test_no_move);
   tcase_add_test(tc, test_relocation_arguments);
   tcase_add_test(tc, test_failures_past_four);
   tcase_add_loop_test(tc, test_relocation_random, 0, 4);

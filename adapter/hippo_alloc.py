@@ -1,0 +1,51 @@
+"""hippo as the GPU allocator of PyTorch or CuPy (hippo-alloc(3)).
+
+    import hippo_alloc
+    hippo_alloc.torch()    # before the first CUDA allocation
+    hippo_alloc.cupy()     # or, for CuPy
+    hippo_alloc.figure("peak_bytes_reserved")
+
+The library is $HIPPO_ALLOC_LIB, else libhippo-alloc.so on the loader's
+path (pkg-config --variable=adapter hippo names the installed one).
+"""
+import ctypes
+import os
+
+lib = ctypes.CDLL(os.environ.get("HIPPO_ALLOC_LIB", "libhippo-alloc.so"))
+lib.hippo_alloc_figure.restype = ctypes.c_uint64
+lib.hippo_alloc_figure.argtypes = [ctypes.c_int, ctypes.c_char_p]
+lib.hippo_alloc_last_error.restype = ctypes.c_char_p
+
+
+def _fn(name):
+    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+
+def torch():
+    """Makes hippo PyTorch's CUDA allocator, with its four hooks."""
+    import torch.cuda.memory as m
+    a = m.CUDAPluggableAllocator(lib._name, "hippo_alloc", "hippo_free")
+    a._allocator.set_init_fn(_fn("hippo_alloc_init"))
+    a._allocator.set_reset_fn(_fn("hippo_alloc_empty_cache"))
+    a._allocator.set_memory_fraction_fn(_fn("hippo_alloc_set_fraction"))
+    a._allocator.set_record_stream_fn(_fn("hippo_alloc_record_stream"))
+    m.change_current_allocator(a)
+    return a
+
+
+def cupy():
+    """Makes hippo CuPy's allocator (the null stream's memory)."""
+    import cupy.cuda
+    a = cupy.cuda.memory.CFunctionAllocator(
+        0, _fn("hippo_cupy_malloc"), _fn("hippo_cupy_free"), lib)
+    cupy.cuda.set_allocator(a.malloc)
+    return a
+
+
+def figure(name, device=0):
+    """A figure of hippo-alloc(3), such as "bytes_in_use"."""
+    return lib.hippo_alloc_figure(device, name.encode())
+
+
+def last_error():
+    return lib.hippo_alloc_last_error().decode()

@@ -1,0 +1,493 @@
+/* test-adapter.c -- libhippo-alloc as PyTorch and CuPy load it (dlopen,
+ * dlsym by name): a real PyTorch trace replayed through hippo_alloc /
+ * hippo_free with a pattern in every live block, no two live blocks
+ * overlapping, every pointer staying put, exact figures, foreign frees
+ * refused, faults reaching alloc as NULL with nothing lost, the hooks
+ * (empty_cache, record_stream, set_fraction), CuPy's pair, threads, and
+ * everything given back at the end.  On HOST, and with
+ * HIPPO_TEST_BACKEND=hip on the stand-in runtimes or a GPU
+ * (suite-gpu.sh).  Environment: HIPPO_ALLOC_LIB (the adapter),
+ * HIPPO_PLUGIN, top_srcdir (the traces). */
+#include <config.h>
+
+#include <check.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hippo-alloc.h"
+#include "testutil.h"
+#include "trace.h"
+
+#define MiB TU_MiB
+#define KiB TU_KiB
+#define EDGE 64u /* bytes patterned at each end of a block */
+
+/* The adapter's functions, found by name as the frameworks find them. */
+static struct {
+  void *lib;
+  void *(*alloc)(size_t, int, void *);
+  void (*free)(void *, size_t, int, void *);
+  void (*init)(int);
+  void (*empty_cache)(void);
+  void (*set_fraction)(double, int);
+  void (*record_stream)(void *, void *);
+  void *(*cupy_malloc)(void *, size_t, int);
+  void (*cupy_free)(void *, void *, int);
+  const char *(*last_error)(void);
+  uint64_t (*figure)(int, const char *);
+  hippo_status (*usage)(int, hippo_usage *);
+  hippo_status (*device)(int, const hippo_api **, hippo_device **);
+  uint64_t (*close)(void);
+} A;
+
+static void *sym(const char *name) {
+  void *p = dlsym(A.lib, name);
+  ck_assert_msg(p != NULL, "the adapter has no %s", name);
+  return p;
+}
+
+/* Loads the adapter (each test runs in its own process) with the backend
+ * the suite runs on. */
+static void setup(void) {
+  const char *path = getenv("HIPPO_ALLOC_LIB");
+  ck_assert_msg(path != NULL, "HIPPO_ALLOC_LIB is not set; run the test "
+                              "through make check");
+  setenv("HIPPO_ALLOC_BACKEND",
+         tu_backend() == HIPPO_BACKEND_HIP ? "hip" : "host", 0);
+  setenv("HIPPO_ALLOC_QUIET", "1", 0);
+  A.lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(A.lib != NULL, "dlopen %s: %s", path, dlerror());
+  *(void **)&A.alloc = sym("hippo_alloc");
+  *(void **)&A.free = sym("hippo_free");
+  *(void **)&A.init = sym("hippo_alloc_init");
+  *(void **)&A.empty_cache = sym("hippo_alloc_empty_cache");
+  *(void **)&A.set_fraction = sym("hippo_alloc_set_fraction");
+  *(void **)&A.record_stream = sym("hippo_alloc_record_stream");
+  *(void **)&A.cupy_malloc = sym("hippo_cupy_malloc");
+  *(void **)&A.cupy_free = sym("hippo_cupy_free");
+  *(void **)&A.last_error = sym("hippo_alloc_last_error");
+  *(void **)&A.figure = sym("hippo_alloc_figure");
+  *(void **)&A.usage = sym("hippo_alloc_usage");
+  *(void **)&A.device = sym("hippo_alloc_device");
+  *(void **)&A.close = sym("hippo_alloc_close");
+}
+
+static void teardown(void) {
+  if (A.lib) {
+    (void)A.close();
+    dlclose(A.lib);
+  }
+  memset(&A, 0, sizeof A);
+}
+
+static const hippo_api *api_of(hippo_device **dev) {
+  const hippo_api *api = NULL;
+  ck_assert_int_eq(A.device(0, &api, dev), HIPPO_SUCCESS);
+  return api;
+}
+
+#define ERROR_HAS(text)                                                        \
+  ck_assert_msg(strstr(A.last_error(), (text)) != NULL,                        \
+                "last error \"%s\" does not say \"%s\"", A.last_error(),       \
+                (text))
+
+/* One block the test handed out. */
+typedef struct block {
+  char *p;
+  uint64_t size, seed;
+  void *stream;
+} block;
+
+/* The patterned bytes: the first `head` and the last `tail` (a small
+ * block is patterned whole, once). */
+static uint64_t head_of(const block *b) {
+  return b->size < EDGE ? b->size : EDGE;
+}
+static uint64_t tail_of(const block *b) {
+  uint64_t rest = b->size - head_of(b);
+  return rest < EDGE ? rest : EDGE;
+}
+
+static void pattern(const hippo_api *api, hippo_device *dev, const block *b) {
+  unsigned char buf[EDGE];
+  uint64_t h = head_of(b), t = tail_of(b);
+  for (uint64_t i = 0; i < h; i++)
+    buf[i] = tu_pattern(b->seed, i);
+  CK_OK(api, tu_emu(api)->write(dev, b->p, buf, h));
+  for (uint64_t i = 0; i < t; i++)
+    buf[i] = tu_pattern(b->seed + 1, i);
+  if (t)
+    CK_OK(api, tu_emu(api)->write(dev, b->p + b->size - t, buf, t));
+}
+
+static void verify(const hippo_api *api, hippo_device *dev, const block *b) {
+  unsigned char buf[EDGE];
+  uint64_t h = head_of(b), t = tail_of(b);
+  CK_OK(api, tu_emu(api)->read(dev, b->p, buf, h));
+  for (uint64_t i = 0; i < h; i++)
+    ck_assert_msg(buf[i] == tu_pattern(b->seed, i),
+                  "block %p (%llu B): byte %llu changed", (void *)b->p,
+                  (unsigned long long)b->size, (unsigned long long)i);
+  if (t)
+    CK_OK(api, tu_emu(api)->read(dev, b->p + b->size - t, buf, t));
+  for (uint64_t i = 0; i < t; i++)
+    ck_assert_msg(buf[i] == tu_pattern(b->seed + 1, i),
+                  "block %p (%llu B): byte %llu from the end changed",
+                  (void *)b->p, (unsigned long long)b->size,
+                  (unsigned long long)(t - i));
+}
+
+static int by_address(const void *a, const void *b) {
+  const block *x = *(const block *const *)a, *y = *(const block *const *)b;
+  return x->p < y->p ? -1 : x->p > y->p;
+}
+
+/* No two live blocks overlap; the figures count them exactly; each still
+ * holds its pattern where it was handed out. */
+static void check_live(const hippo_api *api, hippo_device *dev, block *blocks,
+                       uint32_t n) {
+  block **live = malloc((n ? n : 1) * sizeof *live);
+  uint64_t count = 0, bytes = 0;
+  ck_assert_ptr_nonnull(live);
+  for (uint32_t i = 0; i < n; i++)
+    if (blocks[i].p) {
+      live[count++] = &blocks[i];
+      bytes += blocks[i].size;
+      verify(api, dev, &blocks[i]);
+    }
+  qsort(live, count, sizeof *live, by_address);
+  for (uint64_t i = 1; i < count; i++)
+    ck_assert_msg(live[i - 1]->p + live[i - 1]->size <= live[i]->p,
+                  "blocks %p (%llu B) and %p overlap", (void *)live[i - 1]->p,
+                  (unsigned long long)live[i - 1]->size, (void *)live[i]->p);
+  free(live);
+  ck_assert_uint_eq(A.figure(0, "allocations"), count);
+  ck_assert_uint_eq(A.figure(0, "bytes_in_use"), bytes);
+  CK_OK(api, api->check(dev));
+}
+
+/* A real PyTorch trace (traces/pt_cs336_medium_ctx1024_train.csv: 15,626
+ * events of a training run) through alloc and free, its streams mapped
+ * to the null stream and streams of the device. */
+START_TEST(test_replay_torch_trace) {
+  const char *top = getenv("top_srcdir");
+  char path[4096];
+  struct trace t;
+  block *blocks;
+  void *natives[4] = {NULL};
+  const hippo_api *api;
+  hippo_device *dev;
+  uint64_t peak_live = 0, live = 0;
+  snprintf(path, sizeof path, "%s/traces/pt_cs336_medium_ctx1024_train.csv",
+           top ? top : ".");
+  ck_assert_msg(trace_load("test-adapter", path, &t), "cannot read %s", path);
+  setenv("HIPPO_ALLOC_CAPACITY", "32G", 1); /* its peak: 24.2 GB live */
+  A.init(0);
+  api = api_of(&dev);
+  for (int k = 1; k < 4; k++)
+    CK_OK(api, tu_emu(api)->stream_create(dev, &natives[k]));
+  blocks = calloc(t.slots, sizeof *blocks);
+  ck_assert_ptr_nonnull(blocks);
+  for (size_t e = 0; e < t.count; e++) {
+    const struct trace_event *ev = &t.events[e];
+    block *b = &blocks[ev->slot];
+    if (ev->op == TRACE_RESERVE) {
+      b->stream = natives[ev->stream % 4];
+      b->size = ev->size;
+      b->seed = e * 2 + 1;
+      b->p = A.alloc(ev->size, 0, b->stream);
+      if (ev->size == 0) {
+        ck_assert_ptr_null(b->p);
+        continue;
+      }
+      ck_assert_msg(b->p != NULL, "event %zu: alloc(%llu): %s", e,
+                    (unsigned long long)ev->size, A.last_error());
+      ck_assert_uint_eq((uintptr_t)b->p % 256, 0);
+      pattern(api, dev, b);
+      live += b->size;
+      if (live > peak_live)
+        peak_live = live;
+    } else if (b->p) {
+      verify(api, dev, b);
+      A.free(b->p, b->size, 0, b->stream);
+      live -= b->size;
+      b->p = NULL;
+    }
+    if (e % 2500 == 0)
+      check_live(api, dev, blocks, t.slots);
+  }
+  check_live(api, dev, blocks, t.slots);
+  ck_assert_uint_eq(A.figure(0, "peak_bytes_in_use"), peak_live);
+  printf("replay: peak live %llu B, peak held %llu B (%.4f x), %llu "
+         "streams\n",
+         (unsigned long long)peak_live,
+         (unsigned long long)A.figure(0, "peak_bytes_reserved"),
+         (double)A.figure(0, "peak_bytes_reserved") / (double)peak_live,
+         (unsigned long long)A.figure(0, "streams"));
+  for (uint32_t i = 0; i < t.slots; i++)
+    if (blocks[i].p)
+      A.free(blocks[i].p, blocks[i].size, 0, blocks[i].stream);
+  ck_assert_uint_eq(A.figure(0, "allocations"), 0);
+  ck_assert_uint_eq(A.figure(0, "foreign_frees"), 0);
+  ck_assert_uint_eq(A.figure(0, "failed_allocs"), 0);
+  A.empty_cache(); /* everything goes back: no page, no granule held */
+  ck_assert_uint_eq(A.figure(0, "bytes_reserved"), 0);
+  ck_assert_uint_eq(tu_counters(api, dev).bytes_held, 0);
+  ck_assert_uint_eq(A.close(), 0); /* the device's streams went with it */
+  free(blocks);
+  trace_free(&t);
+}
+END_TEST
+
+/* A free of a pointer hippo did not hand out (inside a block, freed
+ * already, never seen, on a device never opened) is counted, reported
+ * and ignored: the live block keeps its bytes. */
+START_TEST(test_foreign_free) {
+  const hippo_api *api;
+  hippo_device *dev;
+  block b = {.size = 4096, .seed = 7};
+  int local;
+  b.p = A.alloc(b.size, 0, NULL);
+  ck_assert_ptr_nonnull(b.p);
+  api = api_of(&dev);
+  pattern(api, dev, &b);
+  A.free(b.p + 256, b.size, 0, NULL);
+  ERROR_HAS("did not hand out");
+  A.free(&local, 4, 0, NULL);
+  A.free(b.p, b.size, 5, NULL); /* device 5 was never opened */
+  ERROR_HAS("no such device");
+  A.free(NULL, 0, 0, NULL); /* nothing */
+  ck_assert_uint_eq(A.figure(0, "foreign_frees"), 2);
+  ck_assert_uint_eq(A.figure(0, "allocations"), 1);
+  verify(api, dev, &b);
+  A.free(b.p, b.size, 0, NULL);
+  A.free(b.p, b.size, 0, NULL); /* twice */
+  ck_assert_uint_eq(A.figure(0, "foreign_frees"), 3);
+  ck_assert_uint_eq(A.figure(0, "allocations"), 0);
+  ck_assert_uint_eq(A.figure(0, "nonsense"), UINT64_MAX);
+  ck_assert_uint_eq(A.figure(7, "allocations"), 0);
+  A.record_stream(&local, NULL);
+  ERROR_HAS("did not hand out");
+  CK_OK(api, api->check(dev));
+}
+END_TEST
+
+/* Faults injected into the backend reach alloc as NULL with the reason,
+ * and nothing live is lost; the next alloc succeeds.  _i 0: the virtual
+ * layout (a granule's map fails); 1: adaptive (a page's allocation). */
+START_TEST(test_faults) {
+  const hippo_api *api;
+  hippo_device *dev;
+  block b[3] = {{.size = 3000, .seed = 1}, {.size = 8 * MiB, .seed = 3},
+                {.size = 100, .seed = 5}};
+  hippo_call_kind kind = _i == 0 ? HIPPO_CALL_VM_MAP : HIPPO_CALL_ALLOC;
+  uint64_t live;
+  setenv("HIPPO_ALLOC_LAYOUT", _i == 0 ? "virtual" : "adaptive", 1);
+  A.init(0);
+  api = api_of(&dev);
+  if (_i == 0 && tu_info(api, dev).preset != HIPPO_PRESET_VIRTUAL) {
+    printf("skipped: no virtual memory (%s)\n", tu_info(api, dev).note);
+    return;
+  }
+  b[0].p = A.alloc(b[0].size, 0, NULL);
+  ck_assert_ptr_nonnull(b[0].p);
+  pattern(api, dev, &b[0]);
+  live = A.figure(0, "bytes_in_use");
+  CK_OK(api, tu_emu(api)->inject_fault(dev, kind, 1, HIPPO_BACKEND_ERROR));
+  ck_assert_ptr_null(A.alloc(64 * MiB, 0, NULL)); /* needs new memory */
+  ck_assert_msg(A.last_error()[0] != '\0', "no reason given");
+  ERROR_HAS("alloc(67108864 B, device 0)");
+  ck_assert_uint_eq(A.figure(0, "failed_allocs"), 1);
+  ck_assert_uint_eq(A.figure(0, "bytes_in_use"), live);
+  ck_assert_uint_eq(A.figure(0, "allocations"), 1);
+  verify(api, dev, &b[0]);
+  CK_OK(api, api->check(dev));
+  b[1].p = A.alloc(b[1].size, 0, NULL);
+  b[2].p = A.alloc(b[2].size, 0, NULL);
+  ck_assert_ptr_nonnull(b[1].p);
+  ck_assert_ptr_nonnull(b[2].p);
+  pattern(api, dev, &b[1]);
+  pattern(api, dev, &b[2]);
+  check_live(api, dev, b, 3);
+  for (int k = 0; k < 3; k++)
+    A.free(b[k].p, b[k].size, 0, NULL);
+  ck_assert_uint_eq(A.figure(0, "allocations"), 0);
+}
+END_TEST
+
+/* record_stream: a block another stream uses is not reused before that
+ * stream's work ran; empty_cache waits for it and gives everything back.
+ * Streams are attached the first time they are seen. */
+START_TEST(test_record_stream) {
+  const hippo_api *api;
+  hippo_device *dev;
+  void *user;
+  hippo_usage u;
+  char *p, *q, *r;
+  A.init(0);
+  api = api_of(&dev);
+  CK_OK(api, tu_emu(api)->stream_create(dev, &user));
+  p = A.alloc(MiB, 0, NULL);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_uint_eq(A.figure(0, "streams"), 1);
+  A.record_stream(p, user);
+  ck_assert_uint_eq(A.figure(0, "streams"), 2);
+  r = A.alloc(MiB, 0, user);
+  ck_assert_ptr_nonnull(r);
+  /* the user's work reads p: queued (HOST), or running (a GPU) */
+  CK_OK(api, tu_emu(api)->copy(dev, user, r, p, MiB));
+  A.free(p, MiB, 0, NULL);
+  CK_OK(api, A.usage(0, &u));
+  ck_assert_uint_eq(u.slices_waiting, 1);
+  ck_assert_uint_ge(u.bytes_waiting, MiB);
+  ck_assert_uint_eq(u.bytes_guarded, 0);
+  q = A.alloc(MiB, 0, NULL); /* not p's bytes until the user's work ran */
+  ck_assert_ptr_nonnull(q);
+  ck_assert(q + MiB <= p || q >= p + MiB);
+  A.free(q, MiB, 0, NULL);
+  A.free(r, MiB, 0, user);
+  A.empty_cache();
+  CK_OK(api, A.usage(0, &u));
+  ck_assert_uint_eq(u.slices_waiting, 0);
+  ck_assert_uint_eq(u.bytes_reserved, 0);
+  ck_assert_uint_eq(A.close(), 0); /* the device's streams went with it */
+}
+END_TEST
+
+/* set_fraction: before the first allocation the device is opened again
+ * with that budget; while allocations are live it is refused; a fraction
+ * out of (0, 1] is refused. */
+START_TEST(test_set_fraction) {
+  const hippo_api *api;
+  hippo_device *dev;
+  uint64_t total;
+  void *p;
+  A.init(0);
+  api = api_of(&dev);
+  total = tu_info(api, dev).total_memory;
+  A.set_fraction(0.25, 0);
+  api = api_of(&dev);
+  p = A.alloc(total / 4 + MiB, 0, NULL); /* beyond the budget */
+  ck_assert_ptr_null(p);
+  ck_assert_uint_eq(A.figure(0, "failed_allocs"), 1);
+  p = A.alloc(total / 8, 0, NULL);
+  ck_assert_ptr_nonnull(p);
+  A.set_fraction(0.5, 0);
+  ERROR_HAS("live");
+  A.set_fraction(1.5, 0);
+  ERROR_HAS("(0, 1]");
+  ck_assert_uint_eq(A.figure(0, "allocations"), 1);
+  A.free(p, total / 8, 0, NULL);
+  A.set_fraction(1.0, 0); /* no allocation live: taken */
+  p = A.alloc(total / 4 + MiB, 0, NULL);
+  ck_assert_msg(p != NULL, "%s", A.last_error());
+  A.free(p, 0, 0, NULL);
+}
+END_TEST
+
+/* Bad environment: each is NULL from alloc, with the variable named. */
+START_TEST(test_environment) {
+  static const char *const vars[][3] = {
+      {"HIPPO_ALLOC_LAYOUT", "sliced:page=oops", "HIPPO_ALLOC_LAYOUT"},
+      {"HIPPO_ALLOC_BACKEND", "tpu", "HIPPO_ALLOC_BACKEND=tpu"},
+      {"HIPPO_ALLOC_CAPACITY", "lots", "HIPPO_ALLOC_CAPACITY=lots"},
+      {"HIPPO_PLUGIN", "/nonexistent/hippo.so", "HIPPO_PLUGIN"}};
+  setenv(vars[_i][0], vars[_i][1], 1);
+  ck_assert_ptr_null(A.alloc(4096, 0, NULL));
+  ERROR_HAS(vars[_i][2]);
+  ck_assert_ptr_null(A.alloc(4096, -1, NULL));
+  ERROR_HAS("ordinals");
+}
+END_TEST
+
+/* CuPy's pair serves the null stream; size 0 is NULL without failure. */
+START_TEST(test_cupy_pair) {
+  const hippo_api *api;
+  hippo_device *dev;
+  block b = {.size = 12345, .seed = 9};
+  ck_assert_ptr_null(A.cupy_malloc(NULL, 0, 0));
+  b.p = A.cupy_malloc(NULL, b.size, 0);
+  ck_assert_ptr_nonnull(b.p);
+  api = api_of(&dev);
+  pattern(api, dev, &b);
+  ck_assert_uint_eq(A.figure(0, "streams"), 1);
+  ck_assert_uint_eq(A.figure(0, "bytes_in_use"), b.size);
+  verify(api, dev, &b);
+  A.cupy_free(NULL, b.p, 0);
+  ck_assert_uint_eq(A.figure(0, "allocations"), 0);
+  ck_assert_uint_eq(A.figure(0, "failed_allocs"), 0);
+}
+END_TEST
+
+/* Threads allocating and freeing at once, each on its own stream and on
+ * the null stream (ThreadSanitizer's pass runs this). */
+struct worker {
+  void *stream;
+  int bad;
+};
+
+static void *work(void *arg) {
+  struct worker *w = arg;
+  char *p[32] = {NULL};
+  for (int round = 0; round < 200; round++)
+    for (int k = 0; k < 32; k++) {
+      void *s = k % 2 ? w->stream : NULL;
+      if (p[k]) {
+        A.free(p[k], 0, 0, s);
+        p[k] = NULL;
+      } else if (!(p[k] = A.alloc((size_t)(k + 1) * 4096, 0, s))) {
+        w->bad++;
+      }
+    }
+  for (int k = 0; k < 32; k++)
+    if (p[k])
+      A.free(p[k], 0, 0, k % 2 ? w->stream : NULL);
+  return NULL;
+}
+
+START_TEST(test_threads) {
+  const hippo_api *api;
+  hippo_device *dev;
+  struct worker w[4];
+  pthread_t t[4];
+  A.init(0);
+  api = api_of(&dev);
+  for (int i = 0; i < 4; i++) {
+    w[i].bad = 0;
+    CK_OK(api, tu_emu(api)->stream_create(dev, &w[i].stream));
+  }
+  for (int i = 0; i < 4; i++)
+    ck_assert_int_eq(pthread_create(&t[i], NULL, work, &w[i]), 0);
+  for (int i = 0; i < 4; i++) {
+    ck_assert_int_eq(pthread_join(t[i], NULL), 0);
+    ck_assert_int_eq(w[i].bad, 0);
+  }
+  ck_assert_uint_eq(A.figure(0, "allocations"), 0);
+  ck_assert_uint_eq(A.figure(0, "foreign_frees"), 0);
+  ck_assert_uint_eq(A.figure(0, "streams"), 5);
+  CK_OK(api, api->check(dev));
+  ck_assert_uint_eq(A.close(), 0); /* the device's streams went with it */
+}
+END_TEST
+
+static Suite *adapter_suite(void) {
+  Suite *s = suite_create("adapter");
+  TCase *tc = tcase_create("torch");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_replay_torch_trace);
+  tcase_add_test(tc, test_foreign_free);
+  tcase_add_loop_test(tc, test_faults, 0, 2);
+  tcase_add_test(tc, test_record_stream);
+  tcase_add_test(tc, test_set_fraction);
+  tcase_add_loop_test(tc, test_environment, 0, 4);
+  tcase_add_test(tc, test_cupy_pair);
+  tcase_add_test(tc, test_threads);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return tu_run(adapter_suite()); }
