@@ -1,12 +1,14 @@
 #!/bin/sh
 # device-check.sh -- everything hippo checks on a real GPU, as one script:
 # the machine and the runtime found, tests/test-hip, tests/test-gpu-device,
-# the behaviour suite on the device (tests/suite-gpu.sh device), then the
-# device benchmark (bench/hippo-gpu-bench).  Meant for a machine lent with
+# the behaviour suite on the device (tests/suite-gpu.sh device), the
+# device benchmark (bench/hippo-gpu-bench), then hippo under PyTorch and
+# CuPy (tests/frameworks-check.py, through adapter/.libs/libhippo-alloc.so).  Meant for a machine lent with
 # a GPU for a few minutes: it builds nothing and needs the build outputs of
 # a machine without one, carried over:
 #
 #   plugin/.libs/hippo.so  tools/hippo-info  tests/test-*  tests/fake/.libs
+#   adapter/.libs          (libhippo-alloc.so, for the frameworks step)
 #   bench/hippo-gpu-bench (make bench/hippo-gpu-bench)
 #   device-libs/           (optional: --prepare copies the shared libraries
 #                           the programs link beyond the C library, e.g.
@@ -14,7 +16,7 @@
 #
 # Usage, in the repository root:
 #   sh tests/device-check.sh [--fake[=cuda|hip]] [--quick] [--fork]
-#                            [--no-suite] [--no-bench]
+#                            [--no-suite] [--no-bench] [--no-frameworks]
 #   sh tests/device-check.sh --prepare
 #     --fake      rehearse without a GPU, on the stand-in runtimes of
 #                 tests/fake (built by make check): HIPPO_GPU_RUNTIME and
@@ -22,7 +24,7 @@
 #                 141 GiB (as an H200), the bench runs --quick
 #     --quick     the fuzz share 20,000 operations and the bench --quick
 #     --fork      run each Check test in a process of its own (CK_FORK=yes)
-#     --no-suite, --no-bench   leave out those steps
+#     --no-suite, --no-bench, --no-frameworks   leave out those steps
 #     --prepare   copy the libraries (see above) into device-libs/, then stop
 #
 # The runtime: as hippo finds it (src/gpu_rt.c: HIP first, then CUDA, the
@@ -34,9 +36,11 @@
 # CUDA 13 runtime needs a driver of release 580 or later; a CUDA 12 one
 # serves older drivers).
 #
-# Budget: about 6 minutes on an H200.  Each step has a time limit (the
-# whole script at most about 9 minutes): test-hip 120 s, test-gpu-device
-# 180 s, the suite 300 s, the bench 120 s.  The fuzz share of the suite is
+# Budget: about 7 minutes on an H200.  Each step has a time limit (the
+# whole script at most about 12 minutes): test-hip 120 s, test-gpu-device
+# 180 s, the suite 300 s, the bench 120 s, the frameworks 240 s (PyTorch's
+# and CuPy's start-up included).  Without PyTorch (a rehearsal, or an
+# image without it) the frameworks step stops at its import and says so.  The fuzz share of the suite is
 # HIPPO_FUZZ_OPS (default here 200,000 operations).  Check runs the tests
 # of a program in that one process (CK_FORK=no, as make check-valgrind
 # does; --fork or CK_FORK=yes for a process per test): each process starts
@@ -67,6 +71,7 @@ fake=
 quick=no
 suite=yes
 bench=yes
+frameworks=yes
 prepare=no
 for arg in "$@"; do
   case $arg in
@@ -76,6 +81,7 @@ for arg in "$@"; do
   --fork) CK_FORK=yes ;;
   --no-suite) suite=no ;;
   --no-bench) bench=no ;;
+  --no-frameworks) frameworks=no ;;
   --prepare) prepare=yes ;;
   -h | --help)
     sed -n '2,/^$/s/^# \{0,1\}//p' "$0"
@@ -92,8 +98,9 @@ t_start=$(date +%s)
 progs="tests/test-hip tests/test-gpu-device tests/test-abi tests/test-status
        tests/test-device tests/test-manager tests/test-layout tests/test-relocation
        tests/test-guard tests/test-faults tests/test-hostile tests/test-stress
-       tests/test-fuzz tests/test-virtual"
-bins="tools/hippo-info $progs bench/hippo-gpu-bench"
+       tests/test-fuzz tests/test-virtual tests/test-adapter"
+bins="tools/hippo-info $progs bench/hippo-gpu-bench
+      adapter/.libs/libhippo-alloc.so"
 
 say() { printf '%s\n' "$*"; }
 elapsed() { echo $(($(date +%s) - t_start)); }
@@ -159,6 +166,8 @@ fi
 
 # ---- the environment --------------------------------------------------------
 HIPPO_PLUGIN=$root/plugin/.libs/hippo.so
+HIPPO_ALLOC_LIB=$root/adapter/.libs/libhippo-alloc.so
+export HIPPO_ALLOC_LIB
 HIPPO_FUZZ_OPS=${HIPPO_FUZZ_OPS:-200000}
 CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
 CK_FORK=${CK_FORK:-no}
@@ -259,7 +268,12 @@ step() {
   secs=$(($(date +%s) - s0))
   case $rc in
   0) verdict=PASS ;;
-  77) verdict="FAIL (skipped, exit 77, although hippo-info opened a device)" ;;
+  77) if [ "${skip_ok:-no}" = yes ]; then
+        verdict="SKIP (exit 77: $skip_why)"
+        rc=0
+      else
+        verdict="FAIL (skipped, exit 77, although hippo-info opened a device)"
+      fi ;;
   124 | 137) verdict="FAIL (over its limit of $limit s)" ;;
   *) verdict="FAIL (exit $rc)" ;;
   esac
@@ -278,6 +292,19 @@ if [ "$bench" = yes ]; then
   # shellcheck disable=SC2086 # bench_args splits into options
   step hippo-gpu-bench 120 bench/hippo-gpu-bench --plugin "$HIPPO_PLUGIN" \
     $bench_args
+fi
+if [ "$frameworks" = yes ]; then
+  if command -v python3 >/dev/null 2>&1; then
+    # no PyTorch is a skip only in a rehearsal: a lent GPU machine has it
+    skip_ok=no
+    skip_why="no PyTorch or no GPU it sees"
+    [ -n "$fake" ] && skip_ok=yes
+    step "frameworks (PyTorch, CuPy)" 240 python3 tests/frameworks-check.py
+    skip_ok=no
+  else
+    say ""
+    say "## frameworks: no python3, left out"
+  fi
 fi
 
 say ""

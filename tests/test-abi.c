@@ -444,9 +444,10 @@ START_TEST(test_desc_null) {
   CK_STATUS(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "backend");
   d = dry_desc();
-  d.flags = 4; /* FIXED_LAYOUT (1) and AUTO_RELOCATE (2) are known */
+  d.flags = 8; /* FIXED_LAYOUT (1), AUTO_RELOCATE (2), NO_MOVE (4) are
+                  known */
   CK_STATUS(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT);
-  CK_ERROR_HAS(api, "flags 0x4");
+  CK_ERROR_HAS(api, "flags 0x8");
   d = dry_desc();
   d.alignment = 384;
   CK_STATUS(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT);

@@ -115,11 +115,54 @@ tool=$dest${tool#.}
 replay=${tool%/hippo-info}/hippo-replay
 has "$tool" "hippo-info"
 has "$replay" "hippo-replay"
-for page in man1/hippo-replay.1 man1/hippo-info.1 man3/hippo.3; do
+for page in man1/hippo-replay.1 man1/hippo-info.1 man3/hippo.3 \
+  man3/hippo-alloc.3; do
   found=$(cd "$dest" && find . -path "*/man/$page" | head -1)
   if [ -n "$found" ]; then pass "installed: ${found#.}"
   else fail "not installed: $page"; fi
 done
+
+# ---- the PyTorch / CuPy adapter (hippo-alloc(3)) -----------------------------
+adapter=$(pkgconf --variable=adapter)
+pythondir=$(pkgconf --variable=pythondir)
+has "$dest$adapter" "libhippo-alloc.so (pkg-config --variable=adapter)"
+has "$dest$includedir/hippo-alloc.h" "hippo-alloc.h in includedir"
+has "$dest$pythondir/hippo_alloc.py" \
+  "hippo_alloc.py (pkg-config --variable=pythondir)"
+exported=$(${NM:-nm} -D --defined-only "$dest$adapter" 2>/dev/null |
+  awk '$2 == "T" { print $3 }' | grep -v '^hippo_\(alloc\|free\|cupy_\)' )
+if [ -f "$dest$adapter" ] && [ -z "$exported" ]; then
+  pass "libhippo-alloc.so exports only its own functions"
+else fail "libhippo-alloc.so exports more: $(echo $exported)"; fi
+# The installed module drives the installed adapter (the build tree's
+# plugin: the installed one exists only under DESTDIR).
+if command -v python3 >/dev/null 2>&1; then
+  run env PYTHONPATH="$dest$pythondir" HIPPO_ALLOC_LIB="$dest$adapter" \
+    HIPPO_PLUGIN="$build_plugin" HIPPO_ALLOC_BACKEND=host python3 -c '
+import ctypes, hippo_alloc as h
+h.lib.hippo_alloc.restype = ctypes.c_void_p
+h.lib.hippo_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_void_p]
+p = h.lib.hippo_alloc(1 << 20, 0, None)
+assert p and h.figure("allocations") == 1, h.last_error()
+assert h.figure("bytes_in_use") == 1 << 20
+h.lib.hippo_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                             ctypes.c_void_p]
+h.lib.hippo_free(p, 0, 0, None)
+h.lib.hippo_free(p, 0, 0, None)
+assert h.figure("allocations") == 0 and h.figure("foreign_frees") == 1
+assert "did not hand out" in h.last_error()
+for hook in ("torch", "cupy"):
+    try:
+        getattr(h, hook)()
+    except ImportError:
+        pass
+print("ok")'
+  if [ "$status" -eq 0 ] && [ "$(cat "$out")" = ok ]; then
+    pass "hippo_alloc.py allocates and frees through the installed adapter"
+  else fail "hippo_alloc.py through the installed adapter (exit $status)"; fi
+else
+  echo "SKIP: no python3 to import hippo_alloc.py with"
+fi
 
 # ---- a host program built with pkg-config alone ------------------------------
 cat >"$tmp/consumer.c" <<'EOC'

@@ -39,7 +39,7 @@ elif command -v groff >/dev/null 2>&1; then
 elif command -v mandoc >/dev/null 2>&1; then
   checker=mandoc
 fi
-for page in hippo-replay.1 hippo-info.1 hippo.3; do
+for page in hippo-replay.1 hippo-info.1 hippo.3 hippo-alloc.3; do
   f=$man/$page
   if [ ! -f "$f" ]; then
     fail "$page: missing"
@@ -127,6 +127,18 @@ fi
 for slot in $slots; do
   if grep -qw -- "$slot" "$man/hippo.3"; then pass "hippo.3 names $slot"
   else fail "hippo.3 does not name the slot $slot"; fi
+done
+
+# ---- every function of hippo-alloc.h is in hippo-alloc(3) ------------------
+fns=$(grep -o '[ *]hippo_[a-z_]*(' "$top_srcdir/include/hippo-alloc.h" |
+  tr -d ' *(' | sort -u)
+if [ -z "$fns" ]; then
+  fail "no function found in include/hippo-alloc.h"
+fi
+for fn in $fns; do
+  if grep -qw -- "$fn" "$man/hippo-alloc.3"; then
+    pass "hippo-alloc.3 names $fn"
+  else fail "hippo-alloc.3 does not name $fn"; fi
 done
 
 [ "$skipped" -eq 0 ] || echo "($skipped checks skipped)"

@@ -1,0 +1,256 @@
+#!/usr/bin/env python3
+"""frameworks-check.py -- hippo under PyTorch and CuPy on a real GPU
+(hippo-alloc(3); tests/device-check.sh runs it).
+
+Each case runs in a process of its own (an allocator is chosen before the
+first CUDA allocation):
+  torch-default  a small deterministic training loop (4 transformer
+                 layers, AdamW, 50 steps, fixed seeds) on PyTorch's own
+                 allocator: its losses, steps/s, max_memory_reserved
+  torch-hippo    the same loop with hippo as the allocator
+                 (CUDAPluggableAllocator): identical losses, hippo's peak
+                 footprint against the default run's, steps/s
+  torch-mempool  the same under torch.cuda.MemPool(hippo): PyTorch's
+                 caching allocator on top, hippo serving its segments
+  torch-graph    a CUDA graph captured and replayed in a MemPool on hippo:
+                 replays equal the eager result
+  cupy-default, cupy-hippo  an array workload on CuPy's allocator and on
+                 hippo's pair: identical results
+Prints one JSON line per case and a summary; exit 0 all passed, 1 one
+failed, 77 no PyTorch or no GPU (nothing checked: a rehearsal stops here).
+Environment: HIPPO_ALLOC_LIB (the adapter), HIPPO_PLUGIN.
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+STEPS = 50
+
+
+def adapter():
+    import ctypes
+    lib = ctypes.CDLL(os.environ["HIPPO_ALLOC_LIB"])
+    lib.hippo_alloc_figure.restype = ctypes.c_uint64
+    lib.hippo_alloc_figure.argtypes = [ctypes.c_int, ctypes.c_char_p]
+    lib.hippo_alloc_last_error.restype = ctypes.c_char_p
+    return lib
+
+
+def fn(lib, name):
+    import ctypes
+    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
+
+
+def pluggable(lib):
+    import torch
+    a = torch.cuda.memory.CUDAPluggableAllocator(
+        lib._name, "hippo_alloc", "hippo_free")
+    a._allocator.set_init_fn(fn(lib, "hippo_alloc_init"))
+    a._allocator.set_reset_fn(fn(lib, "hippo_alloc_empty_cache"))
+    a._allocator.set_memory_fraction_fn(fn(lib, "hippo_alloc_set_fraction"))
+    a._allocator.set_record_stream_fn(fn(lib, "hippo_alloc_record_stream"))
+    return a
+
+
+def model_and_data(torch):
+    torch.manual_seed(1234)
+    torch.cuda.manual_seed_all(1234)
+    vocab, d, seq, batch = 1024, 256, 128, 16
+    layer = torch.nn.TransformerEncoderLayer(d, 4, 1024, dropout=0.0,
+                                             batch_first=True)
+    model = torch.nn.Sequential(
+        torch.nn.Embedding(vocab, d),
+        torch.nn.TransformerEncoder(layer, 4, enable_nested_tensor=False),
+        torch.nn.Linear(d, vocab)).cuda()
+    g = torch.Generator(device="cpu").manual_seed(99)
+    data = torch.randint(0, vocab, (STEPS, batch, seq + 1), generator=g)
+    return model, data.cuda(), vocab
+
+
+def train(torch):
+    model, data, vocab = model_and_data(torch)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    losses = []
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for step in range(STEPS):
+        x, y = data[step, :, :-1], data[step, :, 1:]
+        loss = torch.nn.functional.cross_entropy(
+            model(x).reshape(-1, vocab), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    torch.cuda.synchronize()
+    return losses, STEPS / (time.perf_counter() - t0)
+
+
+def case(name):
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    out = {"case": name}
+    if name.startswith("torch"):
+        import torch
+        torch.use_deterministic_algorithms(True)
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.backends.cudnn.allow_tf32 = False
+        out["torch"] = torch.__version__
+        lib = adapter() if name != "torch-default" else None
+        if name == "torch-default":
+            out["losses"], out["steps_per_s"] = train(torch)
+            out["peak"] = torch.cuda.max_memory_reserved()
+        elif name == "torch-hippo":
+            torch.cuda.memory.change_current_allocator(pluggable(lib))
+            out["losses"], out["steps_per_s"] = train(torch)
+        elif name == "torch-mempool":
+            pool = torch.cuda.MemPool(pluggable(lib)._allocator)
+            with torch.cuda.use_mem_pool(pool):
+                out["losses"], out["steps_per_s"] = train(torch)
+        else:  # torch-graph
+            pool = torch.cuda.MemPool(pluggable(lib)._allocator)
+            model, data, vocab = model_and_data(torch)
+            x = data[0, :, :-1].clone()
+            with torch.no_grad():
+                eager = model(x).clone()
+                # warm-up on the stream that captures, in the pool: its
+                # segments are hippo's, mapped before the capture (hippo
+                # maps nothing while a stream captures), and the capture
+                # reuses them
+                s = torch.cuda.Stream()
+                s.wait_stream(torch.cuda.current_stream())
+                with torch.cuda.stream(s), torch.cuda.use_mem_pool(pool):
+                    for _ in range(3):
+                        model(x)
+                torch.cuda.current_stream().wait_stream(s)
+                g = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(g, pool=pool.id, stream=s):
+                    static = model(x)
+                same = True
+                for _ in range(3):
+                    g.replay()
+                    torch.cuda.synchronize()
+                    same = same and bool(torch.equal(static, eager))
+            out["replays_equal"] = same
+            del g, static
+        if lib is not None:
+            out["peak"] = lib.hippo_alloc_figure(0, b"peak_bytes_reserved")
+            out["peak_live"] = lib.hippo_alloc_figure(0, b"peak_bytes_in_use")
+            out["failed"] = lib.hippo_alloc_figure(0, b"failed_allocs")
+            out["foreign"] = lib.hippo_alloc_figure(0, b"foreign_frees")
+            out["last_error"] = lib.hippo_alloc_last_error().decode()
+    else:
+        import cupy
+        out["cupy"] = cupy.__version__
+        if name == "cupy-hippo":
+            lib = adapter()
+            a = cupy.cuda.memory.CFunctionAllocator(
+                0, fn(lib, "hippo_cupy_malloc"), fn(lib, "hippo_cupy_free"),
+                lib)
+            cupy.cuda.set_allocator(a.malloc)
+        rs = cupy.random.RandomState(7)
+        acc = cupy.zeros((512, 512), dtype=cupy.float64)
+        for i in range(40):
+            m = rs.standard_normal((512, 512))
+            acc += (m @ m.T) / (i + 1)
+            del m
+        out["checksum"] = float(cupy.asnumpy(acc).sum())
+        out["digest"] = cupy.asnumpy(acc).tobytes().hex()[:64]
+        if name == "cupy-hippo":
+            out["peak"] = lib.hippo_alloc_figure(0, b"peak_bytes_reserved")
+            out["foreign"] = lib.hippo_alloc_figure(0, b"foreign_frees")
+    print(json.dumps(out))
+
+
+def smoke():
+    """The adapter through ctypes on the runtime hippo finds (a stand-in in
+    a rehearsal), in a process of its own: 1 MiB in and out."""
+    code = (
+        "import ctypes, os, sys\n"
+        "lib = ctypes.CDLL(os.environ['HIPPO_ALLOC_LIB'])\n"
+        "lib.hippo_alloc.restype = ctypes.c_void_p\n"
+        "lib.hippo_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, "
+        "ctypes.c_void_p]\n"
+        "lib.hippo_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, "
+        "ctypes.c_int, ctypes.c_void_p]\n"
+        "lib.hippo_alloc_figure.restype = ctypes.c_uint64\n"
+        "lib.hippo_alloc_last_error.restype = ctypes.c_char_p\n"
+        "p = lib.hippo_alloc(1 << 20, 0, None)\n"
+        "n = lib.hippo_alloc_figure(0, b'allocations')\n"
+        "lib.hippo_free(p, 0, 0, None)\n"
+        "m = lib.hippo_alloc_figure(0, b'allocations')\n"
+        "ok = p and n == 1 and m == 0\n"
+        "print('adapter: 1 MiB at %#x, allocations 1 then 0' % p if ok else\n"
+        "      'adapter: FAILED: ' + lib.hippo_alloc_last_error().decode())\n"
+        "sys.exit(0 if ok else 1)\n")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                       text=True, timeout=120)
+    print((p.stdout + p.stderr).strip())
+    return p.returncode != 0
+
+
+def main():
+    if len(sys.argv) == 3 and sys.argv[1] == "--case":
+        case(sys.argv[2])
+        return 0
+    if smoke():
+        return 1
+    try:
+        import torch
+    except ImportError as e:
+        print(f"frameworks-check: no PyTorch ({e}): nothing checked")
+        return 77
+    if not torch.cuda.is_available():
+        print("frameworks-check: PyTorch sees no GPU: nothing checked")
+        return 77
+    print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
+          f"{torch.cuda.get_device_name(0)}")
+    res, bad = {}, []
+    cases = ["torch-default", "torch-hippo", "torch-mempool", "torch-graph",
+             "cupy-default", "cupy-hippo"]
+    for name in cases:
+        p = subprocess.run([sys.executable, __file__, "--case", name],
+                           capture_output=True, text=True, timeout=300)
+        line = (p.stdout.strip().splitlines() or [""])[-1]
+        if p.returncode != 0 or not line.startswith("{"):
+            tail = (p.stderr or p.stdout).strip().splitlines()[-6:]
+            print(f"{name}: FAILED (exit {p.returncode})\n  " +
+                  "\n  ".join(tail))
+            if name.startswith("cupy") and "No module named" in p.stderr:
+                print(f"{name}: no CuPy, left out")
+                continue
+            bad.append(name)
+            continue
+        res[name] = json.loads(line)
+        print(line)
+    d = res.get("torch-default")
+    for name in ("torch-hippo", "torch-mempool"):
+        r = res.get(name)
+        if d and r:
+            same = r["losses"] == d["losses"]
+            print(f"{name}: losses {'identical' if same else 'DIFFER'}; peak "
+                  f"{r['peak']} B = {r['peak'] / d['peak']:.3f} x the "
+                  f"default's max_memory_reserved {d['peak']} B (peak live "
+                  f"{r['peak_live']} B); {r['steps_per_s']:.1f} steps/s "
+                  f"against {d['steps_per_s']:.1f}")
+            if not same or r["failed"] or r["foreign"]:
+                bad.append(name)
+    g = res.get("torch-graph")
+    if g:
+        print(f"torch-graph: replays {'equal' if g['replays_equal'] else 'DIFFER'}"
+              " the eager result")
+        if not g["replays_equal"]:
+            bad.append("torch-graph")
+    c, h = res.get("cupy-default"), res.get("cupy-hippo")
+    if c and h:
+        same = c["digest"] == h["digest"] and c["checksum"] == h["checksum"]
+        print(f"cupy-hippo: results {'identical' if same else 'DIFFER'}")
+        if not same or h["foreign"]:
+            bad.append("cupy-hippo")
+    print("frameworks-check: " + ("all passed" if not bad else
+                                  "FAILED: " + ", ".join(bad)))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
