@@ -27,11 +27,12 @@
  *      bytes into fresh memory in the same run (target >= 0.8 x); the bytes
  *      are read back after the move.
  *   F  footprint: peak reserved / peak live of every trace (the bundled
- *      one and each --footprint trace) with each layout and relocation
- *      policy on a 141 GiB DRY device, as hippo-replay replays it
- *      (policy wanted: relocate_when_wanted before every reservation;
+ *      one and each --footprint trace) with each preset (VIRTUAL too) and
+ *      relocation policy on a 141 GiB DRY device, as hippo-replay replays
+ *      it (policy wanted: relocate_when_wanted before every reservation;
  *      explicit-every=1000: relocate every stream after every 1000 events),
- *      with the targets of the default (ADAPTIVE, wanted).
+ *      with the driver calls per 1,000 events each costs and the targets
+ *      of the default (ADAPTIVE, wanted).
  *   W  waits: a reserve+release pair on a HOST device while 0, 64 or 1,024
  *      released slices wait on another stream's queued copy (record_use),
  *      and the event queries each reservation makes (the backend's
@@ -1393,9 +1394,10 @@ static double f_target(const char *path) {
 }
 
 /* Replays t with `preset` and `policy` (0 never, 1 wanted, 2 explicit
- * every 1000 events); peak reserved / peak live, and bytes relocated. */
+ * every 1000 events); peak reserved / peak live, bytes relocated and the
+ * driver calls per 1,000 events. */
 static double f_replay(const c_trace *t, hippo_preset preset, int policy,
-                       uint64_t *relocated) {
+                       uint64_t *relocated, double *calls) {
   hippo_layout layout;
   hippo_device_desc desc;
   hippo_device *dev;
@@ -1403,6 +1405,7 @@ static double f_replay(const c_trace *t, hippo_preset preset, int policy,
   hippo_stream *streams[TRACE_MAX_STREAMS];
   hippo_handle *handles = bench_xcalloc(t->nslots, sizeof *handles);
   hippo_usage u;
+  hippo_emu_counters c;
   memset(&layout, 0, sizeof layout);
   layout.struct_size = sizeof layout;
   layout.preset = preset;
@@ -1429,6 +1432,10 @@ static double f_replay(const c_trace *t, hippo_preset preset, int policy,
   CHECK(api->usage(dev, NULL, &u), "F: usage");
   dev_check(dev, "F: check");
   *relocated = u.bytes_relocated;
+  memset(&c, 0, sizeof c);
+  c.struct_size = sizeof c;
+  CHECK(tool_emu(api)->counters(dev, &c), "F: emu_counters");
+  *calls = tool_calls_per_1000(&c, t->nev);
   for (size_t i = 0; i < t->nev; i++) {
     const c_event *e = &t->ev[i];
     if (e->alloc && !t->slot_freed[e->slot])
@@ -1451,7 +1458,8 @@ static void workload_f(const options *o) {
     hippo_preset preset;
   } layouts[] = {{"sub_slices", HIPPO_PRESET_SUB_SLICES},
                  {"exclusive_pages", HIPPO_PRESET_EXCLUSIVE_PAGES},
-                 {"adaptive", HIPPO_PRESET_ADAPTIVE}};
+                 {"adaptive", HIPPO_PRESET_ADAPTIVE},
+                 {"virtual", HIPPO_PRESET_VIRTUAL}};
   static const char *const policies[] = {"never", "wanted",
                                          "explicit-every=1000"};
   const char *paths[17];
@@ -1466,8 +1474,8 @@ static void workload_f(const options *o) {
     printf("skipped: no trace given (--trace, --footprint)\n");
     return;
   }
-  printf("%-40s %-16s %-20s %8s %12s\n", "trace", "layout", "policy",
-         "ratio", "relocated");
+  printf("%-40s %-16s %-20s %8s %12s %10s\n", "trace", "layout", "policy",
+         "ratio", "relocated", "calls/1k");
   for (int k = 0; k < n; k++) {
     const char *base = strrchr(paths[k], '/') ? strrchr(paths[k], '/') + 1
                                               : paths[k];
@@ -1477,12 +1485,13 @@ static void workload_f(const options *o) {
     for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++)
       for (int p = 0; p < 3; p++) {
         uint64_t moved = 0;
-        double ratio = f_replay(&t, layouts[l].preset, p, &moved);
+        double calls = 0;
+        double ratio = f_replay(&t, layouts[l].preset, p, &moved, &calls);
         bool deflt = layouts[l].preset == HIPPO_PRESET_ADAPTIVE && p == 1;
         char fig[64], what[112], tgt[48], v[32];
-        printf("%-40s %-16s %-20s %8.4f %9.0f MB%s\n", base,
+        printf("%-40s %-16s %-20s %8.4f %9.0f MB %10.1f%s\n", base,
                layouts[l].name, policies[p], ratio, (double)moved / 1e6,
-               deflt ? "  (default)" : "");
+               calls, deflt ? "  (default)" : "");
         if (deflt && target > 0) {
           printf("%-40s target <= %.3f: %s\n", "", target,
                  verdict(v, sizeof v, ratio, target, 1, 4));
@@ -1493,7 +1502,8 @@ static void workload_f(const options *o) {
         }
         snprintf(what, sizeof what, "%.72s %s %s", base, layouts[l].name,
                  policies[p]);
-        snprintf(fig, sizeof fig, "reserved/live %.4f", ratio);
+        snprintf(fig, sizeof fig, "reserved/live %.4f, %.1f calls/1k",
+                 ratio, calls);
         add_row("F", what, fig, tgt);
       }
     free(t.ev);

@@ -616,16 +616,6 @@ static int replay(struct session *s, const struct options *o,
   return rc;
 }
 
-/* The calls that take or give back device memory (page allocations and
- * frees, granules mapped and unmapped, virtual ranges) per 1,000 events
- * of the trace. */
-static double calls_per_1000(const hippo_emu_counters *c, size_t events) {
-  uint64_t n = c->calls[HIPPO_CALL_ALLOC] + c->calls[HIPPO_CALL_FREE] +
-               c->calls[HIPPO_CALL_VM_MAP] + c->calls[HIPPO_CALL_VM_UNMAP] +
-               c->calls[HIPPO_CALL_VM_RANGE];
-  return events ? (double)n * 1000.0 / (double)events : 0.0;
-}
-
 /* Releases what is still live, detaches, closes, unloads.
  * EXIT_OK or EXIT_HIPPO (messages printed). */
 static int session_close(struct session *s, const struct trace *t) {
@@ -759,7 +749,7 @@ static void print_summary(FILE *out, const struct session *s,
             c->calls[HIPPO_CALL_VM_UNMAP]);
     fprintf(out, "peak mapped bytes: %" PRIu64 "\n", c->peak_bytes_mapped);
     fprintf(out, "driver calls per 1000 events: %.1f\n",
-            calls_per_1000(c, t->count));
+            tool_calls_per_1000(c, t->count));
   } else {
     fprintf(out, "driver allocations: n/a\ndriver frees: n/a\n"
                  "granules mapped: n/a\ngranules unmapped: n/a\n"
@@ -857,7 +847,7 @@ static void write_json(FILE *f, const struct session *s,
     fprintf(f, "  \"peak_mapped_bytes\": %" PRIu64 ",\n",
             c->peak_bytes_mapped);
     fprintf(f, "  \"driver_calls_per_1000_events\": %.1f,\n",
-            calls_per_1000(c, t->count));
+            tool_calls_per_1000(c, t->count));
   } else {
     fprintf(f, "  \"driver_allocs\": null,\n  \"driver_frees\": null,\n"
                "  \"driver_maps\": null,\n  \"driver_unmaps\": null,\n"

@@ -80,6 +80,13 @@ hippo_status tool_load(const char *prog, const char *path, void **lib,
   return st;
 }
 
+double tool_calls_per_1000(const hippo_emu_counters *c, uint64_t events) {
+  uint64_t n = c->calls[HIPPO_CALL_ALLOC] + c->calls[HIPPO_CALL_FREE] +
+               c->calls[HIPPO_CALL_VM_MAP] + c->calls[HIPPO_CALL_VM_UNMAP] +
+               c->calls[HIPPO_CALL_VM_RANGE];
+  return events ? (double)n * 1000.0 / (double)events : 0.0;
+}
+
 const hippo_emu_api *tool_emu(const hippo_api *api) {
   const hippo_emu_api *emu = NULL;
   if (api->emulation(&emu) != HIPPO_SUCCESS || !emu) {

@@ -39,6 +39,11 @@ hippo_status tool_load(const char *prog, const char *path, void **lib,
  * table tool_load accepted. */
 const hippo_emu_api *tool_emu(const hippo_api *api);
 
+/* The calls that take or give back device memory (page allocations and
+ * frees, granules mapped and unmapped, virtual ranges) per 1,000 events:
+ * what a layout costs in driver calls (hippo-replay, hippo-bench F). */
+double tool_calls_per_1000(const hippo_emu_counters *c, uint64_t events);
+
 /* Results of tool_parse_u64. */
 enum tool_num {
   TOOL_NUM_OK,
