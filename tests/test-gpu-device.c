@@ -218,6 +218,48 @@ START_TEST(test_real_capture) {
 }
 END_TEST
 
+/* The capture question's cost on HIP (issue 26): by default hippo asks
+ * the driver (hipStreamIsCapturing) once at every reserve and release;
+ * after capture_announce(ENDED), checked with one question, a stream that
+ * never captures costs no question at all; QUERY goes back to asking.
+ * Exact counts (the backend's CAPTURE_QUERY counter). */
+START_TEST(test_capture_question_count) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_gpu(api, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle h;
+  uint64_t q0, q1;
+  h = tu_reserve(api, s, 4 * KiB); /* the warm-up takes the page */
+  CK_OK(api, api->release(s, h));
+  q0 = tu_counters(api, dev).calls[HIPPO_CALL_CAPTURE_QUERY];
+  for (int i = 0; i < 100; i++) {
+    h = tu_reserve(api, s, 4 * KiB);
+    CK_OK(api, api->release(s, h));
+  }
+  q1 = tu_counters(api, dev).calls[HIPPO_CALL_CAPTURE_QUERY];
+  ck_assert_uint_eq(q1 - q0, 200); /* one a reserve, one a release */
+  CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_ENDED));
+  q0 = tu_counters(api, dev).calls[HIPPO_CALL_CAPTURE_QUERY];
+  ck_assert_uint_eq(q0 - q1, 1); /* ENDED is checked once */
+  for (int i = 0; i < 100; i++) {
+    h = tu_reserve(api, s, 4 * KiB);
+    CK_OK(api, api->release(s, h));
+  }
+  q1 = tu_counters(api, dev).calls[HIPPO_CALL_CAPTURE_QUERY];
+  ck_assert_uint_eq(q1 - q0, 0);
+  CK_OK(api, api->capture_announce(s, HIPPO_CAPTURE_QUERY));
+  h = tu_reserve(api, s, 4 * KiB);
+  CK_OK(api, api->release(s, h));
+  ck_assert_uint_eq(tu_counters(api, dev).calls[HIPPO_CALL_CAPTURE_QUERY] -
+                        q1,
+                    2);
+  CK_CHECK(api, dev);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* Announcements are checked with the driver on a real capture: BEGINS
  * while it captures, ENDED refused (GRAPH_RECORDING) until it ended, then
  * taken; BEGINS on a stream that does not capture is INVALID_ARGUMENT.
@@ -637,6 +679,7 @@ int main(void) {
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_real_capture);
   tcase_add_test(tc, test_announced_capture);
+  tcase_add_test(tc, test_capture_question_count);
   tcase_add_test(tc, test_global_capture_elsewhere);
   tcase_add_test(tc, test_last_error_untouched);
   suite_add_tcase(s, tc);
