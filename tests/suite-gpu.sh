@@ -49,9 +49,14 @@ fake-*)
   FAKE_GPU_MEMORY=${FAKE_GPU_MEMORY:-68719476736}
   # the fuzz driver's share here: 200,000 operations (1,000,000 on HOST)
   HIPPO_FUZZ_OPS=${HIPPO_FUZZ_OPS:-200000}
-  # a virtual-memory granularity of 64 KiB (as ROCm releases that report
-  # less than 2 MiB), the granule test-virtual's scripted figures use
-  FAKE_GPU_VM_GRANULARITY=${FAKE_GPU_VM_GRANULARITY:-65536}
+  # the virtual-memory granularity: 2 MiB on fake-cuda (as NVIDIA's GPUs
+  # report), 64 KiB on fake-hip (as ROCm releases that report less than
+  # 2 MiB); test-virtual scales its scripted sizes to either
+  if [ "$runtime" = fake-cuda ]; then
+    FAKE_GPU_VM_GRANULARITY=${FAKE_GPU_VM_GRANULARITY:-2097152}
+  else
+    FAKE_GPU_VM_GRANULARITY=${FAKE_GPU_VM_GRANULARITY:-65536}
+  fi
   export FAKE_GPU_MEMORY HIPPO_FUZZ_OPS FAKE_GPU_VM_GRANULARITY ;;
 esac
 
