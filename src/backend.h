@@ -162,6 +162,8 @@ struct hippo__backend {
   char arch[32];          /* "sm 9.0", "cc 9.4", "host" */
   char runtime[128];      /* "CUDA 13000 (libcudart.so.13)", "none" */
   char note[512];         /* AUTO: why this backend was chosen */
+  char vm_why[256];       /* why the device offers no virtual memory (its
+                             vm_* ops NULL), when the backend knows; "" */
 };
 
 /* Constructors.  On failure they return the status, write last_error and

@@ -119,7 +119,8 @@ typedef struct gpu_backend {
   uint64_t bytes_held, peak_bytes_held, bytes_copied;
 
   /* Virtual memory: decided at open (vm_probe); base.ops is gpu_vm_ops
-   * when the device has it, gpu_ops (vm_* NULL) when not, why in vm_why. */
+   * when the device has it, gpu_ops (vm_* NULL) when not, why in
+   * base.vm_why. */
   bool vm;
   uint64_t vm_granularity; /* the driver's minimum */
   int vm_device;           /* the location id: CUDA's CUdevice, HIP's
@@ -129,7 +130,6 @@ typedef struct gpu_backend {
     hippo__hip_mem_prop52 v52;   /* HIP 5.2 */
   } vm_prop;
   hippo__gpu_mem_access vm_access;
-  char vm_why[256];
   /* One VMM call of the device at a time (ROCm has had races between
    * concurrent map calls), and the registries' writers: taken before
    * `lock`, held across the driver's calls. */
@@ -1304,8 +1304,10 @@ static void vm_fini(gpu_backend *g) {
 /* Whether the device has virtual memory, decided once at open: every call
  * loaded, the device says so (HIP 5.3 and later, CUDA: the attribute), and
  * the granularity is asked and usable.  Sets g->vm and what the calls
- * take, or g->vm_why. */
+ * take, or g->base.vm_why. */
 static void vm_probe(gpu_backend *g) {
+  char *why = g->base.vm_why;
+  const size_t wn = sizeof g->base.vm_why;
   const hippo__gpu_rt *rt = g->rt;
   const hippo__gpu_vm_calls *vm = &rt->vm;
   bool hip = rt->flavor == HIPPO__GPU_HIP;
@@ -1318,24 +1320,24 @@ static void vm_probe(gpu_backend *g) {
 
   g->vm = false;
   if (vm->missing[0]) {
-    snprintf(g->vm_why, sizeof g->vm_why, "%.120s has no %.100s", rt->path,
+    snprintf(why, wn, "%.120s has no %.100s", rt->path,
              vm->missing);
     return;
   }
   if (!rt->device_sync) {
-    snprintf(g->vm_why, sizeof g->vm_why, "%.120s has no %sDeviceSynchronize",
+    snprintf(why, wn, "%.120s has no %sDeviceSynchronize",
              rt->path, rt->prefix);
     return;
   }
   if (hip && rt->version <= 0) {
-    snprintf(g->vm_why, sizeof g->vm_why,
+    snprintf(why, wn,
              "the HIP runtime's version is unknown: the layout of "
              "hipMemAllocationProp cannot be chosen");
     return;
   }
   hippo__error_keep(&kept);
   if (vm_enter(g, "virtual memory", &sc) != HIPPO_SUCCESS) {
-    snprintf(g->vm_why, sizeof g->vm_why, "%s", hippo__error_get());
+    snprintf(why, wn, "%s", hippo__error_get());
     hippo__error_restore(&kept);
     return;
   }
@@ -1374,21 +1376,21 @@ static void vm_probe(gpu_backend *g) {
   if (err != HIPPO__GPU_SUCCESS) {
     if (hip)
       handled(rt); /* answered, and handled: no virtual memory */
-    snprintf(g->vm_why, sizeof g->vm_why, "%s answered %s (%d)", asked,
+    snprintf(why, wn, "%s answered %s (%d)", asked,
              hip ? hippo__gpu_err_name(rt->flavor, rt, err)
                  : hippo__cu_err_name(err),
              err);
   } else if (!yes) {
-    snprintf(g->vm_why, sizeof g->vm_why, "%s says the device has none",
+    snprintf(why, wn, "%s says the device has none",
              asked);
   } else if (gran == 0 || !hippo__is_pow2(gran)) {
-    snprintf(g->vm_why, sizeof g->vm_why,
+    snprintf(why, wn,
              "%s answered a granularity of %zu B, not a power of two", asked,
              gran);
   } else {
     g->vm = true;
     g->vm_granularity = gran;
-    g->vm_why[0] = '\0';
+    why[0] = '\0';
   }
   hippo__error_restore(&kept);
 }

@@ -164,10 +164,13 @@ hippo_status hippo__device_info(hippo_device *dev, hippo_device_info *out) {
   out->streams = dev->stream_count;
   out->preset = dev->layout.preset;
   out->pool_count = dev->layout.count;
-  if (dev->layout.note) { /* after the backend's, if any */
+  if (dev->layout.note) { /* after the backend's, if any, with why the
+                             device has no virtual memory when known */
     size_t n = strnlen(out->note, sizeof out->note);
-    snprintf(out->note + n, sizeof out->note - n, "%s%s", n ? "; " : "",
-             dev->layout.note);
+    snprintf(out->note + n, sizeof out->note - n, "%s%s%s%s%s",
+             n ? "; " : "", dev->layout.note,
+             dev->be->vm_why[0] ? " (" : "", dev->be->vm_why,
+             dev->be->vm_why[0] ? ")" : "");
   }
   hippo__mutex_drop(&dev->lock);
   return HIPPO_SUCCESS;

@@ -672,6 +672,10 @@ START_TEST(test_no_vmm) {
     use(f);
     be = gpu_new(0);
     no_vm(be);
+    /* why, for device_info's note: the attribute, or the call's answer */
+    ck_assert_msg(strstr(be->vm_why, k == 0 ? "says the device has none"
+                                            : "answered") != NULL,
+                  "vm_why: \"%s\"", be->vm_why);
     page = page_new(be, 4096);
     bytes_ok(be, page, 16, 12);
     CK_CORE_OK(be->ops->page_free(be, page, 4096));
@@ -681,12 +685,20 @@ START_TEST(test_no_vmm) {
     hippo_device_desc d;
     hippo_device *dev = NULL;
     hippo_device_info info;
+    hippo_layout virt = {sizeof virt, HIPPO_PRESET_VIRTUAL, 0, 0, NULL};
     TU_SIZED(d);
     d.backend = HIPPO_BACKEND_HIP;
-    CK_CORE_OK(hippo__device_open(&d, NULL, NULL, NULL, &dev));
+    CK_CORE_OK(hippo__device_open(&d, &virt, NULL, NULL, &dev));
     TU_SIZED(info);
     CK_CORE_OK(hippo__device_info(dev, &info));
     ck_assert_uint_eq(info.vm_granularity, 0);
+    ck_assert_uint_eq(info.preset, HIPPO_PRESET_ADAPTIVE);
+    /* the note says the preset fell back, and why (the calls answer
+     * NotSupported: FAKE_GPU_NO_VMM=calls, from the loop above) */
+    ck_assert_msg(strstr(info.note, "ADAPTIVE serves instead (") != NULL &&
+                      strstr(info.note, "GetAllocationGranularity answered") !=
+                          NULL,
+                  "note: \"%s\"", info.note);
     CK_CORE_OK(hippo__device_close(dev));
     unsetenv("FAKE_GPU_NO_VMM");
     CK_CORE_OK(hippo__device_open(&d, NULL, NULL, NULL, &dev));
