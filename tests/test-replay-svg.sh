@@ -279,6 +279,16 @@ replay --help
 if grep -q -- '--svg FILE' "$out"; then pass "--help: --svg"
 else fail "--help: no --svg"; fi
 
+# ---- the virtual layout: what it holds is its mapped granules -------------
+name="--svg, virtual"
+"$HIPPO_REPLAY" --backend dry --capacity 141G --layout virtual --quiet \
+  --svg "$tmp/virtual.svg" "$train" >"$out" 2>"$err"
+status=$?
+expect_status "$name" 0
+well_formed "$name" "$tmp/virtual.svg"
+has "$name" "$tmp/virtual.svg" "reserved bytes (VIRTUAL: mapped), all pools"
+has "$name" "$tmp/virtual.svg" "pool 1 VIRTUAL, mapped granules of 2 MiB"
+
 # ---- the example in README ------------------------------------------------
 doc=$top_srcdir/docs/replay-train.svg
 name="docs/replay-train.svg"

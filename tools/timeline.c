@@ -469,6 +469,10 @@ static void pool_label(const struct timeline *tl, uint32_t p, char *buf,
     snprintf(buf, cap, "pool %" PRIu32 " EXCLUSIVE up to %s", p,
              bytes_text(o->max_alloc_size, a, sizeof a));
     break;
+  case HIPPO_POOL_VIRTUAL: /* what it holds is its mapped granules */
+    snprintf(buf, cap, "pool %" PRIu32 " VIRTUAL, mapped granules of %s", p,
+             bytes_text(o->granule, a, sizeof a));
+    break;
   default:
     snprintf(buf, cap, "pool %" PRIu32 " %s", p, tool_pool_kind_name(r->kind));
   }
@@ -708,8 +712,14 @@ void timeline_write_svg(const struct timeline *tl, FILE *f,
   snprintf(text, sizeof text, "live bytes (peak %s)",
            bytes_text(lab->peak_live, t1, sizeof t1));
   legend_entry(f, entries++, "live", LIVE_COLOUR, true, text);
-  snprintf(text, sizeof text, "reserved bytes, all pools (peak %s)",
-           bytes_text(lab->peak_reserved, t1, sizeof t1));
+  {
+    bool virt = false;
+    for (uint32_t p = 0; p < tl->pools; p++)
+      virt = virt || tl->first[p].kind == HIPPO_POOL_VIRTUAL;
+    snprintf(text, sizeof text, "reserved bytes%s, all pools (peak %s)",
+             virt ? " (VIRTUAL: mapped)" : "",
+             bytes_text(lab->peak_reserved, t1, sizeof t1));
+  }
   legend_entry(f, entries++, "reserved-total", TOTAL_COLOUR, true, text);
   for (uint32_t p = 0; p < tl->pools; p++) {
     char label[160];
