@@ -11,7 +11,9 @@
  *   on the allocation path); every live entry (ptr != 0) is reachable
  *   from its home slot without crossing an empty slot; each names a live
  *   hippo reservation of `s` whose address is ptr; streams[0 .. nstreams)
- *   are attached, each native once.
+ *   are attached, each native once; dev is NULL only after set_fraction
+ *   could open neither the new device nor the old one again (no stream,
+ *   no entry then; the next allocation tries to open it).
  *
  * The devices are published in `devices[]` once open (an atomic pointer,
  * read without a lock); opening, reopening (set_fraction) and closing take
@@ -163,7 +165,8 @@ static void close_hippo(adapter_device *d) {
   for (uint32_t i = 0; i < d->nstreams; i++)
     (void)g_api->stream_detach(d->streams[i].s);
   d->nstreams = 0;
-  (void)g_api->device_close(d->dev);
+  if (d->dev)
+    (void)g_api->device_close(d->dev);
   d->dev = NULL;
   if (d->table)
     memset(d->table, 0, d->table_cap * sizeof *d->table);
@@ -320,6 +323,8 @@ void *hippo_alloc(size_t size, int device, void *stream) {
   if (!d)
     return NULL;
   pthread_mutex_lock(&d->lock);
+  if (!d->dev && open_hippo(d, 0) != HIPPO_SUCCESS) /* set_fraction's */
+    goto failed;
   s = stream_get(d, stream);
   if (!s || !table_room(d))
     goto failed;
@@ -388,7 +393,7 @@ void hippo_alloc_empty_cache(void) {
     if (!d)
       continue;
     pthread_mutex_lock(&d->lock);
-    if (g_api->cleanup(d->dev, NULL) != HIPPO_SUCCESS)
+    if (d->dev && g_api->cleanup(d->dev, NULL) != HIPPO_SUCCESS)
       say(true, "empty_cache (device %d): %s", i, g_api->last_error());
     pthread_mutex_unlock(&d->lock);
   }
@@ -417,19 +422,10 @@ void hippo_alloc_set_fraction(double fraction, int device) {
         device, (unsigned long long)budget);
   } else {
     close_hippo(d);
-    if (open_hippo(d, budget) != HIPPO_SUCCESS &&
-        open_hippo(d, 0) != HIPPO_SUCCESS) {
-      /* not even the old device again: forget it; the next allocation
-       * tries afresh */
-      atomic_store(&g_devices[device], NULL);
-      pthread_mutex_unlock(&d->lock);
-      pthread_mutex_unlock(&g_lock);
-      pthread_mutex_destroy(&d->lock);
-      free(d->streams);
-      free(d->table);
-      free(d);
-      return;
-    }
+    /* not even the old device again: d stays, without a device, and the
+     * next allocation tries to open it afresh (other threads may hold d) */
+    if (open_hippo(d, budget) != HIPPO_SUCCESS)
+      (void)open_hippo(d, 0);
   }
   pthread_mutex_unlock(&d->lock);
   pthread_mutex_unlock(&g_lock);
@@ -474,8 +470,10 @@ hippo_status hippo_alloc_usage(int device, hippo_usage *out) {
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   pthread_mutex_lock(&d->lock);
-  st = g_api->usage(d->dev, NULL, out);
-  if (st != HIPPO_SUCCESS)
+  st = d->dev ? g_api->usage(d->dev, NULL, out) : HIPPO_INVALID_ARGUMENT;
+  if (st != HIPPO_SUCCESS && !d->dev)
+    say(false, "usage: device %d could not be opened again", device);
+  else if (st != HIPPO_SUCCESS)
     say(false, "usage (device %d): %s", device, g_api->last_error());
   pthread_mutex_unlock(&d->lock);
   return st;
@@ -518,11 +516,17 @@ uint64_t hippo_alloc_figure(int device, const char *name) {
 hippo_status hippo_alloc_device(int device, const hippo_api **api,
                                 hippo_device **dev) {
   adapter_device *d = device_get(device);
+  hippo_status st = HIPPO_INVALID_ARGUMENT;
   if (!d)
-    return HIPPO_INVALID_ARGUMENT;
-  *api = g_api;
-  *dev = d->dev;
-  return HIPPO_SUCCESS;
+    return st;
+  pthread_mutex_lock(&d->lock);
+  if (d->dev || open_hippo(d, 0) == HIPPO_SUCCESS) {
+    *api = g_api;
+    *dev = d->dev;
+    st = HIPPO_SUCCESS;
+  }
+  pthread_mutex_unlock(&d->lock);
+  return st;
 }
 
 uint64_t hippo_alloc_close(void) {
