@@ -97,6 +97,8 @@ static hippo__gpu_rt loaded[2];      /* [flavor - 1] */
 static const hippo__gpu_rt *ready[2]; /* set once filled; unset only by
                                          hippo__gpu_rt_forget (tests) */
 static void *libs[2];                 /* ready[i]'s dlopen handle */
+static void *driver_lib;              /* CUDA's driver library, when the
+                                         runtime had no way to its calls */
 
 /* dlsym's object pointer read as a function pointer, stored at `at`. */
 static void store(hippo__gpu_rt *rt, size_t at, void *obj) {
@@ -183,6 +185,27 @@ static void *driver_call(void *lib, const char *name, const char **via,
   return NULL;
 }
 
+/* CUDA 11.0 to 11.2: the runtime has no entry point to the driver, so
+ * the driver library itself serves its calls by name ($HIPPO_CUDA_DRIVER_
+ * LIBRARY, else libcuda.so.1, which NVIDIA's driver installs), once
+ * cuInit answered success (load_lock held).  NULL when it cannot. */
+static void *driver_library(void) {
+  typedef int (*init_fn)(unsigned flags);
+  const char *env = getenv("HIPPO_CUDA_DRIVER_LIBRARY");
+  void *lib, *init;
+  if (driver_lib)
+    return driver_lib;
+  lib = dlopen(env && *env ? env : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib)
+    return NULL;
+  init = dlsym(lib, "cuInit");
+  if (!init || FN_OF(init_fn, init)(0) != HIPPO__GPU_SUCCESS) {
+    dlclose(lib);
+    return NULL;
+  }
+  return driver_lib = lib;
+}
+
 /* Fills rt->vm from lib (never fails: a call not found leaves vm.missing
  * naming it, and no virtual memory). */
 static void fill_vm(hippo__gpu_rt *rt, void *lib) {
@@ -201,6 +224,9 @@ static void fill_vm(hippo__gpu_rt *rt, void *lib) {
     snprintf(why, sizeof why, "%s", name);
     obj = hip ? dlsym(lib, name)
               : driver_call(lib, name, &via, why, sizeof why);
+    if (!obj && !hip && driver_library() &&
+        (obj = dlsym(driver_lib, name)) != NULL)
+      via = "the driver library (libcuda)";
     if (!obj && vm_syms[i].required && !vm->missing[0])
       snprintf(vm->missing, sizeof vm->missing, "%s", why);
     if (obj && via && !strcmp(vm->via, "none"))
@@ -303,6 +329,9 @@ void hippo__gpu_rt_forget(void) {
     libs[i] = NULL;
     memset(&loaded[i], 0, sizeof loaded[i]);
   }
+  if (driver_lib)
+    (void)dlclose(driver_lib);
+  driver_lib = NULL;
   pthread_mutex_unlock(&load_lock);
 }
 

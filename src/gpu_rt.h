@@ -162,8 +162,9 @@ typedef struct hippo__gpu_mem_access {
 } hippo__gpu_mem_access;
 
 /* The virtual-memory calls (HIP: the runtime's; CUDA: the driver's, through
- * the runtime's entry point).  All set, or `missing` names the first that
- * is not. */
+ * the runtime's entry point, else -- CUDA 11.0 to 11.2 -- from the driver
+ * library, libcuda.so.1).  All set, or `missing` names the first that is
+ * not. */
 typedef struct hippo__gpu_vm_calls {
   const char *prefix; /* of the calls' names: "hip" or "cu" */
   const char *via;    /* how they were found ("hipMem* exports",

@@ -56,7 +56,7 @@ static const char *const env_vars[] = {
     "FAKE_GPU_DEVICES",   "FAKE_GPU_MEMORY",   "FAKE_GPU_ALIGNMENT",
     "FAKE_GPU_FAIL",      "FAKE_GPU_NO_VMM",   "FAKE_GPU_VM_GRANULARITY",
     "FAKE_GPU_VERSION",   "FAKE_GPU_ENTRY",    "FAKE_GPU_SLOW_US",
-    NULL};
+    "HIPPO_CUDA_DRIVER_LIBRARY", NULL};
 
 static void clean(void) {
   hippo__gpu_rt_forget();
@@ -795,6 +795,22 @@ START_TEST(test_cuda_entry_points) {
   ck_assert_msg(strstr(rt->vm.missing, "cuMemAddressReserve") ==
                     rt->vm.missing,
                 "missing: %s", rt->vm.missing);
+  be->ops->destroy(be);
+  clean();
+
+  /* CUDA 11.0 to 11.2 (no entry point): the driver library serves the
+   * calls by name once cuInit answered, here the stand-in as libcuda */
+  env("FAKE_GPU_ENTRY", "none");
+  env("HIPPO_CUDA_DRIVER_LIBRARY", getenv("FAKE_CUDA_LIB"));
+  be = vm_new(1, 0);
+  CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt));
+  ck_assert_str_eq(rt->vm.via, "the driver library (libcuda)");
+  ck_assert_str_eq(rt->vm.missing, "");
+  r = range_new(be, 2 * G);
+  CK_CORE_OK(be->ops->vm_map(be, r, 2 * G, G));
+  bytes_ok(be, r, 16, 16);
+  CK_CORE_OK(be->ops->vm_unmap(be, r, 2 * G, G, true, &done));
+  CK_CORE_OK(be->ops->vm_release(be, r, 2 * G));
   be->ops->destroy(be);
 }
 END_TEST

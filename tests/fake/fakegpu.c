@@ -1473,6 +1473,27 @@ static const struct {
     {"cuGetErrorString", 6000, (void (*)(void))cu_get_error_string},
 };
 
+/* As NVIDIA's libcuda.so.1 serves them (loaded as the driver library,
+ * HIPPO_CUDA_DRIVER_LIBRARY): cuInit and the calls by name. */
+EXPORT int cuInit(unsigned flags) {
+  (void)flags;
+  return OK;
+}
+#define DRIVER_EXPORT(name, fn)                                                \
+  EXPORT __typeof__(fn) name __attribute__((alias(#fn)))
+DRIVER_EXPORT(cuMemAddressReserve, cu_mem_address_reserve);
+DRIVER_EXPORT(cuMemAddressFree, cu_mem_address_free);
+DRIVER_EXPORT(cuMemCreate, vm_create);
+DRIVER_EXPORT(cuMemRelease, vm_release);
+DRIVER_EXPORT(cuMemMap, cu_mem_map);
+DRIVER_EXPORT(cuMemSetAccess, cu_mem_set_access);
+DRIVER_EXPORT(cuMemUnmap, cu_mem_unmap);
+DRIVER_EXPORT(cuMemGetAllocationGranularity, vm_granularity);
+DRIVER_EXPORT(cuDeviceGet, cu_device_get);
+DRIVER_EXPORT(cuDeviceGetAttribute, cu_device_get_attribute);
+DRIVER_EXPORT(cuGetErrorName, cu_get_error_name);
+DRIVER_EXPORT(cuGetErrorString, cu_get_error_string);
+
 /* cudaDriverEntryPointQueryResult: 0 found, 1 no such symbol, 2 the
  * version asked predates it. */
 static int entry(const char *symbol, void **fn, unsigned version,
