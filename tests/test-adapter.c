@@ -49,10 +49,21 @@ static void *sym(const char *name) {
   return p;
 }
 
-/* Loads the adapter (each test runs in its own process) with the backend
- * the suite runs on. */
+/* The environment the tests change, restored after each (CK_FORK=no, as
+ * make check-valgrind runs them, keeps one process). */
+static const char *const env_vars[] = {
+    "HIPPO_ALLOC_LAYOUT", "HIPPO_ALLOC_BACKEND", "HIPPO_ALLOC_CAPACITY",
+    "HIPPO_PLUGIN", "HIPPO_ALLOC_QUIET"};
+enum { NENV = sizeof env_vars / sizeof *env_vars };
+static char *env_saved[NENV];
+
+/* Loads the adapter with the backend the suite runs on. */
 static void setup(void) {
   const char *path = getenv("HIPPO_ALLOC_LIB");
+  for (int i = 0; i < NENV; i++) {
+    const char *v = getenv(env_vars[i]);
+    env_saved[i] = v ? strdup(v) : NULL;
+  }
   ck_assert_msg(path != NULL, "HIPPO_ALLOC_LIB is not set; run the test "
                               "through make check");
   setenv("HIPPO_ALLOC_BACKEND",
@@ -81,6 +92,14 @@ static void teardown(void) {
     dlclose(A.lib);
   }
   memset(&A, 0, sizeof A);
+  for (int i = 0; i < NENV; i++) {
+    if (env_saved[i])
+      setenv(env_vars[i], env_saved[i], 1);
+    else
+      unsetenv(env_vars[i]);
+    free(env_saved[i]);
+    env_saved[i] = NULL;
+  }
 }
 
 static const hippo_api *api_of(hippo_device **dev) {
