@@ -342,6 +342,19 @@ static inline uint64_t *hippo__pool_held_figure(hippo__pool *pool,
                                                 uint32_t waits) {
   return holds > waits ? &pool->bytes_guarded : &pool->bytes_waiting;
 }
+/* A released slice of `bytes` whose counts are *holds and *waits: they
+ * change by dh and dw, and its bytes move into the figure they count in
+ * now (none once the last hold went).  Every kind's GUARDED records use
+ * it (sliced.h's slice, pool_pages.h's page slot). */
+static inline void hippo__pool_holds_change(hippo__pool *pool, uint64_t bytes,
+                                            uint32_t *holds, uint32_t *waits,
+                                            int dh, int dw) {
+  *hippo__pool_held_figure(pool, *holds, *waits) -= bytes;
+  *holds += (uint32_t)dh;
+  *waits += (uint32_t)dw;
+  if (*holds)
+    *hippo__pool_held_figure(pool, *holds, *waits) += bytes;
+}
 /* What pool->due should be: `any` says whether an empty page waits,
  * `since` is when the oldest became empty.  Check walks compare with it. */
 static inline uint64_t hippo__pool_due_of(const hippo__pool *pool, bool any,

@@ -199,17 +199,12 @@ static inline bool hippo__page_slots_release(hippo__page_slots *s,
   return true;
 }
 
-/* Holds (pool.h): a GUARDED slot's holds change by `holds`, `waits` of
- * them record_use ones; its bytes follow into the figure they count in
- * now (none once the last hold went). */
+/* Holds (pool.h): a GUARDED slot's holds change by dh, its record_use
+ * ones by dw (hippo__pool_holds_change). */
 static inline void hippo__page_slots_held(hippo__pool *pool,
-                                          hippo__page_slot *sl, int holds,
-                                          int waits) {
-  *hippo__pool_held_figure(pool, sl->holds, sl->waits) -= sl->size;
-  sl->holds += (uint32_t)holds;
-  sl->waits += (uint32_t)waits;
-  if (sl->holds)
-    *hippo__pool_held_figure(pool, sl->holds, sl->waits) += sl->size;
+                                          hippo__page_slot *sl, int dh,
+                                          int dw) {
+  hippo__pool_holds_change(pool, sl->size, &sl->holds, &sl->waits, dh, dw);
 }
 /* hold on a LIVE (or GUARDED) slot; unhold answers true when the slot
  * became FREE (the caller files it); waits after a release. */

@@ -499,16 +499,11 @@ uint64_t hippo__sliced_release_slice(sliced *p, uint32_t i) {
   return release_kind(p, i, p->arena, false);
 }
 
-/* A GUARDED slice's holds change by `holds` (`waits` of them record_use
- * ones): its bytes follow into the figure they count in now. */
-static void guarded_change(hippo__pool *pool, slice *s, int holds,
-                           int waits) {
-  uint64_t bytes = (uint64_t)s->size << pool->align_shift;
-  *hippo__pool_held_figure(pool, s->next_free, s->prev_free) -= bytes;
-  s->next_free += (uint32_t)holds;
-  s->prev_free += (uint32_t)waits;
-  if (s->next_free)
-    *hippo__pool_held_figure(pool, s->next_free, s->prev_free) += bytes;
+/* A GUARDED slice's holds (next_free) change by dh, its record_use ones
+ * (prev_free) by dw (pool.h). */
+static void guarded_change(hippo__pool *pool, slice *s, int dh, int dw) {
+  hippo__pool_holds_change(pool, (uint64_t)s->size << pool->align_shift,
+                           &s->next_free, &s->prev_free, dh, dw);
 }
 
 static void sliced_hold(hippo__pool *pool, uint32_t i) {
