@@ -179,6 +179,18 @@ static void bytes_ok(hippo__backend *be, uint64_t addr, size_t n,
   ck_assert_mem_eq(in, out, n);
 }
 
+/* A range of two granules mapped, 16 pattern bytes at `off` in it read
+ * back, unmapped and given back; then the backend goes. */
+static void two_granules_then_destroy(hippo__backend *be, uint64_t off,
+                                      unsigned seed) {
+  uint64_t r = range_new(be, 2 * G), done = 0;
+  CK_CORE_OK(be->ops->vm_map(be, r, 2 * G, G));
+  bytes_ok(be, r + off, 16, seed);
+  CK_CORE_OK(be->ops->vm_unmap(be, r, 2 * G, G, true, &done));
+  CK_CORE_OK(be->ops->vm_release(be, r, 2 * G));
+  be->ops->destroy(be);
+}
+
 /* ---- the whole life of a range ------------------------------------------- */
 
 /* The granularity is the runtime's; a range is address space only; mapped
@@ -739,15 +751,9 @@ END_TEST
  * the other), and no support attribute to ask (it has none). */
 START_TEST(test_hip52_layout) {
   hippo__backend *be;
-  uint64_t r, done = 0;
   env("FAKE_GPU_VERSION", "50221153");
   be = vm_new(0, 0);
-  r = range_new(be, 2 * G);
-  CK_CORE_OK(be->ops->vm_map(be, r, 2 * G, G));
-  bytes_ok(be, r + G - 8, 16, 14);
-  CK_CORE_OK(be->ops->vm_unmap(be, r, 2 * G, G, true, &done));
-  CK_CORE_OK(be->ops->vm_release(be, r, 2 * G));
-  be->ops->destroy(be);
+  two_granules_then_destroy(be, G - 8, 14);
   clean();
   /* there, a runtime that answers NotSupported says there is none */
   env("FAKE_GPU_VERSION", "50221153");
@@ -765,7 +771,6 @@ END_TEST
 START_TEST(test_cuda_entry_points) {
   hippo__backend *be;
   const hippo__gpu_rt *rt = NULL;
-  uint64_t r, done = 0;
 
   use(1);
   CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt));
@@ -779,12 +784,7 @@ START_TEST(test_cuda_entry_points) {
   be = vm_new(1, 0);
   CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt));
   ck_assert_str_eq(rt->vm.via, "cudaGetDriverEntryPoint");
-  r = range_new(be, 2 * G);
-  CK_CORE_OK(be->ops->vm_map(be, r, 2 * G, G));
-  bytes_ok(be, r, 16, 15);
-  CK_CORE_OK(be->ops->vm_unmap(be, r, 2 * G, G, true, &done));
-  CK_CORE_OK(be->ops->vm_release(be, r, 2 * G));
-  be->ops->destroy(be);
+  two_granules_then_destroy(be, 0, 15);
   clean();
 
   env("FAKE_GPU_ENTRY", "none");
@@ -806,12 +806,7 @@ START_TEST(test_cuda_entry_points) {
   CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt));
   ck_assert_str_eq(rt->vm.via, "the driver library (libcuda)");
   ck_assert_str_eq(rt->vm.missing, "");
-  r = range_new(be, 2 * G);
-  CK_CORE_OK(be->ops->vm_map(be, r, 2 * G, G));
-  bytes_ok(be, r, 16, 16);
-  CK_CORE_OK(be->ops->vm_unmap(be, r, 2 * G, G, true, &done));
-  CK_CORE_OK(be->ops->vm_release(be, r, 2 * G));
-  be->ops->destroy(be);
+  two_granules_then_destroy(be, 0, 16);
 }
 END_TEST
 
