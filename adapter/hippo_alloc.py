@@ -21,14 +21,22 @@ def _fn(name):
     return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
 
 
-def torch():
-    """Makes hippo PyTorch's CUDA allocator, with its four hooks."""
+def pluggable():
+    """hippo as a PyTorch CUDAPluggableAllocator with its four hooks, not
+    installed (torch.cuda.MemPool(pluggable()._allocator) takes it so)."""
     import torch.cuda.memory as m
     a = m.CUDAPluggableAllocator(lib._name, "hippo_alloc", "hippo_free")
     a._allocator.set_init_fn(_fn("hippo_alloc_init"))
     a._allocator.set_reset_fn(_fn("hippo_alloc_empty_cache"))
     a._allocator.set_memory_fraction_fn(_fn("hippo_alloc_set_fraction"))
     a._allocator.set_record_stream_fn(_fn("hippo_alloc_record_stream"))
+    return a
+
+
+def torch():
+    """Makes hippo PyTorch's CUDA allocator, with its four hooks."""
+    import torch.cuda.memory as m
+    a = pluggable()
     m.change_current_allocator(a)
     return a
 

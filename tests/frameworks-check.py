@@ -18,7 +18,8 @@ first CUDA allocation):
                  hippo's pair: identical results
 Prints one JSON line per case and a summary; exit 0 all passed, 1 one
 failed, 77 no PyTorch or no GPU (nothing checked: a rehearsal stops here).
-Environment: HIPPO_ALLOC_LIB (the adapter), HIPPO_PLUGIN.
+It installs hippo through the adapter's own module (adapter/hippo_alloc.py),
+as a user would.  Environment: HIPPO_ALLOC_LIB (the adapter), HIPPO_PLUGIN.
 """
 import json
 import os
@@ -29,29 +30,13 @@ import time
 STEPS = 50
 
 
-def adapter():
-    import ctypes
-    lib = ctypes.CDLL(os.environ["HIPPO_ALLOC_LIB"])
-    lib.hippo_alloc_figure.restype = ctypes.c_uint64
-    lib.hippo_alloc_figure.argtypes = [ctypes.c_int, ctypes.c_char_p]
-    lib.hippo_alloc_last_error.restype = ctypes.c_char_p
-    return lib
-
-
-def fn(lib, name):
-    import ctypes
-    return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
-
-
-def pluggable(lib):
-    import torch
-    a = torch.cuda.memory.CUDAPluggableAllocator(
-        lib._name, "hippo_alloc", "hippo_free")
-    a._allocator.set_init_fn(fn(lib, "hippo_alloc_init"))
-    a._allocator.set_reset_fn(fn(lib, "hippo_alloc_empty_cache"))
-    a._allocator.set_memory_fraction_fn(fn(lib, "hippo_alloc_set_fraction"))
-    a._allocator.set_record_stream_fn(fn(lib, "hippo_alloc_record_stream"))
-    return a
+def shipped():
+    """The adapter's own Python module (adapter/hippo_alloc.py, on
+    $HIPPO_ALLOC_LIB): the check drives hippo as a user would."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(
+        __file__)), "..", "adapter"))
+    import hippo_alloc
+    return hippo_alloc
 
 
 def model_and_data(torch):
@@ -96,19 +81,19 @@ def case(name):
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         out["torch"] = torch.__version__
-        lib = adapter() if name != "torch-default" else None
+        h = shipped() if name != "torch-default" else None
         if name == "torch-default":
             out["losses"], out["steps_per_s"] = train(torch)
             out["peak"] = torch.cuda.max_memory_reserved()
         elif name == "torch-hippo":
-            torch.cuda.memory.change_current_allocator(pluggable(lib))
+            h.torch()
             out["losses"], out["steps_per_s"] = train(torch)
         elif name == "torch-mempool":
-            pool = torch.cuda.MemPool(pluggable(lib)._allocator)
+            pool = torch.cuda.MemPool(h.pluggable()._allocator)
             with torch.cuda.use_mem_pool(pool):
                 out["losses"], out["steps_per_s"] = train(torch)
         else:  # torch-graph
-            pool = torch.cuda.MemPool(pluggable(lib)._allocator)
+            pool = torch.cuda.MemPool(h.pluggable()._allocator)
             model, data, vocab = model_and_data(torch)
             x = data[0, :, :-1].clone()
             with torch.no_grad():
@@ -133,21 +118,18 @@ def case(name):
                     same = same and bool(torch.equal(static, eager))
             out["replays_equal"] = same
             del g, static
-        if lib is not None:
-            out["peak"] = lib.hippo_alloc_figure(0, b"peak_bytes_reserved")
-            out["peak_live"] = lib.hippo_alloc_figure(0, b"peak_bytes_in_use")
-            out["failed"] = lib.hippo_alloc_figure(0, b"failed_allocs")
-            out["foreign"] = lib.hippo_alloc_figure(0, b"foreign_frees")
-            out["last_error"] = lib.hippo_alloc_last_error().decode()
+        if h is not None:
+            out["peak"] = h.figure("peak_bytes_reserved")
+            out["peak_live"] = h.figure("peak_bytes_in_use")
+            out["failed"] = h.figure("failed_allocs")
+            out["foreign"] = h.figure("foreign_frees")
+            out["last_error"] = h.last_error()
     else:
         import cupy
         out["cupy"] = cupy.__version__
         if name == "cupy-hippo":
-            lib = adapter()
-            a = cupy.cuda.memory.CFunctionAllocator(
-                0, fn(lib, "hippo_cupy_malloc"), fn(lib, "hippo_cupy_free"),
-                lib)
-            cupy.cuda.set_allocator(a.malloc)
+            h = shipped()
+            h.cupy()
         rs = cupy.random.RandomState(7)
         acc = cupy.zeros((512, 512), dtype=cupy.float64)
         for i in range(40):
@@ -157,43 +139,40 @@ def case(name):
         out["checksum"] = float(cupy.asnumpy(acc).sum())
         out["digest"] = cupy.asnumpy(acc).tobytes().hex()[:64]
         if name == "cupy-hippo":
-            out["peak"] = lib.hippo_alloc_figure(0, b"peak_bytes_reserved")
-            out["foreign"] = lib.hippo_alloc_figure(0, b"foreign_frees")
+            out["peak"] = h.figure("peak_bytes_reserved")
+            out["foreign"] = h.figure("foreign_frees")
     print(json.dumps(out))
 
 
 def smoke():
-    """The adapter through ctypes on the runtime hippo finds (a stand-in in
-    a rehearsal), in a process of its own: 1 MiB in and out."""
-    code = (
-        "import ctypes, os, sys\n"
-        "lib = ctypes.CDLL(os.environ['HIPPO_ALLOC_LIB'])\n"
-        "lib.hippo_alloc.restype = ctypes.c_void_p\n"
-        "lib.hippo_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int, "
-        "ctypes.c_void_p]\n"
-        "lib.hippo_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, "
-        "ctypes.c_int, ctypes.c_void_p]\n"
-        "lib.hippo_alloc_figure.restype = ctypes.c_uint64\n"
-        "lib.hippo_alloc_last_error.restype = ctypes.c_char_p\n"
-        "p = lib.hippo_alloc(1 << 20, 0, None)\n"
-        "n = lib.hippo_alloc_figure(0, b'allocations')\n"
-        "lib.hippo_free(p, 0, 0, None)\n"
-        "m = lib.hippo_alloc_figure(0, b'allocations')\n"
-        "ok = p and n == 1 and m == 0\n"
-        "print('adapter: 1 MiB at %#x, allocations 1 then 0' % p if ok else\n"
-        "      'adapter: FAILED: ' + lib.hippo_alloc_last_error().decode())\n"
-        "sys.exit(0 if ok else 1)\n")
-    p = subprocess.run([sys.executable, "-c", code], capture_output=True,
-                       text=True, timeout=120)
-    print((p.stdout + p.stderr).strip())
-    return p.returncode != 0
+    """The adapter, through its module, on the runtime hippo finds (a
+    stand-in in a rehearsal), in a process of its own: 1 MiB in and out."""
+    import ctypes
+    h = shipped()
+    h.lib.hippo_alloc.restype = ctypes.c_void_p
+    h.lib.hippo_alloc.argtypes = [ctypes.c_size_t, ctypes.c_int,
+                                  ctypes.c_void_p]
+    h.lib.hippo_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t,
+                                 ctypes.c_int, ctypes.c_void_p]
+    p = h.lib.hippo_alloc(1 << 20, 0, None)
+    n = h.figure("allocations")
+    h.lib.hippo_free(p, 0, 0, None)
+    ok = p and n == 1 and h.figure("allocations") == 0
+    print("adapter: 1 MiB at %#x, allocations 1 then 0" % p if ok else
+          "adapter: FAILED: " + h.last_error())
+    return 0 if ok else 1
 
 
 def main():
+    if sys.argv[1:] == ["--smoke"]:
+        return smoke()
     if len(sys.argv) == 3 and sys.argv[1] == "--case":
         case(sys.argv[2])
         return 0
-    if smoke():
+    p = subprocess.run([sys.executable, __file__, "--smoke"],
+                       capture_output=True, text=True, timeout=120)
+    print((p.stdout + p.stderr).strip())
+    if p.returncode != 0:
         return 1
     try:
         import torch
