@@ -119,27 +119,30 @@ printf '%s\n' "$lines" | while IFS= read -r key; do
 done || fail "a summary line of hippo-replay is not in its page"
 
 # ---- every slot of the table is in hippo(3) --------------------------------
-slots=$(sed -n '/^typedef struct hippo_api {/,/^} hippo_api;/p' \
-  "$top_srcdir/include/hippo.h" | grep -o '(\*[a-z_]*)' | tr -d '(*)')
-if [ -z "$slots" ]; then
-  fail "no slot of hippo_api found in include/hippo.h"
-fi
-for slot in $slots; do
-  if grep -qw -- "$slot" "$man/hippo.3"; then pass "hippo.3 names $slot"
-  else fail "hippo.3 does not name the slot $slot"; fi
-done
+# names_in PAGE WHAT SOURCE NAMES: each of NAMES (the WHATs of SOURCE) is
+# a word of man/PAGE.
+names_in() {
+  page=$1 what=$2 source=$3
+  shift 3
+  if [ $# -eq 0 ]; then
+    fail "no $what found in $source"
+  fi
+  for name in "$@"; do
+    if grep -qw -- "$name" "$man/$page"; then pass "$page names $name"
+    else fail "$page does not name the $what $name"; fi
+  done
+}
+
+# shellcheck disable=SC2046 # one name a word
+names_in hippo.3 slot include/hippo.h \
+  $(sed -n '/^typedef struct hippo_api {/,/^} hippo_api;/p' \
+    "$top_srcdir/include/hippo.h" | grep -o '(\*[a-z_]*)' | tr -d '(*)')
 
 # ---- every function of hippo-alloc.h is in hippo-alloc(3) ------------------
-fns=$(grep -o '[ *]hippo_[a-z_]*(' "$top_srcdir/include/hippo-alloc.h" |
-  tr -d ' *(' | sort -u)
-if [ -z "$fns" ]; then
-  fail "no function found in include/hippo-alloc.h"
-fi
-for fn in $fns; do
-  if grep -qw -- "$fn" "$man/hippo-alloc.3"; then
-    pass "hippo-alloc.3 names $fn"
-  else fail "hippo-alloc.3 does not name $fn"; fi
-done
+# shellcheck disable=SC2046
+names_in hippo-alloc.3 function include/hippo-alloc.h \
+  $(grep -o '[ *]hippo_[a-z_]*(' "$top_srcdir/include/hippo-alloc.h" |
+    tr -d ' *(' | sort -u)
 
 [ "$skipped" -eq 0 ] || echo "($skipped checks skipped)"
 lib_finish
