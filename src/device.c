@@ -509,7 +509,9 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
 }
 
 /* Give back what retained streams hold once no graph holds it (device lock
- * held); a stream whose pages could not all go back stays, to be tried
+ * held; the caller has made sure no stream of the device captures:
+ * stream_detach and cleanup refuse then, graph_retire asks the gate); a
+ * stream whose pages could not all go back stays, to be tried
  * again by the next stream_detach, graph_retire or cleanup of every
  * stream.  The first failure.  A stream goes once it holds nothing, even
  * when its cleanup answered a failure: a page whose free failed may have
