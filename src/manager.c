@@ -150,10 +150,7 @@ void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
   for (uint32_t i = 0; i < count; i++) {
     if (pools[i]->opt.dealloc_period)
       s->ticking[s->ticking_count++] = pools[i];
-    /* HIPPO_DEVICE_NO_MOVE: relocation acts only on pools that move
-     * nothing (VIRTUAL: its idle granules go back) */
-    if (pools[i]->ops->move && (!(s->env->flags & HIPPO_DEVICE_NO_MOVE) ||
-                                pools[i]->kind == HIPPO_POOL_VIRTUAL))
+    if (hippo__manager_relocates(s, pools[i]))
       s->movable[s->movable_count++] = pools[i];
   }
   hippo__pools_destroy(old, 1, old_count);

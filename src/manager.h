@@ -108,7 +108,8 @@ typedef struct hippo__wait_user {
  * live slice of it; in_use == sum over pools of bytes_in_use;
  * peak_in_use >= in_use; acct.bytes_reserved == sum of pool bytes_reserved;
  * ticking and movable list exactly the pools with a dealloc_period and
- * with relocation operations, in routing order; the pools' holds sum to
+ * those relocation acts on (hippo__manager_relocates), in routing order;
+ * the pools' holds sum to
  * holds + use_count + wait_count; acct counts the pools' pages and the
  * leaving ones.
  */
@@ -312,6 +313,15 @@ void hippo__leaving_retry_due_locked(hippo_stream *s);
 /* Frees the leaving pages at device_close (failures: the page is lost to
  * hippo; nothing else can be done), and the list. */
 void hippo__leaving_fini(hippo_stream *s);
+
+/* Whether relocation acts on pool p of stream s (s->movable): a kind with
+ * relocation operations, and on a HIPPO_DEVICE_NO_MOVE device only one
+ * that moves nothing (VIRTUAL: its idle granules go back). */
+static inline bool hippo__manager_relocates(const hippo_stream *s,
+                                            const hippo__pool *p) {
+  return p->ops->move && (!(s->env->flags & HIPPO_DEVICE_NO_MOVE) ||
+                          p->kind == HIPPO_POOL_VIRTUAL);
+}
 
 /* ---- manager_check.c --------------------------------------------------------- */
 hippo_status hippo__manager_check_locked(const hippo_stream *s);

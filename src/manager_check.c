@@ -57,7 +57,8 @@ static hippo_status check_table(const hippo_stream *s, tally *t) {
 /* Every pool's own walk (which settles it), the table's reservations
  * against each pool's figures, and what the pools hold, summed; then the
  * free gate: no release waits, and the ticking pools' dues are at or
- * above the stream's bound. */
+ * above the stream's bound; ticking and movable list exactly the pools
+ * with a period and those relocation acts on, in routing order. */
 static hippo_status check_pools(const hippo_stream *s, tally *t) {
   uint32_t i = 0;
   while (i < s->pool_count && s->pools[i] != s->gate.unsettled)
@@ -97,6 +98,27 @@ static hippo_status check_pools(const hippo_stream *s, tally *t) {
           "%llu",
           (unsigned long long)s->ticking[i]->due,
           (unsigned long long)s->gate.due_min);
+  {
+    uint32_t k = 0, m = 0;
+    for (i = 0; i < s->pool_count; i++) {
+      if (s->pools[i]->opt.dealloc_period) {
+        CHECK(k < s->ticking_count && s->ticking[k] == s->pools[i],
+              "pool %u has a dealloc period but is not the ticking "
+              "pool %u",
+              i, k);
+        k++;
+      }
+      if (hippo__manager_relocates(s, s->pools[i])) {
+        CHECK(m < s->movable_count && s->movable[m] == s->pools[i],
+              "relocation acts on pool %u but it is not movable pool %u",
+              i, m);
+        m++;
+      }
+    }
+    CHECK(k == s->ticking_count && m == s->movable_count,
+          "%u ticking and %u movable pools listed, %u and %u are",
+          s->ticking_count, s->movable_count, k, m);
+  }
   return HIPPO_SUCCESS;
 }
 
