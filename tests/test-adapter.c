@@ -288,6 +288,16 @@ START_TEST(test_foreign_free) {
   ck_assert_uint_eq(A.figure(0, "allocations"), 0);
   ck_assert_uint_eq(A.figure(0, "nonsense"), UINT64_MAX);
   ck_assert_uint_eq(A.figure(7, "allocations"), 0);
+  {
+    hippo_usage u;
+    const hippo_api *none = NULL;
+    hippo_device *nodev = NULL;
+    ck_assert_int_eq(A.usage(7, &u), HIPPO_INVALID_ARGUMENT);
+    ERROR_HAS("device 7 is not open");
+    ck_assert_int_eq(A.device(-1, &none, &nodev), HIPPO_INVALID_ARGUMENT);
+    ERROR_HAS("ordinals are 0 .. 63");
+    ck_assert_ptr_null(none);
+  }
   A.record_stream(&local, NULL);
   ERROR_HAS("did not hand out");
   CK_OK(api, api->check(dev));
@@ -400,6 +410,8 @@ START_TEST(test_set_fraction) {
   ERROR_HAS("(0, 1]");
   ck_assert_uint_eq(A.figure(0, "allocations"), 1);
   A.free(p, total / 8, 0, NULL);
+  A.set_fraction(1e-12, 0); /* nothing live, but a budget under 1 MiB */
+  ERROR_HAS("below 1 MiB");
   A.set_fraction(1.0, 0); /* no allocation live: taken */
   p = A.alloc(total / 4 + MiB, 0, NULL);
   ck_assert_msg(p != NULL, "%s", A.last_error());
