@@ -340,10 +340,14 @@ static hippo_status new_room(sliced *p, uint64_t bytes, uint32_t *i) {
   return hippo__arena_new_room(p, bytes, i);
 }
 
-/* A reservation, written once for both kinds; `arena` is a constant in
- * each caller, so the SLICED path carries no ARENA branch. */
+/* A reservation, written once for the three kinds; `arena` and `virt`
+ * are constants in each caller (p->arena, p->virt), so the SLICED path
+ * carries no ARENA or VIRTUAL branch.  ARENA takes the best fit of a few
+ * (find_best); VIRTUAL the best fit to a class (find_near), then counts
+ * the slice on its granules, and reads no page record (its one page, the
+ * range, never closes). */
 HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
-                              hippo__slice_ref *out, bool arena) {
+                              hippo__slice_ref *out, bool arena, bool virt) {
   sliced *p = (sliced *)pool;
   uint64_t bytes, u;
   uint32_t i;
@@ -360,9 +364,9 @@ HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
   st = reserve_nodes(p, 2);
   if (st != HIPPO_SUCCESS)
     return st;
-  f = arena ? find_best(p, u) : find_free(p, u);
+  f = virt ? find_near(p, u) : arena ? find_best(p, u) : find_free(p, u);
   if (HIPPO__UNLIKELY(f.i == NIL)) {
-    if (!arena && p->head.pages >= p->max_pages) /* hippo__sliced_page_add's answer */
+    if (!arena && !virt && p->head.pages >= p->max_pages) /* hippo__sliced_page_add's answer */
       return no_page(p, bytes, p->page_size);
     st = new_room(p, bytes, &f.i);
     if (st != HIPPO_SUCCESS)
@@ -370,6 +374,10 @@ HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
     f.cls = class_of(p->slices[f.i].size);
   }
   i = take_free(p, f, u, (uint32_t)(bytes - size));
+  if (virt && HIPPO__UNLIKELY((st = hippo__vtouch(p, i)) != HIPPO_SUCCESS)) {
+    hippo__sliced_free_slice(p, i); /* as if never served: no figure moved */
+    return st;
+  }
   s = &p->slices[i];
   hippo__pool_note_reserve(pool, size, bytes);
   out->addr = p->pages[s->page].addr + ((uint64_t)s->off << pool->align_shift);
@@ -380,12 +388,17 @@ HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
 
 static hippo_status sliced_reserve(hippo__pool *pool, uint64_t size,
                                    hippo__slice_ref *out) {
-  return reserve_kind(pool, size, out, false);
+  return reserve_kind(pool, size, out, false, false);
 }
 
-hippo_status hippo__sliced_reserve_best(hippo__pool *pool, uint64_t size,
-                                        hippo__slice_ref *out) {
-  return reserve_kind(pool, size, out, true);
+static hippo_status arena_reserve(hippo__pool *pool, uint64_t size,
+                                  hippo__slice_ref *out) {
+  return reserve_kind(pool, size, out, true, false);
+}
+
+static hippo_status virtual_reserve(hippo__pool *pool, uint64_t size,
+                                    hippo__slice_ref *out) {
+  return reserve_kind(pool, size, out, false, true);
 }
 
 /* Merge slice b (above) into a (below); b's node is dropped. */
@@ -547,26 +560,35 @@ static inline bool is_live(const sliced *p, uint32_t i, uint32_t gen) {
   return i < p->slice_count && p->slices[i].sg == (SLICE_LIVE << 24 | gen);
 }
 
-/* release_named, written once for both kinds (`arena` constant in each
- * caller, as for reserve_kind: the SLICED release reads no page). */
+/* release_named, written once for the three kinds (`arena` and `virt`
+ * constants in each caller, as for reserve_kind: the SLICED release reads
+ * no page).  A VIRTUAL slice no graph holds counts off its granules; a
+ * held one keeps counting until its last hold goes (unhold). */
 HOT bool release_named_kind(hippo__pool *pool, uint32_t i, uint32_t gen,
-                            uint64_t *size, bool arena) {
+                            uint64_t *size, bool arena, bool virt) {
   sliced *p = (sliced *)pool;
   settle_kind(p, arena);
   if (HIPPO__UNLIKELY(!is_live(p, i, gen)))
     return false;
+  if (virt && HIPPO__LIKELY(p->slices[i].next_free == 0))
+    hippo__vuntouch(p, i);
   *size = release_kind(p, i, arena, true);
   return true;
 }
 
 static bool sliced_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
                                  uint64_t *size) {
-  return release_named_kind(pool, i, gen, size, false);
+  return release_named_kind(pool, i, gen, size, false, false);
 }
 
-bool hippo__sliced_release_named_best(hippo__pool *pool, uint32_t i,
-                                      uint32_t gen, uint64_t *size) {
-  return release_named_kind(pool, i, gen, size, true);
+static bool arena_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                uint64_t *size) {
+  return release_named_kind(pool, i, gen, size, true, false);
+}
+
+static bool virtual_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                  uint64_t *size) {
+  return release_named_kind(pool, i, gen, size, false, true);
 }
 
 static bool sliced_resolve_named(const hippo__pool *pool, uint32_t i,
@@ -796,8 +818,8 @@ static const hippo__pool_ops sliced_ops = {
 
 static const hippo__pool_ops arena_ops = {
     SLICED_OPS,
-    .reserve = hippo__sliced_reserve_best,
-    .release_named = hippo__sliced_release_named_best,
+    .reserve = arena_reserve,
+    .release_named = arena_release_named,
     .move = &hippo__arena_move_ops,
 };
 
@@ -805,7 +827,7 @@ static const hippo__pool_ops arena_ops = {
  * where a reservation, release or hold changes what touches them, and its
  * own cleanup, tick, report and destroy. */
 static const hippo__pool_ops virtual_ops = {
-    .reserve = hippo__virtual_reserve,
+    .reserve = virtual_reserve,
     .release = hippo__virtual_release,
     .addr = hippo__sliced_addr,
     .cleanup = hippo__virtual_cleanup,
@@ -817,7 +839,7 @@ static const hippo__pool_ops virtual_ops = {
     .hold = sliced_hold,
     .unhold = hippo__virtual_unhold,
     .waits = hippo__sliced_waits,
-    .release_named = hippo__virtual_release_named,
+    .release_named = virtual_release_named,
     .resolve_named = sliced_resolve_named,
     .release_all = hippo__virtual_release_all,
     .settle = sliced_settle,
@@ -919,7 +941,7 @@ hippo_status hippo__pool_virtual_create(hippo__backend *be,
   uint64_t range = opt->range_size, granule = opt->granule;
   sliced *p;
   if (!be->ops->vm_map || !hippo__is_pow2(granule) || range % granule ||
-      range % be->alignment || range / granule > HIPPO__VIRTUAL_MAX_GRANULES ||
+      granule % be->alignment || range / granule > HIPPO__VIRTUAL_MAX_GRANULES ||
       (range >> hippo__log2_floor(be->alignment)) > UINT32_MAX)
     return hippo__error_set(HIPPO_POOL_CONFIG,
                             "VIRTUAL pool: a range of %llu B in granules of "
@@ -943,6 +965,7 @@ hippo_status hippo__pool_virtual_create(hippo__backend *be,
   p->vg.count = range / granule;
   p->vg.size = granule;
   p->vg.shift = hippo__log2_floor(granule);
+  p->vg.ushift = p->vg.shift - p->head.align_shift;
   p->vg.range_size = range;
   p->vg.threshold = opt->unmap_threshold;
   p->head.max_size = opt->max_slice_size;

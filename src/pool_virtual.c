@@ -1,7 +1,8 @@
 /* pool_virtual.c -- VIRTUAL pools: one virtual range per stream, carved
  * into slices like a SLICED pool's page (pool_sliced.c: records, the free
- * index, best fit as an ARENA's), with physical memory only where live
- * reservations touch it.
+ * index and the reservation and release paths, which inline the common
+ * case of the granule counts, sliced.h hippo__vtouch), with physical
+ * memory only where live reservations touch it.
  *
  * Options {max_slice_size, range_size, granule, unmap_threshold}.  The
  * range (range_size bytes of address space, no memory) is reserved at the
@@ -10,8 +11,8 @@
  * The range is cut into granules of `granule` bytes; each granule is
  * backed by its own physical allocation (vm_map), mapped when a
  * reservation first touches it:
- *  - a reservation places its slice (best fit, the lowest address among
- *    the slices looked at), then maps the granules of it that are not
+ *  - a reservation places its slice (best fit to a size class,
+ *    sliced_index.h find_near), then maps the granules of it that are not
  *    mapped, and counts one more live slice on every granule it touches;
  *    mapping fails (the device is full, a capture records:
  *    HIPPO_GRAPH_NEEDS_PAGE) -> the slice goes back, nothing changed;
@@ -37,16 +38,6 @@
 
 #include "sliced.h"
 #include "sliced_index.h"
-
-/* The granules slice i touches: [*first, *last]. */
-static inline void slice_granules(const sliced *p, uint32_t i,
-                                  uint64_t *first, uint64_t *last) {
-  const slice *s = &p->slices[i];
-  uint64_t off = (uint64_t)s->off << p->head.align_shift;
-  uint64_t end = off + ((uint64_t)s->size << p->head.align_shift);
-  *first = off >> p->vg.shift;
-  *last = (end - 1) >> p->vg.shift;
-}
 
 /* The figures follow the idle count. */
 static inline void idle_set(sliced *p, uint64_t idle) {
@@ -122,22 +113,15 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
   return st;
 }
 
-/* Slice i counts on every granule it touches, which are mapped first.
- * The common case, one granule already mapped and touched, changes no
- * idle count (callgrind: 19 instructions fewer a pair than the general
- * loops on bench B's pairs). */
-static inline hippo_status touch(sliced *p, uint32_t i) {
+/* Slice i's granules [first, last] count it, those not mapped mapped
+ * first: hippo__vtouch's general case (more than one granule, or one not
+ * counted yet). */
+hippo_status hippo__virtual_touch(sliced *p, uint64_t first, uint64_t last) {
   hippo__vgranules *v = &p->vg;
-  uint64_t first, last, idle;
+  uint64_t idle;
   hippo_status st;
-  slice_granules(p, i, &first, &last);
-  if (HIPPO__LIKELY(first == last && (v->ref[first] & GMAPPED) &&
-                    (v->ref[first] & GCOUNT))) {
-    v->ref[first]++;
-    return HIPPO_SUCCESS;
-  }
   for (uint64_t g = first; g <= last; g++)
-    if (HIPPO__UNLIKELY(!(v->ref[g] & GMAPPED))) {
+    if (!(v->ref[g] & GMAPPED)) {
       if ((st = map_missing(p, first, last)) != HIPPO_SUCCESS)
         return st;
       break;
@@ -149,17 +133,10 @@ static inline hippo_status touch(sliced *p, uint32_t i) {
   return HIPPO_SUCCESS;
 }
 
-/* Slice i counts no more on its granules (they stay mapped); the common
- * case as in touch. */
-static inline void untouch(sliced *p, uint32_t i) {
+/* hippo__vuntouch's general case: the granules may go idle. */
+void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last) {
   hippo__vgranules *v = &p->vg;
-  uint64_t first, last, idle;
-  slice_granules(p, i, &first, &last);
-  if (HIPPO__LIKELY(first == last && (v->ref[first] & GCOUNT) > 1)) {
-    v->ref[first]--;
-    return;
-  }
-  idle = v->idle;
+  uint64_t idle = v->idle;
   for (uint64_t g = first; g <= last; g++)
     idle += (--v->ref[g] & GCOUNT) == 0;
   idle_set(p, idle);
@@ -210,40 +187,10 @@ hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
   return HIPPO_SUCCESS;
 }
 
-hippo_status hippo__virtual_reserve(hippo__pool *pool, uint64_t size,
-                                    hippo__slice_ref *out) {
-  sliced *p = (sliced *)pool;
-  uint64_t largest = pool->largest_allocation;
-  hippo_status st = hippo__sliced_reserve_best(pool, size, out);
-  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS))
-    return st;
-  st = touch(p, out->slice);
-  if (HIPPO__UNLIKELY(st != HIPPO_SUCCESS)) { /* as if never served */
-    (void)hippo__sliced_release_slice(p, out->slice);
-    pool->largest_allocation = largest;
-  }
-  return st;
-}
-
-/* Whether slice i is live with generation gen (a release_named's). */
-static inline bool is_live(const sliced *p, uint32_t i, uint32_t gen) {
-  return i < p->slice_count && p->slices[i].sg == (SLICE_LIVE << 24 | gen);
-}
-
-bool hippo__virtual_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
-                                  uint64_t *size) {
-  sliced *p = (sliced *)pool;
-  if (HIPPO__UNLIKELY(!is_live(p, i, gen)))
-    return false;
-  if (HIPPO__LIKELY(p->slices[i].next_free == 0)) /* no graph holds it */
-    untouch(p, i);
-  return hippo__sliced_release_named_best(pool, i, gen, size);
-}
-
 void hippo__virtual_release(hippo__pool *pool, uint32_t i, uint64_t size) {
   sliced *p = (sliced *)pool;
   if (p->slices[i].next_free == 0)
-    untouch(p, i);
+    hippo__vuntouch(p, i);
   hippo__sliced_release(pool, i, size);
 }
 
@@ -253,7 +200,7 @@ void hippo__virtual_unhold(hippo__pool *pool, uint32_t i, bool wait) {
   hippo__sliced_settle(p);
   if (STATE(s) == SLICE_GUARDED && s->next_free == 1) /* its last hold:
                                                          it goes free */
-    untouch(p, i);
+    hippo__vuntouch(p, i);
   hippo__sliced_unhold(pool, i, wait);
 }
 
@@ -262,7 +209,7 @@ void hippo__virtual_release_all(hippo__pool *pool) {
   hippo__sliced_settle(p);
   for (uint32_t i = 0; i < p->slice_count; i++)
     if (STATE(&p->slices[i]) == SLICE_LIVE && p->slices[i].next_free == 0)
-      untouch(p, i);
+      hippo__vuntouch(p, i);
   hippo__sliced_release_all(pool);
 }
 
@@ -441,7 +388,7 @@ hippo_status hippo__virtual_check(const sliced *p) {
     uint32_t state = STATE(&p->slices[i]);
     if (state != SLICE_LIVE && state != SLICE_GUARDED)
       continue;
-    slice_granules(p, i, &first, &last);
+    hippo__vgranules_of(p, &p->slices[i], &first, &last);
     if (last >= v->high) {
       st = hippo__error_set(HIPPO_INTERNAL,
                             "VIRTUAL check: slice %u touches granule %llu, "

@@ -132,6 +132,8 @@ typedef struct hippo__vgranules {
   uint64_t count;          /* granules of the range */
   uint64_t size;           /* bytes of a granule, a power of two */
   unsigned shift;          /* log2(size) */
+  unsigned ushift;         /* log2(size / the pool's alignment): a slice's
+                              granules are its units >> ushift */
   uint64_t idle;           /* mapped granules no slice touches */
   uint64_t high;           /* above the highest granule ever mapped */
   uint64_t threshold;      /* idle bytes at which the pool wants an unmap */
@@ -282,6 +284,46 @@ hippo_status hippo__arena_new_room(sliced *p, uint64_t bytes, uint32_t *i);
 
 /* ---- pool_virtual.c --------------------------------------------------------- */
 
+/* The general cases of counting slice i on its granules (mapping those
+ * not mapped; HIPPO_GRAPH_NEEDS_PAGE or the backend's status, nothing
+ * changed) and of counting it off them; hippo__vtouch and hippo__vuntouch
+ * take the common case inline. */
+hippo_status hippo__virtual_touch(sliced *p, uint64_t first, uint64_t last);
+void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last);
+
+/* The granules slice s of a VIRTUAL pool touches: [*first, *last]. */
+static inline void hippo__vgranules_of(const sliced *p, const slice *s,
+                                       uint64_t *first, uint64_t *last) {
+  *first = s->off >> p->vg.ushift;
+  *last = ((uint64_t)s->off + s->size - 1) >> p->vg.ushift;
+}
+
+/* Slice i counts on every granule it touches.  Inline, the common case:
+ * one granule, mapped and touched already (ref > GMAPPED), changes no
+ * idle count; the reservation path of a VIRTUAL pool (pool_sliced.c)
+ * carries only this test and an increment. */
+HOT hippo_status hippo__vtouch(sliced *p, uint32_t i) {
+  uint64_t first, last;
+  hippo__vgranules_of(p, &p->slices[i], &first, &last);
+  if (HIPPO__LIKELY(first == last && p->vg.ref[first] > GMAPPED)) {
+    p->vg.ref[first]++;
+    return HIPPO_SUCCESS;
+  }
+  return hippo__virtual_touch(p, first, last);
+}
+
+/* Slice i counts no more on its granules (they stay mapped); the common
+ * case, one granule that another slice still touches, inline. */
+HOT void hippo__vuntouch(sliced *p, uint32_t i) {
+  uint64_t first, last;
+  hippo__vgranules_of(p, &p->slices[i], &first, &last);
+  if (HIPPO__LIKELY(first == last && p->vg.ref[first] > GMAPPED + 1)) {
+    p->vg.ref[first]--;
+    return;
+  }
+  hippo__virtual_untouch(p, first, last);
+}
+
 /* VIRTUAL: the range (reserved at the pool's first reservation) as one
  * free slice; HIPPO_POOL_CAPACITY_EXCEEDED once it is reserved and holds
  * no free slice that fits. */
@@ -289,11 +331,8 @@ hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i);
 /* The check walk's part for the granules (sliced_check calls it). */
 hippo_status hippo__virtual_check(const sliced *p);
 /* The operations a VIRTUAL pool has of its own (pool_sliced.c puts them in
- * its table). */
-hippo_status hippo__virtual_reserve(hippo__pool *pool, uint64_t size,
-                                    hippo__slice_ref *out);
-bool hippo__virtual_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
-                                  uint64_t *size);
+ * its table; its reserve and release_named are pool_sliced.c's paths with
+ * the granule counts inlined). */
 void hippo__virtual_release(hippo__pool *pool, uint32_t i, uint64_t size);
 void hippo__virtual_unhold(hippo__pool *pool, uint32_t i, bool wait);
 void hippo__virtual_release_all(hippo__pool *pool);
@@ -305,12 +344,8 @@ void hippo__virtual_destroy(hippo__pool *pool);
 void hippo__virtual_names_take(hippo__pool *pool, hippo__names *out);
 extern const hippo__pool_move_ops hippo__virtual_move_ops;
 
-/* What pool_sliced.c gives pool_virtual.c: the ARENA's reserve and
- * release (best fit), and the shared operations it wraps. */
-hippo_status hippo__sliced_reserve_best(hippo__pool *pool, uint64_t size,
-                                        hippo__slice_ref *out);
-bool hippo__sliced_release_named_best(hippo__pool *pool, uint32_t i,
-                                      uint32_t gen, uint64_t *size);
+/* What pool_sliced.c gives pool_virtual.c: the shared operations it
+ * wraps. */
 void hippo__sliced_release(hippo__pool *pool, uint32_t i, uint64_t size);
 void hippo__sliced_unhold(hippo__pool *pool, uint32_t i, bool wait);
 void hippo__sliced_waits(hippo__pool *pool, uint32_t i, uint32_t n);

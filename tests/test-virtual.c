@@ -292,11 +292,23 @@ START_TEST(test_faults_every_call) {
     /* the scenario: reservations spanning granules, releases, cleanup,
      * a second stream (its range), reclaim, detach */
     for (int i = 0; i < 6; i++) {
+      hippo_pool_report was = tu_report(api, w.s, 1), now;
       st = api->reserve(w.s, (uint64_t)(i + 1) * G / 2 + 4096,
                         HIPPO_MODE_AUTO, &h[live]);
       vm_step(api, &w, st, HIPPO_BACKEND_ERROR, "reserve", __LINE__);
-      if (st == HIPPO_SUCCESS)
+      if (st == HIPPO_SUCCESS) {
         live++;
+        continue;
+      }
+      /* a reservation that could not map counted nowhere */
+      now = tu_report(api, w.s, 1);
+      ck_assert_uint_eq(now.allocations, was.allocations);
+      ck_assert_uint_eq(now.bytes_in_use, was.bytes_in_use);
+      ck_assert_uint_eq(now.bytes_padding, was.bytes_padding);
+      ck_assert_uint_eq(now.largest_allocation, was.largest_allocation);
+      ck_assert_uint_eq(now.bytes_reserved, was.bytes_reserved);
+      ck_assert_uint_eq(now.bytes_idle, was.bytes_idle);
+      ck_assert_uint_eq(now.largest_free, was.largest_free);
     }
     for (int i = 0; i < live; i += 2)
       CK_OK(api, api->release(w.s, h[i]));
