@@ -113,32 +113,65 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
   return st;
 }
 
+/* ref[g] = value for g in [from, to), four at a time (gcc's -O2 does not
+ * vectorize a loop of unknown length). */
+static inline void fill_refs(uint32_t *ref, uint64_t from, uint64_t to,
+                             uint32_t value) {
+  uint64_t g = from;
+  for (; g + 4 <= to; g += 4)
+    ref[g] = ref[g + 1] = ref[g + 2] = ref[g + 3] = value;
+  for (; g < to; g++)
+    ref[g] = value;
+}
+
+/* The AND of ref[g] for g in [from, to), and `all`, four at a time. */
+static inline uint32_t and_refs(const uint32_t *ref, uint64_t from,
+                                uint64_t to, uint32_t all) {
+  uint32_t a = all, b = all;
+  uint64_t g = from;
+  for (; g + 4 <= to; g += 4) {
+    a &= ref[g] & ref[g + 1];
+    b &= ref[g + 2] & ref[g + 3];
+  }
+  for (; g < to; g++)
+    a &= ref[g];
+  return a & b;
+}
+
 /* Slice i's granules [first, last] count it, those not mapped mapped
  * first: hippo__vtouch's general case (more than one granule, or one not
- * counted yet). */
+ * counted yet).  The granules strictly inside the slice are its own (no
+ * other slice's bytes reach them), so each is idle (GMAPPED) or unmapped
+ * (0) and becomes GMAPPED + 1: a test and a fill the compiler vectorizes,
+ * not a count per granule (a pair of 256 B..64 MiB slices, 100 live:
+ * callgrind 1,141 -> 722 instructions, the SLICED pool's 667). */
 hippo_status hippo__virtual_touch(sliced *p, uint64_t first, uint64_t last) {
-  hippo__vgranules *v = &p->vg;
+  uint32_t *ref = p->vg.ref;
+  uint32_t all = and_refs(ref, first + 1, last, ref[first] & ref[last]);
   uint64_t idle;
   hippo_status st;
-  for (uint64_t g = first; g <= last; g++)
-    if (!(v->ref[g] & GMAPPED)) {
-      if ((st = map_missing(p, first, last)) != HIPPO_SUCCESS)
-        return st;
-      break;
-    }
-  idle = v->idle;
-  for (uint64_t g = first; g <= last; g++)
-    idle -= (v->ref[g]++ & GCOUNT) == 0;
+  if (!(all & GMAPPED) && (st = map_missing(p, first, last)) != HIPPO_SUCCESS)
+    return st;
+  idle = p->vg.idle - ((ref[first]++ & GCOUNT) == 0);
+  if (last != first) {
+    idle -= (ref[last]++ & GCOUNT) == 0;
+    fill_refs(ref, first + 1, last, GMAPPED + 1);
+    idle -= last - first - 1;
+  }
   idle_set(p, idle);
   return HIPPO_SUCCESS;
 }
 
-/* hippo__vuntouch's general case: the granules may go idle. */
+/* hippo__vuntouch's general case: the granules may go idle (those inside
+ * the slice do). */
 void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last) {
-  hippo__vgranules *v = &p->vg;
-  uint64_t idle = v->idle;
-  for (uint64_t g = first; g <= last; g++)
-    idle += (--v->ref[g] & GCOUNT) == 0;
+  uint32_t *ref = p->vg.ref;
+  uint64_t idle = p->vg.idle + ((--ref[first] & GCOUNT) == 0);
+  if (last != first) {
+    idle += (--ref[last] & GCOUNT) == 0;
+    fill_refs(ref, first + 1, last, GMAPPED);
+    idle += last - first - 1;
+  }
   idle_set(p, idle);
 }
 
