@@ -843,7 +843,7 @@ static void workload_b(const options *o) {
                          {"SUB_SLICES preset", &sub},
                          {"ADAPTIVE preset", &ada},
                          {"virtual pool", &virt}};
-  double *ns = bench_xcalloc((size_t)NCOUNTS * o->reps, sizeof *ns);
+  double *ns = bench_xcalloc((size_t)NLAYOUTS * NCOUNTS * o->reps, sizeof *ns);
   double med100k[NLAYOUTS] = {0};
   char v[32];
 
@@ -863,20 +863,23 @@ static void workload_b(const options *o) {
   printf("\n## B: ns per reserve+release pair with N live slices "
          "(256 B..64 KiB log-uniform, %llu pairs, DRY, %u reps)\n\n",
          (unsigned long long)o->ops, o->reps);
-  printf("(the repetitions of the four N run in turn, so a noisy spell of "
-         "the machine is shared by every N rather than falling on one)\n");
+  printf("(each repetition runs every layout at every N in turn, so a noisy "
+         "spell of the machine is shared by all of them rather than falling "
+         "on one, and the ratios below compare runs made side by side)\n");
   printf("%-20s %8s %10s %10s\n", "layout", "N live", "ns/pair med",
          "ns/pair min");
+  for (unsigned rep = 0; rep < o->reps; rep++)
+    for (int l = 0; l < NLAYOUTS; l++)
+      for (int c = 0; c < NCOUNTS; c++)
+        ns[((size_t)l * NCOUNTS + c) * o->reps + rep] =
+            b_run(layouts[l].layout, counts[c], o->ops, rep == 0);
   for (int l = 0; l < NLAYOUTS; l++) {
     double med[NCOUNTS], mins[NCOUNTS], ratio;
     char what[64], fig[64], target[64];
-    for (unsigned rep = 0; rep < o->reps; rep++)
-      for (int c = 0; c < NCOUNTS; c++)
-        ns[c * o->reps + rep] =
-            b_run(layouts[l].layout, counts[c], o->ops, rep == 0);
     for (int c = 0; c < NCOUNTS; c++) {
-      mins[c] = bench_minimum(&ns[c * o->reps], o->reps);
-      med[c] = bench_median(&ns[c * o->reps], o->reps);
+      const double *at = &ns[((size_t)l * NCOUNTS + c) * o->reps];
+      mins[c] = bench_minimum(at, o->reps);
+      med[c] = bench_median(at, o->reps);
       printf("%-20s %8u %10.1f %10.1f\n", layouts[l].name, counts[c], med[c],
              mins[c]);
     }
