@@ -69,7 +69,11 @@ static hippo_status unmap_run(sliced *p, uint64_t g, uint64_t h, bool wait) {
 }
 
 /* Maps the unmapped granules of [first, last] (runs of them), all or
- * nothing; the new ones are idle until counted. */
+ * nothing; the new ones are idle until counted.  On a failure only the
+ * granules this call mapped (tagged GFRESH meanwhile) go again: a granule
+ * that was idle before stays mapped, since work queued before its slices'
+ * releases may still use it (and an unmap without a wait must not reach
+ * it). */
 static hippo_status __attribute__((noinline))
 map_missing(sliced *p, uint64_t first, uint64_t last) {
   hippo__vgranules *v = &p->vg;
@@ -87,7 +91,7 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
                             (h - g) << v->shift, v->size);
     if (st == HIPPO_SUCCESS) {
       for (uint64_t k = g; k < h; k++)
-        v->ref[k] = GMAPPED;
+        v->ref[k] = GMAPPED | GFRESH;
       mapped += h - g;
       v->maps += h - g;
       idle_set(p, v->idle + (h - g));
@@ -102,7 +106,7 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
     hippo__error_keep(&kept);
     for (uint64_t k = first; k <= last; k++) {
       uint64_t h = k;
-      while (h <= last && v->ref[h] == GMAPPED)
+      while (h <= last && v->ref[h] == (GMAPPED | GFRESH))
         h++;
       if (h > k)
         (void)unmap_run(p, k, h, false);
@@ -110,6 +114,9 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
     }
     hippo__error_restore(&kept);
   }
+  if (mapped)
+    for (uint64_t k = first; k <= last; k++)
+      v->ref[k] &= ~GFRESH;
   return st;
 }
 

@@ -127,6 +127,10 @@ typedef struct sizeslot {
  * idle ones' bytes; no granule at or above high was ever mapped. */
 #define GMAPPED 0x80000000u
 #define GCOUNT 0x7fffffffu
+/* Inside map_missing only (pool_virtual.c): mapped by this call, so a
+ * failure gives back exactly those; clear at every other moment (a
+ * granule is touched by far fewer than 2^30 slices). */
+#define GFRESH 0x40000000u
 typedef struct hippo__vgranules {
   uint32_t *ref;           /* by granule of the range */
   uint64_t count;          /* granules of the range */

@@ -365,6 +365,89 @@ END_TEST
  * (HIPPO_GRAPH_NEEDS_PAGE) but is served from mapped ones; nothing is
  * unmapped while it records; a granule a guarded (released during the
  * capture) reservation touches stays mapped until graph_retire. */
+/* A reservation whose second map fails gives back the granule its first
+ * map took and nothing else: the idle granule between them stays mapped
+ * (work queued before its slice's release may still use it, and the
+ * failure's unmap does not wait). */
+START_TEST(test_failed_map_keeps_idle) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_virtual(api, tu_backends[_i], 4096 * G, 64 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle a, b, c, h = 0;
+  uint64_t base, maps0, unmaps0;
+  hippo_status st;
+  a = tu_reserve(api, s, G); /* granules 0, 1, 2 */
+  b = tu_reserve(api, s, G);
+  c = tu_reserve(api, s, G);
+  base = tu_addr(api, s, a);
+  ck_assert_uint_eq(tu_addr(api, s, b), base + G);
+  ck_assert_uint_eq(tu_addr(api, s, c), base + 2 * G);
+  CK_OK(api, api->release(s, a));
+  CK_OK(api, api->release(s, c));
+  CK_OK(api, api->cleanup(dev, NULL)); /* 0 and 2 go back */
+  CK_GRANULES(s, 1, 0);
+  CK_OK(api, api->release(s, b)); /* 1 stays, idle */
+  CK_GRANULES(s, 1, 1);
+  maps0 = calls(api, dev, HIPPO_CALL_VM_MAP);
+  unmaps0 = calls(api, dev, HIPPO_CALL_VM_UNMAP);
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_MAP, 2,
+                                       HIPPO_BACKEND_ERROR));
+  st = api->reserve(s, 3 * G, HIPPO_MODE_AUTO, &h); /* maps 0, then 2 */
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_MAP, 0,
+                                       HIPPO_SUCCESS));
+  ck_assert_msg(st == HIPPO_BACKEND_ERROR, "reserve answered %s: %s",
+                api->status_name(st), api->last_error());
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_MAP) - maps0, 2);
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_UNMAP) - unmaps0, 1);
+  CK_GRANULES(s, 1, 1); /* granule 1 still mapped and idle */
+  h = tu_reserve(api, s, 3 * G); /* the fault gone: it serves, in place */
+  ck_assert_uint_eq(tu_addr(api, s, h), base);
+  CK_GRANULES(s, 3, 0);
+  CK_OK(api, api->release(s, h));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* A nearly full range: the head of the request's own size class is too
+ * small and no larger class holds a free slice, but another slice of the
+ * class fits; the reservation takes it, rather than failing while it
+ * fits.  40U and 41U are one class: the same sixteenth of a power of
+ * two. */
+START_TEST(test_full_range_finds_fit) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_virtual(api, tu_backends[_i], 4096 * G, 4 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle a, x, b, y, c, h;
+  uint64_t base;
+  hippo_pool_report r;
+  a = tu_reserve(api, s, 40 * U);
+  x = tu_reserve(api, s, 40 * U);
+  b = tu_reserve(api, s, 10 * U);
+  y = tu_reserve(api, s, 41 * U);
+  c = tu_reserve(api, s, 4 * G - 131 * U); /* the range is full */
+  base = tu_addr(api, s, a);
+  ck_assert_uint_eq(tu_addr(api, s, y), base + 90 * U);
+  ck_assert_uint_eq(tu_addr(api, s, c), base + 131 * U);
+  CK_OK(api, api->release(s, y));
+  CK_OK(api, api->release(s, x)); /* x, smaller, heads the class */
+  r = tu_report(api, s, 1);
+  ck_assert_uint_eq(r.largest_free, 41 * U);
+  ck_assert_uint_eq(r.bytes_free, 81 * U);
+  h = tu_reserve(api, s, 41 * U);
+  ck_assert_uint_eq(tu_addr(api, s, h), base + 90 * U);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, h));
+  CK_OK(api, api->release(s, a));
+  CK_OK(api, api->release(s, b));
+  CK_OK(api, api->release(s, c));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 START_TEST(test_capture_guard) {
   const hippo_api *api = tu_api();
   hippo_device *dev =
@@ -690,10 +773,12 @@ static Suite *virtual_suite(void) {
   tcase_add_loop_test(tc, test_options, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_install_over_virtual, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_range_and_device_full, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_full_range_finds_fit, 0, TU_N_BACKENDS);
   suite_add_tcase(s, tc);
   tc = tcase_create("faults");
   tcase_set_timeout(tc, 120);
   tcase_add_loop_test(tc, test_faults_every_call, 0, 3 * TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_failed_map_keeps_idle, 0, TU_N_BACKENDS);
   suite_add_tcase(s, tc);
   tc = tcase_create("captures");
   tcase_add_loop_test(tc, test_capture_guard, 0, TU_N_BACKENDS);
