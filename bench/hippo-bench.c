@@ -877,7 +877,7 @@ static void workload_b(const options *o) {
     double med[NCOUNTS], mins[NCOUNTS], ratio;
     char what[64], fig[64], target[64];
     for (int c = 0; c < NCOUNTS; c++) {
-      const double *at = &ns[((size_t)l * NCOUNTS + c) * o->reps];
+      double *at = &ns[((size_t)l * NCOUNTS + c) * o->reps];
       mins[c] = bench_minimum(at, o->reps);
       med[c] = bench_median(at, o->reps);
       printf("%-20s %8u %10.1f %10.1f\n", layouts[l].name, counts[c], med[c],
@@ -1399,15 +1399,18 @@ static void workload_r(const options *o) {
 
 #define F_CAPACITY (141 * GiB)
 
-/* The target of a trace with the default (ADAPTIVE, wanted), by name; 0:
- * none. */
-static double f_target(const char *path) {
+/* The target of a trace by name, 0: none. The default (ADAPTIVE, wanted)
+ * has one per trace; the VIRTUAL preset with its default policy (wanted:
+ * granules go back at the unmap threshold) holds at most 1.02 x peak live
+ * on the same three traces, with no byte moved (issue 27). */
+static double f_target(const char *path, hippo_preset preset) {
+  bool virt = preset == HIPPO_PRESET_VIRTUAL;
   if (strstr(path, "pt_cs336_medium_ctx1024_train"))
-    return 1.040; /* PyTorch's caching allocator in the same run */
+    return virt ? 1.02 : 1.040; /* PyTorch's caching allocator: 1.040 */
   if (strstr(path, "somas_pangu_2p6b"))
-    return 1.25;
+    return virt ? 1.02 : 1.25;
   if (strstr(path, "train.csv"))
-    return 1.05;
+    return virt ? 1.02 : 1.05;
   return 0.0;
 }
 
@@ -1498,7 +1501,6 @@ static void workload_f(const options *o) {
     const char *base = strrchr(paths[k], '/') ? strrchr(paths[k], '/') + 1
                                               : paths[k];
     c_trace t;
-    double target = f_target(paths[k]);
     c_load(paths[k], &t);
     for (size_t l = 0; l < sizeof layouts / sizeof layouts[0]; l++)
       for (int p = 0; p < 3; p++) {
@@ -1506,15 +1508,22 @@ static void workload_f(const options *o) {
         double calls = 0;
         double ratio = f_replay(&t, layouts[l].preset, p, &moved, &calls);
         bool deflt = layouts[l].preset == HIPPO_PRESET_ADAPTIVE && p == 1;
-        char fig[64], what[112], tgt[48], v[32];
+        bool virt = layouts[l].preset == HIPPO_PRESET_VIRTUAL && p == 1;
+        double target = deflt || virt ? f_target(paths[k], layouts[l].preset)
+                                      : 0.0;
+        char fig[64], what[112], tgt[96], v[32];
         printf("%-40s %-16s %-20s %8.4f %9.0f MB %10.1f%s\n", base,
                layouts[l].name, policies[p], ratio, (double)moved / 1e6,
                calls, deflt ? "  (default)" : "");
-        if (deflt && target > 0) {
-          printf("%-40s target <= %.3f: %s\n", "", target,
-                 verdict(v, sizeof v, ratio, target, 1, 4));
-          snprintf(tgt, sizeof tgt, "<= %.3f (%s)", target,
-                   verdict(v, sizeof v, ratio, target, 1, 3));
+        if (target > 0) {
+          /* The virtual target also asks for zero bytes relocated. */
+          const char *still = virt && moved ? ", yet bytes MOVED" : "";
+          printf("%-40s target <= %.3f%s: %s%s\n", "", target,
+                 virt ? ", nothing moved" : "",
+                 verdict(v, sizeof v, ratio, target, 1, 4), still);
+          snprintf(tgt, sizeof tgt, "<= %.3f%s (%s%s)", target,
+                   virt ? ", 0 moved" : "",
+                   verdict(v, sizeof v, ratio, target, 1, 3), still);
         } else {
           tgt[0] = '\0';
         }

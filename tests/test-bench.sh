@@ -49,6 +49,16 @@ expect_rows "W" "^## W: " 1
 expect_rows "W" "^(0|64|1024) +$num +$num +[0-9]+$" 3
 expect_rows "W summary" "^\| W \| (0|64|1024) slices waiting on one user's queued work \| $num ns a pair \(min $num\), queries [0-9]+ \|  \|$" 3
 
+# F on one trace: four layouts x three policies, a target line under the
+# default (ADAPTIVE, wanted) and one under VIRTUAL with its default policy,
+# which also asks that nothing moved.
+bench --only F --trace "$top_srcdir/traces/train.csv"
+expect_status "F" 0
+expect_rows "F" "^train\.csv +(sub_slices|exclusive_pages|adaptive|virtual) +(never|wanted|explicit-every=1000) +$num +[0-9]+ MB +$num" 12
+expect_rows "F default" "^ +target <= 1\.050: (met|MISSED) by $num$" 1
+expect_rows "F virtual" "^ +target <= 1\.020, nothing moved: (met|MISSED) by $num(, yet bytes MOVED)?$" 1
+expect_rows "F summary" "^\| F \| train\.csv virtual wanted \| reserved/live $num, $num calls/1k \| <= 1\.020, 0 moved \((met|MISSED) by $num(, yet bytes MOVED)?\) \|$" 1
+
 # V: this plugin against a second copy of itself.  Both are loaded (a
 # copy, so the loader gives two instances), the four cases print both
 # medians and minima and a ratio, and the summary has four V rows.
