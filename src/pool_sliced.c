@@ -376,7 +376,15 @@ HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
   i = take_free(p, f, u, (uint32_t)(bytes - size));
   if (virt && HIPPO__UNLIKELY((st = hippo__vtouch(p, i)) != HIPPO_SUCCESS)) {
     hippo__sliced_free_slice(p, i); /* as if never served: no figure moved */
-    return st;
+    if (st != HIPPO_GRAPH_NEEDS_PAGE)
+      return st;
+    /* a capture maps nothing: a slice on mapped granules, if one fits */
+    settle_kind(p, false);
+    f = hippo__virtual_find_mapped(p, u);
+    if (f.i == NIL)
+      return st;
+    i = take_free(p, f, u, (uint32_t)(bytes - size));
+    (void)hippo__vtouch(p, i); /* its granules are mapped: it cannot fail */
   }
   s = &p->slices[i];
   hippo__pool_note_reserve(pool, size, bytes);

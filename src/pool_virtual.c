@@ -68,24 +68,39 @@ static hippo_status unmap_run(sliced *p, uint64_t g, uint64_t h, bool wait) {
   return HIPPO_SUCCESS;
 }
 
+/* Whether mapping the unmapped granules of [first, last] takes more than
+ * one granule: then a failure part-way has mapped granules to give back. */
+static bool maps_several(const hippo__vgranules *v, uint64_t first,
+                         uint64_t last) {
+  uint64_t missing = 0;
+  for (uint64_t g = first; g <= last && missing < 2; g++)
+    missing += !(v->ref[g] & GMAPPED);
+  return missing > 1;
+}
+
 /* Maps the unmapped granules of [first, last] (runs of them), all or
  * nothing; the new ones are idle until counted.  On a failure only the
  * granules this call mapped (tagged GFRESH meanwhile) go again: a granule
  * that was idle before stays mapped, since work queued before its slices'
  * releases may still use it (and an unmap without a wait must not reach
- * it). */
+ * it).  While a stream of the device captures (the free gate says no;
+ * asked only when several granules are to be mapped) nothing may be
+ * unmapped -- hipMemUnmap synchronizes the device -- so the granules go
+ * one a call (the backend then has no run to undo part-way) and those
+ * this call mapped stay, idle, for the next cleanup. */
 static hippo_status __attribute__((noinline))
 map_missing(sliced *p, uint64_t first, uint64_t last) {
   hippo__vgranules *v = &p->vg;
   hippo_status st = HIPPO_SUCCESS;
   uint64_t g = first, mapped = 0;
+  bool keep = maps_several(v, first, last) && !hippo__pool_may_free(&p->head);
   while (g <= last && st == HIPPO_SUCCESS) {
     uint64_t h = g;
     if (v->ref[g] & GMAPPED) {
       g++;
       continue;
     }
-    while (h <= last && !(v->ref[h] & GMAPPED))
+    while (h <= last && !(v->ref[h] & GMAPPED) && !(keep && h > g))
       h++;
     st = hippo__pool_vm_map(&p->head, v->range + (g << v->shift),
                             (h - g) << v->shift, v->size);
@@ -100,7 +115,7 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
     }
     g = h;
   }
-  if (st != HIPPO_SUCCESS && mapped) {
+  if (st != HIPPO_SUCCESS && mapped && !keep) {
     /* what this call mapped goes again, unused: no wait needed */
     hippo__error_kept kept;
     hippo__error_keep(&kept);
@@ -169,6 +184,26 @@ hippo_status hippo__virtual_touch(sliced *p, uint64_t first, uint64_t last) {
   return HIPPO_SUCCESS;
 }
 
+/* A capturing stream maps nothing: a free slice of at least u units whose
+ * first u units lie on mapped granules only, the first such in the lists
+ * of the request's class and up (NIL: none).  The path of a reservation
+ * whose best fit would have mapped, during a capture only: every free
+ * slice may be looked at.  Only a slice's start is tried, where a
+ * reservation is placed. */
+found hippo__virtual_find_mapped(const sliced *p, uint64_t u) {
+  const hippo__vgranules *v = &p->vg;
+  for (uint32_t c = class_of(u); c < CLS(FL_COUNT, 0); c++)
+    for (uint32_t i = p->heads[c]; i != NIL; i = p->slices[i].next_free) {
+      const slice *s = &p->slices[i];
+      uint64_t first = s->off >> v->ushift;
+      uint64_t last = ((uint64_t)s->off + u - 1) >> v->ushift;
+      if (s->size >= u &&
+          (and_refs(v->ref, first, last + 1, GMAPPED) & GMAPPED))
+        return (found){i, c};
+    }
+  return (found){NIL, 0};
+}
+
 /* hippo__vuntouch's general case: the granules may go idle (those inside
  * the slice do). */
 void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last) {
@@ -214,6 +249,12 @@ hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
         "free slice that large; release, or let a later pool take it",
         args, 2);
   }
+  if (p->head.gate && p->head.gate->no_pages) /* as hippo__pool_page_alloc */
+    return hippo__error_set(
+        HIPPO_GRAPH_NEEDS_PAGE,
+        "the stream captures a graph and its VIRTUAL pool has no range yet "
+        "(reserved, a driver call, at the pool's first reservation): "
+        "reserve this memory before the capture (a warm-up run)");
   if ((st = hippo__sliced_page_room(p)) != HIPPO_SUCCESS)
     return st;
   st = p->head.be->ops->vm_reserve(p->head.be, v->range_size, v->size, &addr);

@@ -332,6 +332,8 @@ HOT void hippo__vuntouch(sliced *p, uint32_t i) {
  * free slice; HIPPO_POOL_CAPACITY_EXCEEDED once it is reserved and holds
  * no free slice that fits. */
 hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i);
+/* During a capture: a free slice for u units on mapped granules only. */
+found hippo__virtual_find_mapped(const sliced *p, uint64_t u);
 /* The check walk's part for the granules (sliced_check calls it). */
 hippo_status hippo__virtual_check(const sliced *p);
 /* The operations a VIRTUAL pool has of its own (pool_sliced.c puts them in

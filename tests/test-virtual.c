@@ -487,6 +487,147 @@ START_TEST(test_capture_guard) {
 }
 END_TEST
 
+/* A capturing stream's first reservation on a VIRTUAL pool that has no
+ * range yet: refused before the range is reserved (a driver call), with
+ * nothing changed; after the capture the range comes as usual. */
+START_TEST(test_capture_reserves_no_range) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev =
+      open_virtual(api, tu_backends[_i], 1024 * G, 256 * G, G);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle h = 0;
+  uint64_t id = 0;
+  CK_OK(api, tu_emu(api)->capture_begin(dev, n, &id));
+  CK_STATUS(api, api->reserve(s, G, HIPPO_MODE_AUTO, &h),
+            HIPPO_GRAPH_NEEDS_PAGE);
+  ck_assert_msg(strstr(api->last_error(), "captures a graph"), "%s",
+                api->last_error());
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_RANGE), 0);
+  ck_assert_uint_eq(tu_usage(api, dev, s).bytes_virtual, 0);
+  ck_assert_uint_eq(tu_counters(api, dev).ranges_held, 0);
+  CK_GRANULES(s, 0, 0);
+  CK_OK(api, tu_emu(api)->capture_end(dev, n));
+  h = tu_reserve(api, s, G);
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_RANGE), 1);
+  ck_assert_uint_eq(tu_usage(api, dev, s).bytes_virtual, 256 * G);
+  CK_GRANULES(s, 1, 0);
+  CK_OK(api, api->release(s, h));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* While stream B captures, stream A's reservation fails part-way through
+ * its maps: nothing is unmapped (hipMemUnmap synchronizes the device),
+ * neither a run this call mapped before the failure nor granules of the
+ * failing run; they stay mapped and idle until a cleanup after the
+ * capture.  Two runs (granule 1 mapped between them), then one run of
+ * four, which goes one granule a call. */
+START_TEST(test_capture_elsewhere_unmaps_nothing) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_virtual(api, tu_backends[_i], 4096 * G, 64 * G, 0);
+  void *n, *nb;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_stream *sb = tu_attach(api, dev, &nb);
+  hippo_handle a, b, c, h = 0, hb;
+  uint64_t id = 0, base, maps0, unmaps0;
+  hippo_status st;
+  hb = tu_reserve(api, sb, 10 * U); /* B's own range, granule 0 */
+  a = tu_reserve(api, s, G);
+  b = tu_reserve(api, s, G);
+  c = tu_reserve(api, s, G);
+  base = tu_addr(api, s, a);
+  CK_OK(api, api->release(s, a));
+  CK_OK(api, api->release(s, c));
+  CK_OK(api, api->cleanup(dev, NULL)); /* A's 0 and 2 go back */
+  CK_OK(api, api->release(s, b));      /* 1 stays, idle */
+  CK_GRANULES(s, 1, 1);
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id));
+  maps0 = calls(api, dev, HIPPO_CALL_VM_MAP);
+  unmaps0 = calls(api, dev, HIPPO_CALL_VM_UNMAP);
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_MAP, 2,
+                                       HIPPO_OUT_OF_MEMORY));
+  st = api->reserve(s, 3 * G, HIPPO_MODE_AUTO, &h); /* maps 0, then 2 */
+  ck_assert_msg(st == HIPPO_OUT_OF_MEMORY, "reserve answered %s: %s",
+                api->status_name(st), api->last_error());
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_MAP) - maps0, 2);
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_UNMAP) - unmaps0, 0);
+  CK_GRANULES(s, 2, 2); /* 0 (this call's) and 1, idle */
+  CK_STATUS(api, api->cleanup(dev, NULL), HIPPO_GRAPH_RECORDING);
+  CK_GRANULES(s, 2, 2);
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
+  CK_OK(api, api->cleanup(dev, NULL));
+  CK_GRANULES(s, 0, 0);
+  /* one run of four granules, the third refused */
+  CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id));
+  maps0 = calls(api, dev, HIPPO_CALL_VM_MAP);
+  unmaps0 = calls(api, dev, HIPPO_CALL_VM_UNMAP);
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_MAP, 3,
+                                       HIPPO_OUT_OF_MEMORY));
+  CK_STATUS(api, api->reserve(s, 4 * G, HIPPO_MODE_AUTO, &h),
+            HIPPO_OUT_OF_MEMORY);
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_MAP, 0,
+                                       HIPPO_SUCCESS));
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_MAP) - maps0, 3);
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_UNMAP) - unmaps0, 0);
+  CK_GRANULES(s, 2, 2); /* granules 0 and 1 mapped before the fault */
+  h = tu_reserve(api, s, 4 * G); /* maps 2 and 3 only */
+  ck_assert_uint_eq(tu_addr(api, s, h), base);
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_MAP) - maps0, 5);
+  CK_GRANULES(s, 4, 0);
+  CK_OK(api, tu_emu(api)->capture_end(dev, nb));
+  CK_OK(api, api->release(s, h));
+  CK_OK(api, api->release(sb, hb));
+  tu_detach(api, dev, s, n);
+  tu_detach(api, dev, sb, nb);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* A capturing stream maps nothing, but a reservation that fits in mapped
+ * free room takes it even where its best fit lies over an unmapped
+ * granule: [0, 4G) is mapped and free, the best fit for G (a slice of
+ * 2G - 10U at 4G + 10U) touches granule 5, given back. */
+START_TEST(test_capture_takes_mapped_room) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_virtual(api, tu_backends[_i], 4096 * G, 64 * G,
+                                   64 * G);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle a, b, c, d, h = 0, big = 0;
+  uint64_t id = 0, base, maps0;
+  a = tu_reserve(api, s, 4 * G);          /* granules 0..3 */
+  b = tu_reserve(api, s, 10 * U);         /* granule 4 */
+  c = tu_reserve(api, s, 2 * G - 10 * U); /* granules 4, 5 */
+  d = tu_reserve(api, s, 10 * U);         /* granule 6 */
+  base = tu_addr(api, s, a);
+  ck_assert_uint_eq(tu_addr(api, s, c), base + 4 * G + 10 * U);
+  CK_OK(api, api->release(s, c));
+  CK_OK(api, api->cleanup(dev, NULL)); /* granule 5 goes */
+  CK_OK(api, api->release(s, a));      /* 0..3 idle */
+  CK_GRANULES(s, 6, 4);
+  maps0 = calls(api, dev, HIPPO_CALL_VM_MAP);
+  CK_OK(api, tu_emu(api)->capture_begin(dev, n, &id));
+  h = tu_reserve(api, s, G);
+  ck_assert_uint_eq(tu_addr(api, s, h), base);
+  ck_assert_uint_eq(calls(api, dev, HIPPO_CALL_VM_MAP), maps0);
+  CK_GRANULES(s, 6, 3);
+  /* no mapped room for 4G: refused, nothing changed */
+  CK_STATUS(api, api->reserve(s, 4 * G, HIPPO_MODE_AUTO, &big),
+            HIPPO_GRAPH_NEEDS_PAGE);
+  CK_GRANULES(s, 6, 3);
+  CK_OK(api, api->release(s, h)); /* guarded for the graph */
+  CK_OK(api, tu_emu(api)->capture_end(dev, n));
+  CK_OK(api, api->graph_retire(dev, id));
+  CK_GRANULES(s, 6, 4);
+  CK_OK(api, api->release(s, b));
+  CK_OK(api, api->release(s, d));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 /* The bytes the memfds behind HOST's ranges hold (their allocated
  * blocks), over every such file the process has open. */
 static uint64_t memfd_bytes(void) {
@@ -782,6 +923,10 @@ static Suite *virtual_suite(void) {
   suite_add_tcase(s, tc);
   tc = tcase_create("captures");
   tcase_add_loop_test(tc, test_capture_guard, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_capture_reserves_no_range, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_capture_elsewhere_unmaps_nothing, 0,
+                      TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_capture_takes_mapped_room, 0, TU_N_BACKENDS);
   tcase_add_test(tc, test_host_memory_returns);
   suite_add_tcase(s, tc);
   return s;
