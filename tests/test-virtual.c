@@ -369,18 +369,14 @@ END_TEST
  * map took and nothing else: the idle granule between them stays mapped
  * (work queued before its slice's release may still use it, and the
  * failure's unmap does not wait). */
-START_TEST(test_failed_map_keeps_idle) {
-  const hippo_api *api = tu_api();
-  hippo_device *dev = open_virtual(api, tu_backends[_i], 4096 * G, 64 * G, 0);
-  void *n;
-  hippo_stream *s = tu_attach(api, dev, &n);
-  hippo_handle a, b, c, h = 0;
-  uint64_t base, maps0, unmaps0;
-  hippo_status st;
-  a = tu_reserve(api, s, G); /* granules 0, 1, 2 */
-  b = tu_reserve(api, s, G);
-  c = tu_reserve(api, s, G);
-  base = tu_addr(api, s, a);
+/* Stream s's granules 0 and 2 unmapped, granule 1 mapped and idle
+ * between them; the range's address. */
+static uint64_t idle_between_holes(const hippo_api *api, hippo_device *dev,
+                                   hippo_stream *s) {
+  hippo_handle a = tu_reserve(api, s, G); /* granules 0, 1, 2 */
+  hippo_handle b = tu_reserve(api, s, G);
+  hippo_handle c = tu_reserve(api, s, G);
+  uint64_t base = tu_addr(api, s, a);
   ck_assert_uint_eq(tu_addr(api, s, b), base + G);
   ck_assert_uint_eq(tu_addr(api, s, c), base + 2 * G);
   CK_OK(api, api->release(s, a));
@@ -389,6 +385,17 @@ START_TEST(test_failed_map_keeps_idle) {
   CK_GRANULES(s, 1, 0);
   CK_OK(api, api->release(s, b)); /* 1 stays, idle */
   CK_GRANULES(s, 1, 1);
+  return base;
+}
+
+START_TEST(test_failed_map_keeps_idle) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_virtual(api, tu_backends[_i], 4096 * G, 64 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle h = 0;
+  uint64_t base = idle_between_holes(api, dev, s), maps0, unmaps0;
+  hippo_status st;
   maps0 = calls(api, dev, HIPPO_CALL_VM_MAP);
   unmaps0 = calls(api, dev, HIPPO_CALL_VM_UNMAP);
   CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_MAP, 2,
@@ -530,19 +537,9 @@ START_TEST(test_capture_elsewhere_unmaps_nothing) {
   void *n, *nb;
   hippo_stream *s = tu_attach(api, dev, &n);
   hippo_stream *sb = tu_attach(api, dev, &nb);
-  hippo_handle a, b, c, h = 0, hb;
-  uint64_t id = 0, base, maps0, unmaps0;
+  hippo_handle h = 0, hb = tu_reserve(api, sb, 10 * U); /* B's own range */
+  uint64_t id = 0, base = idle_between_holes(api, dev, s), maps0, unmaps0;
   hippo_status st;
-  hb = tu_reserve(api, sb, 10 * U); /* B's own range, granule 0 */
-  a = tu_reserve(api, s, G);
-  b = tu_reserve(api, s, G);
-  c = tu_reserve(api, s, G);
-  base = tu_addr(api, s, a);
-  CK_OK(api, api->release(s, a));
-  CK_OK(api, api->release(s, c));
-  CK_OK(api, api->cleanup(dev, NULL)); /* A's 0 and 2 go back */
-  CK_OK(api, api->release(s, b));      /* 1 stays, idle */
-  CK_GRANULES(s, 1, 1);
   CK_OK(api, tu_emu(api)->capture_begin(dev, nb, &id));
   maps0 = calls(api, dev, HIPPO_CALL_VM_MAP);
   unmaps0 = calls(api, dev, HIPPO_CALL_VM_UNMAP);
