@@ -340,6 +340,39 @@ static hippo_status new_room(sliced *p, uint64_t bytes, uint32_t *i) {
   return hippo__arena_new_room(p, bytes, i);
 }
 
+/* Slice i serves a reservation of `size` (`bytes` aligned): the figures
+ * and the caller's reference. */
+static inline void served(sliced *p, uint32_t i, uint64_t size,
+                          uint64_t bytes, hippo__slice_ref *out) {
+  const slice *s = &p->slices[i];
+  hippo__pool_note_reserve(&p->head, size, bytes);
+  out->addr = p->pages[s->page].addr + ((uint64_t)s->off << p->head.align_shift);
+  out->slice = i;
+  out->gen = GEN(s);
+}
+
+/* VIRTUAL: slice i could not map its granules (`st`): it goes back as if
+ * never served, no figure moved.  Refused for a capture (which maps
+ * nothing), a free slice on mapped granules serves instead where one fits.
+ * Out of line: the reservation's path keeps only the test. */
+static hippo_status __attribute__((noinline))
+virtual_refused(sliced *p, uint32_t i, uint64_t size, uint64_t bytes,
+                hippo_status st, hippo__slice_ref *out) {
+  uint64_t u = bytes >> p->head.align_shift;
+  found f;
+  hippo__sliced_free_slice(p, i);
+  if (st != HIPPO_GRAPH_NEEDS_PAGE)
+    return st;
+  settle_kind(p, false);
+  f = hippo__virtual_find_mapped(p, u);
+  if (f.i == NIL)
+    return st;
+  i = take_free(p, f, u, (uint32_t)(bytes - size));
+  (void)hippo__vtouch(p, i); /* its granules are mapped: it cannot fail */
+  served(p, i, size, bytes, out);
+  return HIPPO_SUCCESS;
+}
+
 /* A reservation, written once for the three kinds; `arena` and `virt`
  * are constants in each caller (p->arena, p->virt), so the SLICED path
  * carries no ARENA or VIRTUAL branch.  ARENA takes the best fit of a few
@@ -352,7 +385,6 @@ HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
   uint64_t bytes, u;
   uint32_t i;
   found f;
-  slice *s;
   hippo_status st;
 
   settle_kind(p, arena);
@@ -374,23 +406,9 @@ HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
     f.cls = class_of(p->slices[f.i].size);
   }
   i = take_free(p, f, u, (uint32_t)(bytes - size));
-  if (virt && HIPPO__UNLIKELY((st = hippo__vtouch(p, i)) != HIPPO_SUCCESS)) {
-    hippo__sliced_free_slice(p, i); /* as if never served: no figure moved */
-    if (st != HIPPO_GRAPH_NEEDS_PAGE)
-      return st;
-    /* a capture maps nothing: a slice on mapped granules, if one fits */
-    settle_kind(p, false);
-    f = hippo__virtual_find_mapped(p, u);
-    if (f.i == NIL)
-      return st;
-    i = take_free(p, f, u, (uint32_t)(bytes - size));
-    (void)hippo__vtouch(p, i); /* its granules are mapped: it cannot fail */
-  }
-  s = &p->slices[i];
-  hippo__pool_note_reserve(pool, size, bytes);
-  out->addr = p->pages[s->page].addr + ((uint64_t)s->off << pool->align_shift);
-  out->slice = i;
-  out->gen = GEN(s);
+  if (virt && HIPPO__UNLIKELY((st = hippo__vtouch(p, i)) != HIPPO_SUCCESS))
+    return virtual_refused(p, i, size, bytes, st, out);
+  served(p, i, size, bytes, out);
   return HIPPO_SUCCESS;
 }
 
