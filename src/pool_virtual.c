@@ -84,7 +84,8 @@ static bool maps_several(const hippo__vgranules *v, uint64_t first,
  * that was idle before stays mapped, since work queued before its slices'
  * releases may still use it (and an unmap without a wait must not reach
  * it).  While a stream of the device captures (the free gate says no;
- * asked only when several granules are to be mapped) nothing may be
+ * asked only when several granules are to be mapped, and not for a
+ * capturing stream, whose first map is refused) nothing may be
  * unmapped -- hipMemUnmap synchronizes the device -- so the granules go
  * one a call (the backend then has no run to undo part-way) and those
  * this call mapped stay, idle, for the next cleanup. */
@@ -93,7 +94,8 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
   hippo__vgranules *v = &p->vg;
   hippo_status st = HIPPO_SUCCESS;
   uint64_t g = first, mapped = 0;
-  bool keep = maps_several(v, first, last) && !hippo__pool_may_free(&p->head);
+  bool keep = !(p->head.gate && p->head.gate->no_pages) && /* refused */
+              maps_several(v, first, last) && !hippo__pool_may_free(&p->head);
   while (g <= last && st == HIPPO_SUCCESS) {
     uint64_t h = g;
     if (v->ref[g] & GMAPPED) {
