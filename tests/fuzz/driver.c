@@ -750,13 +750,26 @@ static int op_reserve(fz *f, rd *r) {
   hfz_statuses ok;
   hippo_status st;
   hfz_handle *x;
+  hippo_emu_counters before, after;
   if (i < 0 || !(x = hfz_handle_add(&f->m)))
     return 0;
-  ok = hfz_expect_reserve(&f->m, i, size, mode, counters(f).bytes_held);
+  before = counters(f);
+  ok = hfz_expect_reserve(&f->m, i, size, mode, before.bytes_held);
   st = f->api->reserve(f->m.streams[i].s, size, mode, &h);
   faults_poll(f);
   if (expect(f, "reserve", st, ok))
     return -1;
+  /* nothing is freed or unmapped while a stream of the device captures,
+   * not even to undo a map that failed part-way (issue 27) */
+  after = counters(f);
+  if (hfz_any_capturing(&f->m) &&
+      (after.calls[HIPPO_CALL_FREE] != before.calls[HIPPO_CALL_FREE] ||
+       after.calls[HIPPO_CALL_VM_UNMAP] != before.calls[HIPPO_CALL_VM_UNMAP]))
+    return fail(f, "reserve gave memory back (%" PRIu64 " frees, %" PRIu64
+                " unmaps) while a stream captures",
+                after.calls[HIPPO_CALL_FREE] - before.calls[HIPPO_CALL_FREE],
+                after.calls[HIPPO_CALL_VM_UNMAP] -
+                    before.calls[HIPPO_CALL_VM_UNMAP]);
   if (st != HIPPO_SUCCESS)
     return 0;
   if (h == 0 || hfz_handle_find(&f->m, h))
