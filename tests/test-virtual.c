@@ -361,14 +361,6 @@ START_TEST(test_faults_every_call) {
 }
 END_TEST
 
-/* The capture guard: a capturing stream maps no new granule
- * (HIPPO_GRAPH_NEEDS_PAGE) but is served from mapped ones; nothing is
- * unmapped while it records; a granule a guarded (released during the
- * capture) reservation touches stays mapped until graph_retire. */
-/* A reservation whose second map fails gives back the granule its first
- * map took and nothing else: the idle granule between them stays mapped
- * (work queued before its slice's release may still use it, and the
- * failure's unmap does not wait). */
 /* Stream s's granules 0 and 2 unmapped, granule 1 mapped and idle
  * between them; the range's address. */
 static uint64_t idle_between_holes(const hippo_api *api, hippo_device *dev,
@@ -388,6 +380,10 @@ static uint64_t idle_between_holes(const hippo_api *api, hippo_device *dev,
   return base;
 }
 
+/* A reservation whose second map fails gives back the granule its first
+ * map took and nothing else: the idle granule between them stays mapped
+ * (work queued before its slice's release may still use it, and the
+ * failure's unmap does not wait). */
 START_TEST(test_failed_map_keeps_idle) {
   const hippo_api *api = tu_api();
   hippo_device *dev = open_virtual(api, tu_backends[_i], 4096 * G, 64 * G, 0);
@@ -455,6 +451,10 @@ START_TEST(test_full_range_finds_fit) {
 }
 END_TEST
 
+/* The capture guard: a capturing stream maps no new granule
+ * (HIPPO_GRAPH_NEEDS_PAGE) but is served from mapped ones; nothing is
+ * unmapped while it records; a granule a guarded (released during the
+ * capture) reservation touches stays mapped until graph_retire. */
 START_TEST(test_capture_guard) {
   const hippo_api *api = tu_api();
   hippo_device *dev =

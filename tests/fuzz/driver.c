@@ -139,6 +139,25 @@ static hippo_emu_counters counters(fz *f) {
   return c;
 }
 
+/* After call `what`, made with the counters at `before`: while a stream of
+ * the device captures, hippo gave no memory back (no free, no unmap).
+ * -1 (reported) if it did. */
+static int kept_while_capturing(fz *f, const char *what,
+                                const hippo_emu_counters *before) {
+  hippo_emu_counters after;
+  if (!hfz_any_capturing(&f->m))
+    return 0;
+  after = counters(f);
+  if (after.calls[HIPPO_CALL_FREE] == before->calls[HIPPO_CALL_FREE] &&
+      after.calls[HIPPO_CALL_VM_UNMAP] == before->calls[HIPPO_CALL_VM_UNMAP])
+    return 0;
+  return fail(f, "%s gave memory back (%" PRIu64 " frees, %" PRIu64
+              " unmaps) while a stream captures",
+              what, after.calls[HIPPO_CALL_FREE] - before->calls[HIPPO_CALL_FREE],
+              after.calls[HIPPO_CALL_VM_UNMAP] -
+                  before->calls[HIPPO_CALL_VM_UNMAP]);
+}
+
 /* After a call: which armed faults fired in it. */
 static void faults_poll(fz *f) {
   hippo_emu_counters c;
@@ -750,7 +769,7 @@ static int op_reserve(fz *f, rd *r) {
   hfz_statuses ok;
   hippo_status st;
   hfz_handle *x;
-  hippo_emu_counters before, after;
+  hippo_emu_counters before;
   if (i < 0 || !(x = hfz_handle_add(&f->m)))
     return 0;
   before = counters(f);
@@ -759,17 +778,9 @@ static int op_reserve(fz *f, rd *r) {
   faults_poll(f);
   if (expect(f, "reserve", st, ok))
     return -1;
-  /* nothing is freed or unmapped while a stream of the device captures,
-   * not even to undo a map that failed part-way (issue 27) */
-  after = counters(f);
-  if (hfz_any_capturing(&f->m) &&
-      (after.calls[HIPPO_CALL_FREE] != before.calls[HIPPO_CALL_FREE] ||
-       after.calls[HIPPO_CALL_VM_UNMAP] != before.calls[HIPPO_CALL_VM_UNMAP]))
-    return fail(f, "reserve gave memory back (%" PRIu64 " frees, %" PRIu64
-                " unmaps) while a stream captures",
-                after.calls[HIPPO_CALL_FREE] - before.calls[HIPPO_CALL_FREE],
-                after.calls[HIPPO_CALL_VM_UNMAP] -
-                    before.calls[HIPPO_CALL_VM_UNMAP]);
+  /* not even to undo a map that failed part-way (issue 27) */
+  if (kept_while_capturing(f, "reserve", &before))
+    return -1;
   if (st != HIPPO_SUCCESS)
     return 0;
   if (h == 0 || hfz_handle_find(&f->m, h))
@@ -1186,7 +1197,7 @@ room:
 
 static int retire(fz *f, int g) {
   hfz_graph *gr = &f->m.graphs[g];
-  hippo_emu_counters before = counters(f), after;
+  hippo_emu_counters before = counters(f);
   hippo_status st = f->api->graph_retire(f->dev, gr->id);
   hfz_statuses ok = gr->known == HFZ_KNOWN ? HFZ_ST(HIPPO_SUCCESS)
                     : gr->known == HFZ_UNKNOWN
@@ -1212,15 +1223,8 @@ static int retire(fz *f, int g) {
     return -1;
   /* hippo frees nothing while a stream of the device captures: a
    * retained page waits for a later retire, cleanup or detach (issue 30) */
-  after = counters(f);
-  if (hfz_any_capturing(&f->m) &&
-      (after.calls[HIPPO_CALL_FREE] != before.calls[HIPPO_CALL_FREE] ||
-       after.calls[HIPPO_CALL_VM_UNMAP] != before.calls[HIPPO_CALL_VM_UNMAP]))
-    return fail(f, "graph_retire gave memory back (%" PRIu64 " frees, %" PRIu64
-                " unmaps) while a stream captures",
-                after.calls[HIPPO_CALL_FREE] - before.calls[HIPPO_CALL_FREE],
-                after.calls[HIPPO_CALL_VM_UNMAP] -
-                    before.calls[HIPPO_CALL_VM_UNMAP]);
+  if (kept_while_capturing(f, "graph_retire", &before))
+    return -1;
   if (st == HIPPO_SUCCESS)
     gr->known = HFZ_KNOWN;
   else if (st != HIPPO_INVALID_ARGUMENT)
