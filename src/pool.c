@@ -87,6 +87,21 @@ hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
   return HIPPO_SUCCESS;
 }
 
+hippo_status hippo__pool_vm_reserve(hippo__pool *pool, uint64_t size,
+                                    uint64_t granule, uint64_t *addr) {
+  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages)) {
+    uint64_t args[] = {size};
+    return hippo__error_lazy(
+        HIPPO_GRAPH_NEEDS_PAGE,
+        "the stream captures a graph and its VIRTUAL pool has no range yet "
+        "(%llu B of address space, reserved by a driver call at the pool's "
+        "first reservation): reserve this memory before the capture (a "
+        "warm-up run)",
+        args, 1);
+  }
+  return pool->be->ops->vm_reserve(pool->be, size, granule, addr);
+}
+
 hippo_status hippo__pool_vm_map(hippo__pool *pool, uint64_t addr,
                                 uint64_t size, uint64_t granule) {
   hippo_status st;

@@ -293,6 +293,12 @@ void hippo__pool_head_init(hippo__pool *pool, const hippo__pool_ops *ops,
  * device figures); on failure nothing changes. */
 hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
                                     uint64_t *addr);
+/* VIRTUAL: reserve a range of `size` bytes of address space, aligned to
+ * `granule` (backend.h vm_reserve), at *addr; refused with
+ * HIPPO_GRAPH_NEEDS_PAGE while the stream captures (the gate), as a page
+ * is.  Nothing is accounted here: the pool counts its range. */
+hippo_status hippo__pool_vm_reserve(hippo__pool *pool, uint64_t size,
+                                    uint64_t granule, uint64_t *addr);
 /* VIRTUAL: back [addr, addr + size) of a reserved range with granules of
  * `granule` bytes (backend.h vm_map) and account them as pages (one per
  * granule); refused with HIPPO_GRAPH_NEEDS_PAGE while the stream captures

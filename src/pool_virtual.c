@@ -251,15 +251,9 @@ hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
         "free slice that large; release, or let a later pool take it",
         args, 2);
   }
-  if (p->head.gate && p->head.gate->no_pages) /* as hippo__pool_page_alloc */
-    return hippo__error_set(
-        HIPPO_GRAPH_NEEDS_PAGE,
-        "the stream captures a graph and its VIRTUAL pool has no range yet "
-        "(reserved, a driver call, at the pool's first reservation): "
-        "reserve this memory before the capture (a warm-up run)");
   if ((st = hippo__sliced_page_room(p)) != HIPPO_SUCCESS)
     return st;
-  st = p->head.be->ops->vm_reserve(p->head.be, v->range_size, v->size, &addr);
+  st = hippo__pool_vm_reserve(&p->head, v->range_size, v->size, &addr);
   if (st != HIPPO_SUCCESS)
     return hippo__error_wrap(st, "VIRTUAL pool: reserving its range of "
                              "%llu B",
