@@ -324,10 +324,11 @@ typedef struct hippo_pool_options {
                               must be 0, granules go back in batches) */
   uint64_t range_size;     /* VIRTUAL: bytes of the stream's virtual
                               range (0 = the device's memory, or its
-                              budget) */
+                              budget; never more) */
   uint64_t granule;        /* VIRTUAL: bytes of one physical granule, a
                               multiple of the driver's granularity (0 =
-                              its granularity, at least 2 MiB) */
+                              its granularity, at least 2 MiB; never
+                              above the device) */
   uint64_t unmap_threshold; /* VIRTUAL: idle mapped bytes (no live
                                reservation touches them) at which
                                relocation_need answers HIPPO_NEED_UNMAP
@@ -462,6 +463,12 @@ typedef struct hippo_pool_report {
   uint64_t maps;                /* VIRTUAL: granules mapped, ever */
   uint64_t unmaps;              /* VIRTUAL: granules unmapped, ever */
   uint64_t bytes_waiting;       /* see hippo_usage */
+  uint64_t largest_free_range;  /* VIRTUAL: the range's largest free
+                                   slice, unmapped granules included (the
+                                   largest reservation it can still place;
+                                   largest_free counts mapped bytes only,
+                                   so largest_free <= bytes_free holds on
+                                   every kind); other kinds: largest_free */
 } hippo_pool_report;
 
 /* What a relocation did (relocate_with, relocation_report). */

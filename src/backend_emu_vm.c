@@ -15,7 +15,8 @@
  * HIPPO_CALL_VM_RANGE, each granule mapped one HIPPO_CALL_VM_MAP, each
  * granule given back one HIPPO_CALL_VM_UNMAP; an injected fault fails
  * that call with nothing changed (vm_map gives back the granules the call
- * had mapped; vm_unmap stops there, saying how far it got).
+ * had mapped, one HIPPO_CALL_VM_UNMAP each; vm_unmap stops there, saying
+ * how far it got).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -270,9 +271,12 @@ hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
   if (st != HIPPO_SUCCESS) { /* all or nothing: what this call mapped goes */
     hippo__error_kept kept;
     hippo__error_keep(&kept);
-    for (uint64_t back = addr; back < at; back += granule)
+    for (uint64_t back = addr; back < at; back += granule) {
+      emu->calls[HIPPO_CALL_VM_UNMAP]++; /* an unmap, counted (never
+                                            failed by an injected fault) */
       if (unmap_now(emu, r, back, back + granule) == 0)
         emu->granules_mapped--;
+    }
     hippo__error_restore(&kept);
     goto out;
   }
@@ -322,9 +326,14 @@ hippo_status hippo__emu_vm_unmap(hippo__backend *be, uint64_t addr,
       break;
     if ((err = unmap_now(emu, r, at, at + granule)) != 0) {
       st = hippo__error_set(HIPPO_BACKEND_ERROR,
-                            "%s vm_unmap: granule %#llx of %llu B: %s",
+                            "%s vm_unmap: granule %#llx of %llu B: %s%s",
                             emu->name, (unsigned long long)at,
-                            (unsigned long long)granule, strerror(err));
+                            (unsigned long long)granule, strerror(err),
+                            err == ENOMEM
+                                ? " (out of host memory or kernel mappings: "
+                                  "see vm.max_map_count, or use larger "
+                                  "granules)"
+                                : "");
       break;
     }
     emu->granules_mapped--;

@@ -1147,6 +1147,9 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
     while (k-- > 0) {
       uint64_t at = addr + k * granule;
       int res;
+      /* counted as the unmap it is (no fault injected into an undo) */
+      atomic_fetch_add_explicit(&g->calls[HIPPO_CALL_VM_UNMAP], 1,
+                                memory_order_relaxed);
       (void)unmap_one(g, at, granule, hs[k], &res);
       pthread_mutex_lock(&g->lock);
       if (res == UNMAP_REFUSED) { /* still mapped: recorded as such */

@@ -144,11 +144,21 @@ static int host_range_back(hippo__emu_range *r, uint64_t addr, uint64_t len) {
   return m == MAP_FAILED ? errno : 0;
 }
 
+/* The PROT_NONE cover splits the granule off its mapping; past
+ * vm.max_map_count the kernel refuses the split (ENOMEM: 160,000 granules
+ * of 4 KiB mapped as one run, every other one given back, cross the
+ * default 65,530).  Then the granule keeps its mapping and only the hole
+ * is punched: its memory still returns to the host, and the emulated
+ * device refuses every copy and emu access to it as unmapped all the
+ * same (backend_emu_vm.c keeps the mapped runs).  So giving back never
+ * fails for want of kernel mappings, and a stream can always be detached
+ * (issue 38).  A later map of it that the kernel refuses answers
+ * HIPPO_OUT_OF_MEMORY naming the limit. */
 static int host_range_drop(hippo__emu_range *r, uint64_t addr, uint64_t len) {
   void *m = mmap((void *)(uintptr_t)addr, (size_t)len, PROT_NONE,
                  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
                  0);
-  if (m == MAP_FAILED)
+  if (m == MAP_FAILED && errno != ENOMEM)
     return errno;
   if (fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                 (off_t)(addr - r->addr), (off_t)len) != 0)

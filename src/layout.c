@@ -203,11 +203,12 @@ static hippo_status unused_zero(uint32_t i, const hippo_pool_options *o) {
 
 /* A VIRTUAL pool's options, resolved in place: granule 0 is the driver's
  * granularity but at least HIPPO__VIRTUAL_MIN_GRANULE; range_size 0 the
- * device's memory (or budget) rounded up to the granule; max_slice_size 0
- * the range; unmap_threshold 0 stays (the default: pool_virtual.c). */
+ * device's memory (or budget) rounded up to the granule, and no more;
+ * max_slice_size 0 the range, at most the device's memory; unmap_threshold
+ * 0 the default, HIPPO__VIRTUAL_DEFAULT_THRESHOLD. */
 static hippo_status resolve_virtual(uint32_t i, hippo_pool_options *o,
                                     const hippo__backend *be) {
-  uint64_t a = be->alignment, g, gran = 0;
+  uint64_t a = be->alignment, g, gran = 0, room, whole;
   const char *kind = "VIRTUAL";
   hippo_status st;
   if (!be->ops->vm_granularity)
@@ -234,10 +235,24 @@ static hippo_status resolve_virtual(uint32_t i, hippo_pool_options *o,
                "granularity %llu B and of the alignment %llu B",
                kind, (unsigned long long)g, (unsigned long long)gran,
                (unsigned long long)a);
-  if (o->range_size == 0 &&
-      !hippo__align_up(be->total_memory, g, &o->range_size))
+  if (g > be->total_memory)
+    return BAD(i, "granule",
+               "%llu is larger than the device (%llu B), so no granule could "
+               "ever be mapped",
+               kind, (unsigned long long)g,
+               (unsigned long long)be->total_memory);
+  if (!hippo__align_up(be->total_memory, g, &room))
     return BAD(i, "range_size", "the device's %llu B overflow in granules",
                kind, (unsigned long long)be->total_memory);
+  if (o->range_size == 0)
+    o->range_size = room;
+  if (o->range_size > room)
+    return BAD(i, "range_size",
+               "%llu is larger than the device (%llu B, %llu in granules of "
+               "%llu B): no more could ever be mapped; use 0 for the device",
+               kind, (unsigned long long)o->range_size,
+               (unsigned long long)be->total_memory,
+               (unsigned long long)room, (unsigned long long)g);
   if (o->range_size % g)
     return BAD(i, "range_size", "%llu is not a multiple of the granule %llu",
                kind, (unsigned long long)o->range_size,
@@ -253,12 +268,21 @@ static hippo_status resolve_virtual(uint32_t i, hippo_pool_options *o,
     return BAD(i, "range_size",
                "%llu is more than 2^32 alignment units of %llu B", kind,
                (unsigned long long)o->range_size, (unsigned long long)a);
+  /* nothing larger than the device: HIPPO_BUFFER_TOO_BIG, as with every
+   * other kind (no pool accepts it), not an out-of-memory answer */
+  whole = hippo__align_down(be->total_memory, a);
   if (o->max_slice_size == 0)
-    o->max_slice_size = o->range_size;
+    o->max_slice_size = o->range_size < whole ? o->range_size : whole;
   if (o->max_slice_size > o->range_size)
     return BAD(i, "max_slice_size", "%llu is larger than the range %llu",
                kind, (unsigned long long)o->max_slice_size,
                (unsigned long long)o->range_size);
+  if (o->max_slice_size > be->total_memory)
+    return BAD(i, "max_slice_size", "%llu is larger than the device (%llu B)",
+               kind, (unsigned long long)o->max_slice_size,
+               (unsigned long long)be->total_memory);
+  if (o->unmap_threshold == 0) /* the options in force say what it is */
+    o->unmap_threshold = HIPPO__VIRTUAL_DEFAULT_THRESHOLD;
   o->granule = g;
   return HIPPO_SUCCESS;
 }

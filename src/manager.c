@@ -882,6 +882,8 @@ hippo_status hippo__pool_report_get(hippo_stream *s, uint32_t index,
                           index, s->pool_count);
   else {
     s->pools[index]->ops->report(s->pools[index], out);
+    if (s->pools[index]->kind != HIPPO_POOL_VIRTUAL)
+      out->largest_free_range = out->largest_free;
     *options = s->pools[index]->opt;
   }
   hippo__lock_drop(&s->lock);

@@ -314,13 +314,22 @@ void hippo__leaving_retry_due_locked(hippo_stream *s);
  * hippo; nothing else can be done), and the list. */
 void hippo__leaving_fini(hippo_stream *s);
 
-/* Whether relocation acts on pool p of stream s (s->movable): a kind with
- * relocation operations, and on a HIPPO_DEVICE_NO_MOVE device only one
- * that moves nothing (VIRTUAL: its idle granules go back). */
+/* Whether relocation acts on pool p of stream s (s->movable): every kind
+ * with relocation operations.  On a HIPPO_DEVICE_NO_MOVE device it still
+ * acts on them -- an ARENA's empty outdated pages and a VIRTUAL pool's
+ * idle granules go back at its drain -- but plans no move (below). */
 static inline bool hippo__manager_relocates(const hippo_stream *s,
                                             const hippo__pool *p) {
-  return p->ops->move && (!(s->env->flags & HIPPO_DEVICE_NO_MOVE) ||
-                          p->kind == HIPPO_POOL_VIRTUAL);
+  (void)s;
+  return p->ops->move != NULL;
+}
+
+/* Whether a relocation may move slices of pool p (one it acts on): never
+ * on a HIPPO_DEVICE_NO_MOVE device; a VIRTUAL pool plans no move anyway. */
+static inline bool hippo__manager_moves(const hippo_stream *s,
+                                        const hippo__pool *p) {
+  (void)p;
+  return !(s->env->flags & HIPPO_DEVICE_NO_MOVE);
 }
 
 /* ---- manager_check.c --------------------------------------------------------- */

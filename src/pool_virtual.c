@@ -307,9 +307,41 @@ hippo_status hippo__virtual_tick(hippo__pool *pool, uint64_t now) {
   return HIPPO_SUCCESS;
 }
 
+/* The longest run of free bytes on mapped granules inside one free slice:
+ * the largest reservation the pool can serve with no driver call.  A walk
+ * of the range's slices and of the granules under the free ones (a report,
+ * off every hot path). */
+static uint64_t largest_free_mapped(const sliced *p) {
+  const hippo__vgranules *v = &p->vg;
+  uint64_t best = 0;
+  if (p->page_count == 0 || !p->pages[0].held)
+    return 0;
+  for (uint32_t i = p->pages[0].first; i != NIL; i = p->slices[i].next_phys) {
+    const slice *s = &p->slices[i];
+    uint64_t from = s->off, end = (uint64_t)s->off + s->size, run = 0;
+    if (STATE(s) != SLICE_FREE)
+      continue;
+    while (from < end) {
+      uint64_t g = from >> v->ushift;
+      uint64_t to = (g + 1) << v->ushift;
+      if (to > end)
+        to = end;
+      run = (v->ref[g] & GMAPPED) ? run + (to - from) : 0;
+      if (run > best)
+        best = run;
+      from = to;
+    }
+  }
+  return best << p->head.align_shift;
+}
+
 void hippo__virtual_report(const hippo__pool *pool, hippo_pool_report *out) {
   const sliced *p = (const sliced *)pool;
   hippo__sliced_report(pool, out);
+  /* largest_free stays within bytes_free (the mapped room); the range's
+   * largest free slice, unmapped granules included, has its own field */
+  out->largest_free_range = out->largest_free;
+  out->largest_free = largest_free_mapped(p);
   out->current_page_size = 0;
   out->page_sizes = 0;
   out->granule_size = p->vg.size;

@@ -23,13 +23,22 @@ static bool shape_eq(const hippo__reloc_shape *a, const hippo__reloc_shape *b) {
          a->unmap == b->unmap;
 }
 
-static hippo_relocation_need pool_need(const hippo_device *dev,
+static hippo_relocation_need pool_need(const hippo_stream *s,
                                        const hippo__pool *p) {
-  hippo__reloc_shape sh;
+  const hippo_device *dev = s->device;
+  hippo__reloc_shape sh, raw;
   p->ops->move->shape(p, &sh);
+  raw = sh;
+  if (!hippo__manager_moves(s, p)) {
+    /* NO_MOVE: a relocation only drains; it serves where an outdated
+     * page is empty, never a sparse pool */
+    if (sh.outdated_pages == sh.outdated_live)
+      sh.outdated_pages = 0;
+    sh.sparse = 0;
+  }
   if (!sh.outdated_pages && !sh.sparse && !sh.unmap)
     return HIPPO_NEED_NOTHING;
-  if (p->stalled && shape_eq(&sh, &p->stall))
+  if (p->stalled && shape_eq(&raw, &p->stall))
     return HIPPO_NEED_NOTHING; /* moved nothing, and nothing changed */
   if (sh.sizes_full)
     return HIPPO_NEED_ARENA_FULL;
@@ -53,7 +62,9 @@ bool hippo__relocation_may_help_locked(const hippo_stream *s) {
     const hippo__pool *p = s->movable[k];
     hippo__reloc_shape sh;
     p->ops->move->shape(p, &sh);
-    if (sh.outdated_pages && !(p->stalled && shape_eq(&sh, &p->stall)))
+    if (sh.outdated_pages &&
+        (hippo__manager_moves(s, p) || sh.outdated_pages > sh.outdated_live) &&
+        !(p->stalled && shape_eq(&sh, &p->stall)))
       return true;
   }
   return false;
@@ -61,7 +72,7 @@ bool hippo__relocation_may_help_locked(const hippo_stream *s) {
 
 hippo_relocation_need hippo__relocation_need_locked(const hippo_stream *s) {
   for (uint32_t k = 0; k < s->movable_count; k++) {
-    hippo_relocation_need need = pool_need(s->device, s->movable[k]);
+    hippo_relocation_need need = pool_need(s, s->movable[k]);
     if (need != HIPPO_NEED_NOTHING)
       return need;
   }
@@ -170,7 +181,10 @@ static void plan_stream(run *u, first_error *first) {
   for (uint32_t k = 0; k < s->movable_count; k++) {
     hippo__pool *p = s->movable[k];
     hippo__reloc_plan *plan = &u->plans[k];
-    hippo_status st = p->ops->move->plan(p, u->reason, plan);
+    hippo_status st;
+    if (!hippo__manager_moves(s, p))
+      continue; /* NO_MOVE: only the drain, at the end */
+    st = p->ops->move->plan(p, u->reason, plan);
     /* a destination page the device has no room for is no room, not a
      * failure: the page it was for stays whole (pages_no_room); so is one
      * the pool's own max_pool_size leaves no room for (fuzz seeds 181,

@@ -98,7 +98,8 @@ t_start=$(date +%s)
 progs="tests/test-hip tests/test-gpu-device tests/test-abi tests/test-status
        tests/test-device tests/test-manager tests/test-layout tests/test-relocation
        tests/test-guard tests/test-faults tests/test-hostile tests/test-stress
-       tests/test-fuzz tests/test-virtual tests/test-adapter"
+       tests/test-fuzz tests/test-virtual tests/test-virtual-limits
+       tests/test-adapter"
 bins="tools/hippo-info $progs bench/hippo-gpu-bench
       adapter/.libs/libhippo-alloc.so"
 

@@ -29,7 +29,8 @@ top_builddir=${top_builddir:-.}
 # the threaded programs only).
 progs=${HIPPO_SUITE_PROGS:-"test-abi test-status test-device test-manager test-layout
        test-relocation test-guard test-faults test-hostile test-stress
-       test-fuzz test-hip test-gpu-device test-virtual test-adapter"}
+       test-fuzz test-hip test-gpu-device test-virtual test-virtual-limits
+       test-adapter"}
 
 HIPPO_TEST_BACKEND=hip
 export HIPPO_TEST_BACKEND

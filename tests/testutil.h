@@ -601,6 +601,23 @@ static inline void tu_close_at(const hippo_api *api, hippo_device *dev,
               sizeof((const tu_pair[]){__VA_ARGS__}) / sizeof(tu_pair),        \
               __FILE__, __LINE__)
 
+/* The virtual-memory granularity of the device the suite runs on
+ * (tu_backend: HOST's 4 KiB, the stand-ins' $FAKE_GPU_VM_GRANULARITY, a
+ * GPU's 2 MiB), for main() before the tests run: no Check macro, 0 when
+ * the device cannot be opened (the tests then say what failed). */
+static inline uint64_t tu_vm_granularity(const hippo_api *api) {
+  hippo_device_desc d = {.struct_size = sizeof d, .backend = tu_backend()};
+  hippo_device_info info = {.struct_size = sizeof info};
+  hippo_device *dev = NULL;
+  uint64_t g = 0;
+  if (api->device_open(&d, &dev) == HIPPO_SUCCESS) {
+    if (api->device_info(dev, &info) == HIPPO_SUCCESS)
+      g = info.vm_granularity;
+    (void)api->device_close(dev);
+  }
+  return g;
+}
+
 /* ---- running --------------------------------------------------------------- */
 
 /* Runs `suite`: EXIT_SUCCESS when no test failed. */

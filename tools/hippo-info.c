@@ -285,10 +285,9 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
                "granules of %s, idle granules wanted back at %s)",
                i, size_text(po->range_size, range, sizeof range),
                size_text(po->granule, granule, sizeof granule),
-               po->unmap_threshold == UINT64_MAX ? "never"
-               : po->unmap_threshold
-                   ? size_text(po->unmap_threshold, thr, sizeof thr)
-                   : "64 MiB (the default)");
+               po->unmap_threshold == UINT64_MAX
+                   ? "never"
+                   : size_text(po->unmap_threshold, thr, sizeof thr));
     }
     arenas += r.kind == HIPPO_POOL_ARENA;
     snprintf(c[0], sizeof c[0], "%" PRIu32, i);

@@ -385,6 +385,14 @@ static int check_stream_figures(fz *f, int i, uint64_t *allocs,
     f->stats->calls++;
     if (st)
       return fail(f, "pool_report(%u): %s", p, f->api->last_error());
+    /* fragmentation = 1 - largest_free / bytes_free stays in [0, 1]; a
+     * VIRTUAL range's free room, unmapped granules included, is more */
+    if (r.largest_free > r.bytes_free ||
+        r.largest_free_range < r.largest_free)
+      return fail(f,
+                  "pool_report(%u): largest_free %" PRIu64 " B, bytes_free %"
+                  PRIu64 " B, largest_free_range %" PRIu64 " B",
+                  p, r.largest_free, r.bytes_free, r.largest_free_range);
     pool_bytes += r.bytes_in_use;
   }
   if (pool_bytes != u.bytes_in_use)
@@ -712,6 +720,12 @@ static const hippo_layout *decode_layout(fz *f, rd *r, bool install,
         o->max_slice_size = o->page_size + a;
       else if (o->kind == HIPPO_POOL_ARENA)
         o->max_slice_size = cap * 2;
+      else if (o->kind == HIPPO_POOL_VIRTUAL) /* a range, a granule or a
+                                                 slice above the device */
+        *(u8(r) % 3 == 0   ? &o->range_size
+          : u8(r) % 2 == 0 ? &o->granule
+                           : &o->max_slice_size) =
+            pow2_at_least(cap) * 2;
       else if (o->kind == HIPPO_POOL_EXCLUSIVE)
         o->reclaim_at = 1;
       else
