@@ -232,10 +232,15 @@ typedef uint32_t hippo_mode;
 #define HIPPO_CALL_EVENT 4u
 #define HIPPO_CALL_CAPTURE_QUERY 5u
 #define HIPPO_CALL_VM_RANGE 6u  /* reserve or free a virtual range */
-#define HIPPO_CALL_VM_MAP 7u    /* back one granule (create, map, access) */
-#define HIPPO_CALL_VM_UNMAP 8u  /* give one granule back (unmap, release) */
-#define HIPPO_CALL_KINDS 9u /* kinds this header knows (grows with the
-                               ABI, up to HIPPO_CALL_KINDS_MAX) */
+#define HIPPO_CALL_VM_MAP 7u    /* one physical allocation created and
+                                   mapped (cuMemCreate + cuMemMap) */
+#define HIPPO_CALL_VM_UNMAP 8u  /* one physical allocation unmapped and
+                                   released (cuMemUnmap + cuMemRelease) */
+#define HIPPO_CALL_VM_ACCESS 9u /* access set on a mapped run, once for
+                                   all of a map call's allocations
+                                   (cuMemSetAccess); appended */
+#define HIPPO_CALL_KINDS 10u /* kinds this header knows (grows with the
+                                ABI, up to HIPPO_CALL_KINDS_MAX) */
 #define HIPPO_CALL_KINDS_MAX 16u /* room for kinds in the counters */
 typedef uint32_t hippo_call_kind;
 
@@ -518,9 +523,15 @@ typedef struct hippo_emu_counters {
   uint64_t calls[HIPPO_CALL_KINDS_MAX];
   uint64_t ranges_held;              /* virtual ranges reserved */
   uint64_t bytes_virtual;            /* their bytes */
-  uint64_t granules_mapped;          /* granules backed by memory */
+  uint64_t granules_mapped;          /* physical allocations mapped (a
+                                        VIRTUAL pool's are one granule or
+                                        a run of them) */
   uint64_t bytes_mapped;             /* their bytes (in bytes_held) */
   uint64_t peak_bytes_mapped;
+  uint64_t waits;                    /* host-side waits on the device's
+                                        work: stream syncs, event waits,
+                                        and the device-wide synchronize a
+                                        vm_unmap with wait makes; appended */
 } hippo_emu_counters;
 
 /* ------------------------------------------------------------------------ */

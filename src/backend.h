@@ -56,18 +56,24 @@
  *                           memory behind it (HIPPO_CALL_VM_RANGE).
  *  vm_release(addr, size)-> gives a range back; every granule of it is
  *                           unmapped first by the caller (VM_RANGE).
- *  vm_map(addr, size, granule) -> backs [addr, addr+size), granule by
- *                           granule (a physical allocation of `granule`
- *                           bytes each: created, mapped whole at offset 0,
- *                           made accessible), inside a reserved range;
- *                           one HIPPO_CALL_VM_MAP per granule; all or
- *                           nothing (a failure unmaps the granules this
- *                           call mapped).  HIPPO_OUT_OF_MEMORY when the
- *                           device has no room; counts against the
- *                           capacity like pages.
- *  vm_unmap(addr, size, granule, wait, &done) -> gives the granules of
- *                           [addr, addr+size) back (unmapped, released):
- *                           one HIPPO_CALL_VM_UNMAP each.  With `wait`,
+ *  vm_map(addr, size, granule) -> backs [addr, addr+size) with physical
+ *                           allocations of `granule` bytes each (a
+ *                           multiple of the granularity: created, mapped
+ *                           whole at offset 0), then makes the span
+ *                           accessible with one set-access, inside a
+ *                           reserved range; one HIPPO_CALL_VM_MAP per
+ *                           allocation, one HIPPO_CALL_VM_ACCESS per call;
+ *                           all or nothing (a failure unmaps the
+ *                           allocations this call made, one
+ *                           HIPPO_CALL_VM_UNMAP each).  HIPPO_OUT_OF_MEMORY
+ *                           when the device has no room; counts against
+ *                           the capacity like pages.
+ *  vm_unmap(addr, size, granule, wait, &done) -> gives the allocations of
+ *                           `granule` bytes of [addr, addr+size) back
+ *                           (unmapped, released), each one a vm_map made
+ *                           whole (part of one is HIPPO_INVALID_ARGUMENT,
+ *                           as a driver refuses it): one
+ *                           HIPPO_CALL_VM_UNMAP each.  With `wait`,
  *                           the device's queued work finishes first
  *                           (hipMemUnmap waits itself; cuMemUnmap does
  *                           not: the CUDA path synchronizes the device);

@@ -38,6 +38,8 @@ const char *hippo__call_kind_name(hippo_call_kind kind) {
     return "HIPPO_CALL_VM_MAP";
   case HIPPO_CALL_VM_UNMAP:
     return "HIPPO_CALL_VM_UNMAP";
+  case HIPPO_CALL_VM_ACCESS:
+    return "HIPPO_CALL_VM_ACCESS";
   default:
     return "an unknown call kind";
   }
@@ -387,6 +389,7 @@ static hippo_status emu_stream_sync(hippo__backend *be, void *stream) {
                       &s)))
     goto out;
   stream_run(emu, s, UINT64_MAX);
+  emu->waits++;
 out:
   pthread_mutex_unlock(&emu->mutex);
   return st;
@@ -481,6 +484,7 @@ static hippo_status emu_event_wait(hippo__backend *be, void *event) {
     goto out;
   if (e->stream)
     stream_run(emu, e->stream, e->target);
+  emu->waits++;
 out:
   pthread_mutex_unlock(&emu->mutex);
   return st;
@@ -684,7 +688,7 @@ hippo_status hippo__fault_arm(const char *backend, hippo_call_kind kind,
   if (kind >= HIPPO_CALL_KINDS)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s emu_inject_fault: call kind %u is unknown; "
-                            "use HIPPO_CALL_ALLOC .. HIPPO_CALL_VM_UNMAP",
+                            "use HIPPO_CALL_ALLOC .. HIPPO_CALL_VM_ACCESS",
                             backend, (unsigned)kind);
   if (nth != 0 && (status <= HIPPO_SUCCESS || status > HIPPO_INTERNAL))
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -739,6 +743,7 @@ static hippo_status emu_counters(hippo__backend *be,
   c.granules_mapped = emu->granules_mapped;
   c.bytes_mapped = emu->bytes_mapped;
   c.peak_bytes_mapped = emu->peak_bytes_mapped;
+  c.waits = emu->waits;
   pthread_mutex_unlock(&emu->mutex);
   /* an older caller's smaller struct (from 8 bytes) gets what it knows */
   return hippo__struct_out(out, &c, sizeof c, 8, "hippo_emu_counters");

@@ -103,6 +103,12 @@ typedef struct hippo__emu_range {
   hippo__vm_runs runs;
   uint64_t mapped;
   int fd;
+  /* A bit per unit of the granularity: set where a physical allocation
+   * vm_map made starts (so an unmap of part of one, which a driver
+   * refuses, is refused too); NULL until the first map.  Invariant: a
+   * bit is set only at a mapped unit, and every mapped run starts at a
+   * set bit. */
+  uint64_t *heads;
 } hippo__emu_range;
 
 /* The shared emulation object.
@@ -141,7 +147,8 @@ typedef struct hippo__emu {
   uint64_t bytes_virtual;          /* sum of the ranges' sizes */
   uint64_t bytes_mapped;           /* sum of their mapped bytes */
   uint64_t peak_bytes_mapped;
-  uint64_t granules_mapped;        /* granules backed, as vm_map counted */
+  uint64_t granules_mapped;        /* physical allocations mapped */
+  uint64_t waits;                  /* host-side waits (hippo_emu_counters) */
   uint64_t vm_granularity;         /* cls->vm_granularity, or the host's
                                       page where larger (HOST) */
 } hippo__emu;

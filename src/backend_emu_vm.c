@@ -11,12 +11,16 @@
  * punched in the file, so its memory really returns); DRY holds no memory
  * and only counts.
  *
- * Calls are counted by kind: a vm_reserve or vm_release is one
- * HIPPO_CALL_VM_RANGE, each granule mapped one HIPPO_CALL_VM_MAP, each
- * granule given back one HIPPO_CALL_VM_UNMAP; an injected fault fails
- * that call with nothing changed (vm_map gives back the granules the call
- * had mapped, one HIPPO_CALL_VM_UNMAP each; vm_unmap stops there, saying
- * how far it got).
+ * Calls are counted by kind, as a driver would receive them: a vm_reserve
+ * or vm_release is one HIPPO_CALL_VM_RANGE; vm_map makes physical
+ * allocations of its `granule` bytes, each one HIPPO_CALL_VM_MAP (create
+ * and map), then sets access over its whole span once
+ * (HIPPO_CALL_VM_ACCESS); vm_unmap gives whole allocations back, each one
+ * HIPPO_CALL_VM_UNMAP (unmap and release), and refuses part of one; a
+ * vm_unmap with wait counts a host-side wait (waits).  An injected fault
+ * fails that call with nothing changed (vm_map gives back the
+ * allocations the call had made, one HIPPO_CALL_VM_UNMAP each; vm_unmap
+ * stops there, saying how far it got).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -158,6 +162,7 @@ hippo_status hippo__emu_vm_release(hippo__backend *be, uint64_t addr,
     goto out;
   }
   hippo__vm_runs_free(&r->runs);
+  free(r->heads);
   emu->bytes_virtual -= size;
   *r = emu->ranges[--emu->range_count];
 out:
@@ -207,6 +212,50 @@ static int unmap_now(hippo__emu *emu, hippo__emu_range *r, uint64_t a,
   return 0;
 }
 
+/* The unit of the granularity holding addr (inside r), and its head bit
+ * (r->heads, backend_emu.h).  Locked. */
+static uint64_t unit_of(const hippo__emu *emu, const hippo__emu_range *r,
+                        uint64_t addr) {
+  return (addr - r->addr) / emu->vm_granularity;
+}
+static bool head_at(const hippo__emu_range *r, uint64_t u) {
+  return r->heads && (r->heads[u >> 6] >> (u & 63) & 1);
+}
+static void head_put(hippo__emu_range *r, uint64_t u, bool on) {
+  if (on)
+    r->heads[u >> 6] |= UINT64_C(1) << (u & 63);
+  else
+    r->heads[u >> 6] &= ~(UINT64_C(1) << (u & 63));
+}
+
+/* Whether [at, at + alloc) is exactly one allocation vm_map made: it
+ * starts at a head, holds no other, and what follows is another's head or
+ * unmapped.  Locked. */
+static bool whole_allocation(const hippo__emu *emu, const hippo__emu_range *r,
+                             uint64_t at, uint64_t alloc) {
+  uint64_t u = unit_of(emu, r, at), n = alloc / emu->vm_granularity;
+  if (!head_at(r, u))
+    return false;
+  for (uint64_t k = 1; k < n; k++)
+    if (head_at(r, u + k))
+      return false;
+  return at + alloc - r->addr >= r->size || head_at(r, u + n) ||
+         !hippo__vm_runs_mapped_in(&r->runs, at + alloc,
+                                   at + alloc + emu->vm_granularity);
+}
+
+/* Allocation [at, at + alloc) of r goes back: unmapped, released, no
+ * longer a head.  0 or an errno.  Locked. */
+static int drop_allocation(hippo__emu *emu, hippo__emu_range *r, uint64_t at,
+                           uint64_t alloc) {
+  int err = unmap_now(emu, r, at, at + alloc);
+  if (err == 0) {
+    head_put(r, unit_of(emu, r, at), false);
+    emu->granules_mapped--;
+  }
+  return err;
+}
+
 hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
                                uint64_t size, uint64_t granule) {
   hippo__emu *emu = emu_of(be);
@@ -240,6 +289,19 @@ hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
         args, 3);
     goto out;
   }
+  if (!r->heads) {
+    uint64_t units = r->size / emu->vm_granularity;
+    r->heads = calloc((size_t)((units + 63) / 64), sizeof *r->heads);
+    if (!r->heads) {
+      st = hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "%s vm_map: out of host memory for the records "
+                            "of a range of %llu B",
+                            emu->name, (unsigned long long)r->size);
+      goto out;
+    }
+  }
+  /* each allocation: created and mapped (one VM_MAP); then access for
+   * the whole span (one VM_ACCESS), as cuMemSetAccess over a run */
   for (; at < addr + size; at += granule) {
     int err;
     if ((st = hippo__emu_call(emu, HIPPO_CALL_VM_MAP, "vm_map")))
@@ -247,14 +309,10 @@ hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
     err = !hippo__vm_runs_room(&r->runs, 1) ? ENOMEM
           : emu->cls->range_back ? emu->cls->range_back(r, at, granule)
                                  : 0;
-    if (!err) {
-      hippo__vm_runs_add(&r->runs, at, at + granule);
-      r->mapped += granule;
-    }
     if (err) {
       st = hippo__error_set(
           HIPPO_OUT_OF_MEMORY,
-          "%s vm_map: granule %#llx of %llu B: %s%s", emu->name,
+          "%s vm_map: allocation %#llx of %llu B: %s%s", emu->name,
           (unsigned long long)at, (unsigned long long)granule, strerror(err),
           err == ENOMEM && emu->cls->range_back
               ? " (the host is out of memory, or out of mappings: see "
@@ -262,20 +320,24 @@ hippo_status hippo__emu_vm_map(hippo__backend *be, uint64_t addr,
               : "");
       break;
     }
+    hippo__vm_runs_add(&r->runs, at, at + granule);
+    head_put(r, unit_of(emu, r, at), true);
+    r->mapped += granule;
     emu->bytes_mapped += granule;
     emu->bytes_held += granule;
     if (emu->cls->range_back)
       emu->host_bytes_mapped += granule;
     emu->granules_mapped++;
   }
+  if (st == HIPPO_SUCCESS)
+    st = hippo__emu_call(emu, HIPPO_CALL_VM_ACCESS, "vm_map (set access)");
   if (st != HIPPO_SUCCESS) { /* all or nothing: what this call mapped goes */
     hippo__error_kept kept;
     hippo__error_keep(&kept);
     for (uint64_t back = addr; back < at; back += granule) {
       emu->calls[HIPPO_CALL_VM_UNMAP]++; /* an unmap, counted (never
                                             failed by an injected fault) */
-      if (unmap_now(emu, r, back, back + granule) == 0)
-        emu->granules_mapped--;
+      (void)drop_allocation(emu, r, back, granule);
     }
     hippo__error_restore(&kept);
     goto out;
@@ -307,8 +369,21 @@ hippo_status hippo__emu_vm_unmap(hippo__backend *be, uint64_t addr,
                           (unsigned long long)size);
     goto out;
   }
-  /* As a driver that orders the unmap after the device's work: wait for
-   * it, or (just mapped, no wait) no queued work may touch the granules */
+  for (uint64_t a = addr; a < addr + size; a += granule)
+    if (!whole_allocation(emu, r, a, granule)) {
+      st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
+                            "%s vm_unmap: [%#llx, +%llu) is not one whole "
+                            "allocation vm_map made (a driver unmaps whole "
+                            "mappings only)",
+                            emu->name, (unsigned long long)a,
+                            (unsigned long long)granule);
+      goto out;
+    }
+  /* As a driver that orders the unmap after the device's work: a wait
+   * (counted: on a GPU it synchronizes the device), or (just mapped, no
+   * wait) no queued work may touch the allocations */
+  if (wait)
+    emu->waits++;
   if (hippo__emu_queued_on(emu, addr, size)) {
     if (!wait) {
       st = hippo__error_set(HIPPO_INVALID_ARGUMENT,
@@ -324,9 +399,9 @@ hippo_status hippo__emu_vm_unmap(hippo__backend *be, uint64_t addr,
     int err;
     if ((st = hippo__emu_call(emu, HIPPO_CALL_VM_UNMAP, "vm_unmap")))
       break;
-    if ((err = unmap_now(emu, r, at, at + granule)) != 0) {
+    if ((err = drop_allocation(emu, r, at, granule)) != 0) {
       st = hippo__error_set(HIPPO_BACKEND_ERROR,
-                            "%s vm_unmap: granule %#llx of %llu B: %s%s",
+                            "%s vm_unmap: allocation %#llx of %llu B: %s%s",
                             emu->name, (unsigned long long)at,
                             (unsigned long long)granule, strerror(err),
                             err == ENOMEM
@@ -336,7 +411,6 @@ hippo_status hippo__emu_vm_unmap(hippo__backend *be, uint64_t addr,
                                 : "");
       break;
     }
-    emu->granules_mapped--;
   }
 out:
   if (done)
@@ -352,6 +426,8 @@ void hippo__emu_vm_fini(hippo__emu *emu) {
       (void)emu->cls->range_drop(r, r->runs.v[k].start,
                                  r->runs.v[k].end - r->runs.v[k].start);
     hippo__vm_runs_free(&r->runs);
+    free(r->heads);
+    r->heads = NULL;
     r->mapped = 0;
     if (emu->cls->range_release)
       (void)emu->cls->range_release(r);

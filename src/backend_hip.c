@@ -99,6 +99,7 @@ typedef struct gpu_backend {
   int32_t ordinal;
   uint64_t budget;    /* bytes hippo may hold of the device */
   _Atomic uint64_t calls[HIPPO_CALL_KINDS];
+  _Atomic uint64_t waits; /* host-side waits (hippo_emu_counters) */
   atomic_bool armed;  /* any fault armed: then take the lock */
   pthread_mutex_t lock; /* faults, pages, streams, byte counts */
   struct {
@@ -149,7 +150,7 @@ static gpu_backend *gpu_of(hippo__backend *be) { return (gpu_backend *)be; }
 
 static const char *const kind_names[HIPPO_CALL_KINDS] = {
     "page_alloc", "page_free", "copy", "stream_sync", "event", "capture_query",
-    "vm_range", "vm_map", "vm_unmap"};
+    "vm_range", "vm_map", "vm_unmap", "vm_access"};
 
 /* Counts a call of `kind` (named `name` in the message); an injected fault
  * makes it fail. */
@@ -480,6 +481,7 @@ static hippo_status gpu_stream_sync(hippo__backend *be, void *stream) {
 
   if ((st = begin(g, HIPPO_CALL_SYNC, "stream_sync", &sc)) != HIPPO_SUCCESS)
     return st;
+  atomic_fetch_add_explicit(&g->waits, 1, memory_order_relaxed);
   return leave(g, &sc,
                RT(g, g->rt->stream_sync(stream), "StreamSynchronize", NULL));
 }
@@ -518,6 +520,7 @@ static hippo_status gpu_event_wait(hippo__backend *be, void *event) {
 
   if ((st = call(g, HIPPO_CALL_EVENT)) != HIPPO_SUCCESS)
     return st;
+  atomic_fetch_add_explicit(&g->waits, 1, memory_order_relaxed);
   return RT(g, g->rt->event_sync(event), "EventSynchronize", NULL);
 }
 
@@ -693,8 +696,10 @@ static hippo_status gpu_mem_info(hippo__backend *be, uint64_t *free_bytes,
  * every answer is checked.
  *
  * Calls are counted as on HOST and DRY: vm_reserve and vm_release one
- * HIPPO_CALL_VM_RANGE each, one HIPPO_CALL_VM_MAP per granule mapped, one
- * HIPPO_CALL_VM_UNMAP per granule given back; an injected fault fails that
+ * HIPPO_CALL_VM_RANGE each, one HIPPO_CALL_VM_MAP per allocation created
+ * and mapped, one HIPPO_CALL_VM_ACCESS per map call (access is set once
+ * over its span), one HIPPO_CALL_VM_UNMAP per allocation unmapped and
+ * released; an injected fault fails that
  * call with nothing changed (vm_map gives back what the call had mapped,
  * vm_unmap stops there and says how far it got). */
 
@@ -854,14 +859,8 @@ static hippo_status map_one(gpu_backend *g, uint64_t at, uint64_t granule,
     }
     return st;
   }
-  err = vm->set_access(p, (size_t)granule, &g->vm_access, 1);
-  if (err != HIPPO__GPU_SUCCESS) {
-    st = vm_fail(g, err, "MemSetAccess");
-    *handle = h;
-    *held = true; /* mapped: given back as the call's others are */
-    return st;
-  }
   *handle = h;
+  *held = true;
   return HIPPO_SUCCESS;
 }
 
@@ -1131,14 +1130,25 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
       break;
     st = map_one(g, addr + k * granule, granule, &hs[k], &held, &kept);
     if (st) {
-      st = hippo__error_wrap(st, "%s vm_map: granule %#llx of %llu B",
+      st = hippo__error_wrap(st, "%s vm_map: allocation %#llx of %llu B",
                              g->rt->name,
                              (unsigned long long)(addr + k * granule),
                              (unsigned long long)granule);
-      if (held)
-        k++; /* mapped all the same: given back with the others */
       break;
     }
+  }
+  /* access once for the whole span, as PyTorch's expandable segments set
+   * it once per growth (cuMemSetAccess covers mappings back to back) */
+  if (st == HIPPO_SUCCESS && entered &&
+      (st = call_named(g, HIPPO_CALL_VM_ACCESS, "vm_map (set access)")) ==
+          HIPPO_SUCCESS) {
+    int err = g->rt->vm.set_access((void *)(uintptr_t)addr, (size_t)size,
+                                   &g->vm_access, 1);
+    if (err != HIPPO__GPU_SUCCESS)
+      st = hippo__error_wrap(vm_fail(g, err, "MemSetAccess"),
+                             "%s vm_map: [%#llx, +%llu)", g->rt->name,
+                             (unsigned long long)addr,
+                             (unsigned long long)size);
   }
   if (st) { /* all or nothing: what this call mapped goes back */
     hippo__error_kept why;
@@ -1230,7 +1240,10 @@ static hippo_status gpu_vm_unmap(hippo__backend *be, uint64_t addr,
     goto out;
   if (g->norphans)
     orphans_retry(g);
-  /* hipMemUnmap waits for the device's work; cuMemUnmap does not */
+  /* hipMemUnmap waits for the device's work; cuMemUnmap does not.  A
+   * wait either way (counted once a call) */
+  if (wait)
+    atomic_fetch_add_explicit(&g->waits, 1, memory_order_relaxed);
   if (wait && g->rt->flavor == HIPPO__GPU_CUDA) {
     int err = g->rt->device_sync();
     if (err != HIPPO__GPU_SUCCESS)
@@ -1693,6 +1706,7 @@ static hippo_status gpu_emu_counters(hippo__backend *be,
   c.granules_mapped = g->granules_mapped;
   c.bytes_mapped = g->bytes_mapped;
   c.peak_bytes_mapped = g->peak_bytes_mapped;
+  c.waits = atomic_load(&g->waits);
   pthread_mutex_unlock(&g->lock);
   return hippo__struct_out(out, &c, sizeof c, 8, "hippo_emu_counters");
 }

@@ -222,7 +222,7 @@ START_TEST(fault_injection) {
   ck_assert_uint_eq(counters_of(be).pages_held, 1);
 
   CK_CORE_FAILS(be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1, HIPPO_BACKEND_ERROR),
-                HIPPO_INVALID_ARGUMENT, "call kind 9");
+                HIPPO_INVALID_ARGUMENT, "call kind 10");
   CK_CORE_FAILS(
       be->ops->emu_inject_fault(be, HIPPO_CALL_SYNC, 1, HIPPO_SUCCESS),
       HIPPO_INVALID_ARGUMENT, "not a failure status");

@@ -378,7 +378,7 @@ START_TEST(fault_bad_arguments) {
   hippo__backend *be = host_new(MiB, 0);
   CK_CORE_FAILS(
       be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1, HIPPO_BACKEND_ERROR),
-      HIPPO_INVALID_ARGUMENT, "call kind 9");
+      HIPPO_INVALID_ARGUMENT, "call kind 10");
   CK_CORE_FAILS(
       be->ops->emu_inject_fault(be, HIPPO_CALL_ALLOC, 1, HIPPO_SUCCESS),
       HIPPO_INVALID_ARGUMENT, "not a failure status");

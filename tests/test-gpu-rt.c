@@ -933,7 +933,7 @@ START_TEST(test_faults_and_counters) {
   CK_CORE_STATUS(be->ops->stream_sync(be, NULL), HIPPO_BUSY);
   CK_CORE_STATUS(be->ops->emu_inject_fault(be, HIPPO_CALL_KINDS, 1, HIPPO_BUSY),
                  HIPPO_INVALID_ARGUMENT);
-  CK_CORE_ERROR_HAS("HIP emu_inject_fault: call kind 9 is unknown");
+  CK_CORE_ERROR_HAS("HIP emu_inject_fault: call kind 10 is unknown");
   CK_CORE_STATUS(
       be->ops->emu_inject_fault(be, HIPPO_CALL_COPY, 1, HIPPO_SUCCESS),
       HIPPO_INVALID_ARGUMENT);

@@ -1534,7 +1534,7 @@ START_TEST(test_emu_fault_values) {
   CK_REFUSED(api,
              tu_emu(api)->inject_fault(v.dev, HIPPO_CALL_KINDS, 1,
                                        HIPPO_OUT_OF_MEMORY),
-             HIPPO_INVALID_ARGUMENT, "call kind 9");
+             HIPPO_INVALID_ARGUMENT, "call kind 10");
   CK_REFUSED(
       api, tu_emu(api)->inject_fault(v.dev, UINT32_MAX, 1, HIPPO_OUT_OF_MEMORY),
       HIPPO_INVALID_ARGUMENT, "call kind");
