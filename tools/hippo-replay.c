@@ -4,8 +4,8 @@
  *                [--capacity BYTES]
  *                [--layout PRESET|SPEC]
  *                [--relocate never|wanted|explicit-every=N] [--json FILE]
- *                [--svg FILE] [--check] [--strict] [--lenient] [--quiet]
- *                TRACE.csv
+ *                [--svg FILE] [--steps N] [--check] [--strict] [--lenient]
+ *                [--quiet] TRACE.csv
  *
  * The trace is a CSV file; its header line names the format (tools/trace.h
  * has both): hippo's own, `op,id,size,stream`, one event per line:
@@ -43,6 +43,14 @@
  * and hippo keeps one manager per native stream, so on HIP every trace
  * stream is mapped to a single manager on the default (NULL) stream; the
  * summary says so.
+ *
+ * --steps N replays the trace N times as the steps of a training loop
+ * (tools/steps.h: blocks the trace never frees are made in step 1 only,
+ * every other block again in each step) and reports each step: events,
+ * peak live and peak mapped (reserved) bytes, the driver calls a real
+ * runtime would receive, the host-side waits, and the calls priced with
+ * a latency table (steps.c, docs/benchmarks.md); the device's figures
+ * are then read after every reservation, so wall time includes that.
  *
  * Relocation policy (--relocate): `wanted` (the default) calls
  * relocate_when_wanted on the stream before every reservation, as a host
@@ -84,6 +92,7 @@
 #include <unistd.h>
 
 #include "hippo.h"
+#include "steps.h"
 #include "timeline.h"
 #include "toolutil.h"
 #include "trace.h"
@@ -101,7 +110,7 @@ static const char *const usage_line =
     "usage: hippo-replay [--plugin PATH] [--backend auto|host|dry|hip] "
     "[--capacity BYTES] [--layout PRESET|SPEC] "
     "[--relocate never|wanted|explicit-every=N] [--json FILE] [--svg FILE] "
-    "[--check] [--strict] [--lenient] [--quiet] TRACE.csv";
+    "[--steps N] [--check] [--strict] [--lenient] [--quiet] TRACE.csv";
 
 enum policy { RELOCATE_WANTED, RELOCATE_NEVER, RELOCATE_EVERY };
 
@@ -116,6 +125,7 @@ struct options {
   uint64_t every;                 /* explicit-every=N */
   const char *json;               /* --json FILE */
   const char *svg;                /* --svg FILE */
+  uint32_t steps;                 /* --steps N (0: not given, one pass) */
   const char *trace;
 };
 
@@ -175,6 +185,10 @@ static void print_help(void) {
       "                    the replay as an SVG timeline in FILE\n"
       "                    (FILE - is stdout, for one of the two; the\n"
       "                    summary then goes to stderr)\n"
+      "  --steps N         replay the trace N times as training steps\n"
+      "                    (blocks it never frees made once) and report\n"
+      "                    each step's peaks, driver calls, waits and\n"
+      "                    their cost (1 <= N <= 1000)\n"
       "  --check           verify hippo's bookkeeping after every event\n"
       "                    (exit 4 on the first failure)\n"
       "  --strict          exit 3 when any reservation failed\n"
@@ -199,7 +213,8 @@ static int parse_options(int argc, char **argv, struct options *o) {
     OPT_RELOCATE,
     OPT_JSON,
     OPT_SVG,
-    OPT_LENIENT
+    OPT_LENIENT,
+    OPT_STEPS
   };
   static const struct option longopts[] = {
       {"plugin", required_argument, NULL, OPT_DEVICE},
@@ -209,6 +224,7 @@ static int parse_options(int argc, char **argv, struct options *o) {
       {"relocate", required_argument, NULL, OPT_RELOCATE},
       {"json", required_argument, NULL, OPT_JSON},
       {"svg", required_argument, NULL, OPT_SVG},
+      {"steps", required_argument, NULL, OPT_STEPS},
       {"check", no_argument, NULL, OPT_CHECK},
       {"strict", no_argument, NULL, OPT_STRICT},
       {"quiet", no_argument, NULL, OPT_QUIET},
@@ -252,6 +268,18 @@ static int parse_options(int argc, char **argv, struct options *o) {
       }
       *(c == OPT_JSON ? &o->json : &o->svg) = optarg;
       break;
+    case OPT_STEPS: {
+      char *end;
+      unsigned long v = strtoul(optarg, &end, 10);
+      if (*optarg < '0' || *optarg > '9' || *end || v < 1 || v > 1000) {
+        tool_usage_error("hippo-replay", usage_line,
+                         "--steps takes a number of steps, 1 to 1000, not",
+                         optarg);
+        return EXIT_USAGE;
+      }
+      o->steps = (uint32_t)v;
+      break;
+    }
     case OPT_CHECK:
       o->check = true;
       break;
@@ -288,6 +316,13 @@ static int parse_options(int argc, char **argv, struct options *o) {
     tool_usage_error("hippo-replay", usage_line,
                      "--json - and --svg - would both write to stdout; give "
                      "one of them a file",
+                     NULL);
+    return EXIT_USAGE;
+  }
+  if (o->steps && o->svg) {
+    tool_usage_error("hippo-replay", usage_line,
+                     "--svg draws one pass of the trace; leave out --steps "
+                     "or --svg",
                      NULL);
     return EXIT_USAGE;
   }
@@ -330,6 +365,7 @@ struct results {
   hippo_status first_release_fail_status;
   char first_release_fail_error[512];
   double wall_s;
+  struct step_figures *steps; /* --steps: one per step, else NULL */
 };
 
 static void copy_error(char *dst, size_t cap, const char *src) {
@@ -533,7 +569,70 @@ static void progress_reading(void *arg, size_t done, size_t total) {
 /* The trace names a bad line: the reading's line goes first. */
 static void progress_reading_end(void *arg) { progress_end(arg); }
 
-/* The timed loop.  EXIT_OK, or EXIT_CHECK (message printed). */
+/* The reservations of blocks the trace never frees (made in step 1 only
+ * when it repeats): once[i] for event i.  NULL without host memory (the
+ * caller says so). */
+static bool *never_freed(const struct trace *t) {
+  bool *once = calloc(t->count ? t->count : 1, sizeof *once);
+  bool *freed_later = calloc(t->slots ? t->slots : 1, sizeof *freed_later);
+  if (!once || !freed_later) {
+    free(once);
+    free(freed_later);
+    return NULL;
+  }
+  for (size_t i = t->count; i-- > 0;) {
+    const struct trace_event *e = &t->events[i];
+    if (e->op == TRACE_RELEASE) {
+      freed_later[e->slot] = true;
+    } else {
+      once[i] = !freed_later[e->slot];
+      freed_later[e->slot] = false;
+    }
+  }
+  free(freed_later);
+  return once;
+}
+
+/* One step's start and end (--steps): the counters around it. */
+static void step_open(struct session *s, struct step_figures *f,
+                      uint32_t step, const struct results *r,
+                      hippo_emu_counters *c0) {
+  memset(f, 0, sizeof *f);
+  f->step = step;
+  f->peak_live_bytes = r->live_bytes;
+  memset(c0, 0, sizeof *c0);
+  c0->struct_size = sizeof *c0;
+  f->counted = s->backend != HIPPO_BACKEND_HIP &&
+               tool_emu(s->api)->counters(s->dev, c0) == HIPPO_SUCCESS;
+}
+
+static void step_close(struct session *s, struct step_figures *f,
+                       const hippo_emu_counters *c0) {
+  hippo_emu_counters c1;
+  memset(&c1, 0, sizeof c1);
+  c1.struct_size = sizeof c1;
+  if (f->counted &&
+      tool_emu(s->api)->counters(s->dev, &c1) == HIPPO_SUCCESS)
+    step_count(f, c0, &c1);
+  else
+    f->counted = false;
+}
+
+/* After a reservation in a step: its peaks (the device's bytes held now). */
+static void step_sample(struct session *s, struct step_figures *f,
+                        uint64_t live) {
+  hippo_usage u;
+  if (live > f->peak_live_bytes)
+    f->peak_live_bytes = live;
+  memset(&u, 0, sizeof u);
+  u.struct_size = sizeof u;
+  if (s->api->usage(s->dev, NULL, &u) == HIPPO_SUCCESS &&
+      u.bytes_reserved > f->peak_mapped_bytes)
+    f->peak_mapped_bytes = u.bytes_reserved;
+}
+
+/* The timed loop: the trace once, or --steps times.  EXIT_OK, or
+ * EXIT_CHECK / EXIT_INPUT (message printed). */
 static int replay(struct session *s, const struct options *o,
                   const struct trace *t, struct results *r,
                   struct progress *pg) {
@@ -541,78 +640,108 @@ static int replay(struct session *s, const struct options *o,
   const struct trace_event *ev = t->events;
   hippo_handle *handles = s->handles;
   size_t i, n = t->count;
+  uint32_t steps = o->steps ? o->steps : 1;
+  bool *once = NULL;
   double t0;
   int rc = EXIT_OK;
 
-  progress_begin(pg, n);
+  if (o->steps) {
+    r->steps = calloc(steps, sizeof *r->steps);
+    once = steps > 1 ? never_freed(t) : NULL;
+    if (!r->steps || (steps > 1 && !once)) {
+      fprintf(stderr, "hippo-replay: out of host memory for --steps\n");
+      free(once);
+      return EXIT_INPUT;
+    }
+  }
+  progress_begin(pg, n * steps);
   t0 = now_s();
-  for (i = 0; i < n; i++) {
-    const struct trace_event *e = &ev[i];
-    hippo_stream *m = s->mgr[e->stream];
-    hippo_status st;
+  for (uint32_t step = 0; step < steps && rc == EXIT_OK; step++) {
+    struct step_figures *sf = r->steps ? &r->steps[step] : NULL;
+    hippo_emu_counters c0;
+    if (sf)
+      step_open(s, sf, step + 1, r, &c0);
+    for (i = 0; i < n; i++) {
+      const struct trace_event *e = &ev[i];
+      hippo_stream *m = s->mgr[e->stream];
+      hippo_status st;
 
-    if (pg->enabled && (i & 4095) == 0) /* a clock read per 4096 events */
-      progress_tick(pg, "replaying", i, n, "events");
+      if (pg->enabled && (i & 4095) == 0) /* a clock read per 4096 events */
+        progress_tick(pg, "replaying", step * n + i, n * steps, "events");
+      if (step && once && once[i])
+        continue; /* made in step 1, still live */
+      if (sf)
+        sf->events++;
 
-    if (e->op == TRACE_RESERVE) {
-      hippo_handle h = 0;
-      if (o->policy == RELOCATE_WANTED)
-        (void)api->relocate_when_wanted(m); /* failures: in the report */
-      st = api->reserve(m, e->size, HIPPO_MODE_AUTO, &h);
-      if (st == HIPPO_SUCCESS) {
-        handles[e->slot] = h;
-        r->live_bytes += e->size;
-        if (r->live_bytes > r->peak_live_bytes)
-          r->peak_live_bytes = r->live_bytes;
+      if (e->op == TRACE_RESERVE) {
+        hippo_handle h = 0;
+        if (o->policy == RELOCATE_WANTED)
+          (void)api->relocate_when_wanted(m); /* failures: in the report */
+        st = api->reserve(m, e->size, HIPPO_MODE_AUTO, &h);
+        if (st == HIPPO_SUCCESS) {
+          handles[e->slot] = h;
+          r->live_bytes += e->size;
+          if (r->live_bytes > r->peak_live_bytes)
+            r->peak_live_bytes = r->live_bytes;
+          if (sf)
+            step_sample(s, sf, r->live_bytes);
+        } else {
+          handles[e->slot] = 0;
+          r->oom_count += st == HIPPO_OUT_OF_MEMORY;
+          if (r->failed_reserves++ == 0) {
+            r->first_fail_line = e->line;
+            r->first_fail_status = st;
+            copy_error(r->first_fail_error, sizeof r->first_fail_error,
+                       api->last_error());
+          }
+        }
       } else {
-        handles[e->slot] = 0;
-        r->oom_count += st == HIPPO_OUT_OF_MEMORY;
-        if (r->failed_reserves++ == 0) {
-          r->first_fail_line = e->line;
-          r->first_fail_status = st;
-          copy_error(r->first_fail_error, sizeof r->first_fail_error,
-                     api->last_error());
+        hippo_handle h = handles[e->slot];
+        if (h == 0) {
+          r->skipped_releases++;
+        } else {
+          handles[e->slot] = 0;
+          r->live_bytes -= e->size;
+          st = api->release(m, h);
+          if (st != HIPPO_SUCCESS && r->failed_releases++ == 0) {
+            r->first_release_fail_line = e->line;
+            r->first_release_fail_status = st;
+            copy_error(r->first_release_fail_error,
+                       sizeof r->first_release_fail_error,
+                       api->last_error());
+          }
         }
       }
-    } else {
-      hippo_handle h = handles[e->slot];
-      if (h == 0) {
-        r->skipped_releases++;
-      } else {
-        handles[e->slot] = 0;
-        r->live_bytes -= e->size;
-        st = api->release(m, h);
-        if (st != HIPPO_SUCCESS && r->failed_releases++ == 0) {
-          r->first_release_fail_line = e->line;
-          r->first_release_fail_status = st;
-          copy_error(r->first_release_fail_error,
-                     sizeof r->first_release_fail_error, api->last_error());
+      if (o->policy == RELOCATE_EVERY && (i + 1) % o->every == 0)
+        (void)api->relocate_with(s->dev, NULL, HIPPO_RELOCATE_EXPLICIT,
+                                 NULL);
+      if (s->timeline)
+        timeline_event(s->timeline, i, e->stream, e->op == TRACE_RESERVE,
+                       e->op == TRACE_RESERVE && handles[e->slot] == 0,
+                       r->live_bytes,
+                       o->policy == RELOCATE_EVERY &&
+                           (i + 1) % o->every == 0);
+      if (o->check) {
+        st = api->check(s->dev);
+        if (st != HIPPO_SUCCESS) {
+          progress_end(pg);
+          fprintf(stderr,
+                  "%s:%" PRIu32 ": hippo's bookkeeping check failed after "
+                  "this event: %s: %s\n  (a hippo bug: please report it "
+                  "with the trace)\n",
+                  o->trace, e->line, tool_status_name(api, st),
+                  api->last_error());
+          rc = EXIT_CHECK;
+          break;
         }
       }
     }
-    if (o->policy == RELOCATE_EVERY && (i + 1) % o->every == 0)
-      (void)api->relocate_with(s->dev, NULL, HIPPO_RELOCATE_EXPLICIT, NULL);
-    if (s->timeline)
-      timeline_event(s->timeline, i, e->stream, e->op == TRACE_RESERVE,
-                     e->op == TRACE_RESERVE && handles[e->slot] == 0,
-                     r->live_bytes,
-                     o->policy == RELOCATE_EVERY && (i + 1) % o->every == 0);
-    if (o->check) {
-      st = api->check(s->dev);
-      if (st != HIPPO_SUCCESS) {
-        progress_end(pg);
-        fprintf(stderr,
-                "%s:%" PRIu32 ": hippo's bookkeeping check failed after "
-                "this event: %s: %s\n  (a hippo bug: please report it with "
-                "the trace)\n",
-                o->trace, e->line, tool_status_name(api, st), api->last_error());
-        rc = EXIT_CHECK;
-        break;
-      }
-    }
+    if (sf)
+      step_close(s, sf, &c0);
   }
   r->wall_s = now_s() - t0;
   progress_end(pg);
+  free(once);
   return rc;
 }
 
@@ -763,6 +892,8 @@ static void print_summary(FILE *out, const struct session *s,
     fprintf(out, "relocated bytes: %" PRIu64 "\n", u->bytes_relocated);
   }
   fprintf(out, "out-of-memory reservations: %" PRIu64 "\n", r->oom_count);
+  for (uint32_t k = 0; r->steps && k < o->steps; k++)
+    step_print_text(out, &r->steps[k]);
   fprintf(out, "wall time: %.6f s%s%s\n", r->wall_s,
           o->check ? " (includes --check after every event)" : "",
           o->svg ? " (includes the --svg samples)" : "");
@@ -861,6 +992,12 @@ static void write_json(FILE *f, const struct session *s,
   fprintf(f, "  \"wall_seconds\": %.6f,\n", r->wall_s);
   fprintf(f, "  \"ns_per_event\": %.1f,\n",
           t->count ? r->wall_s * 1e9 / (double)t->count : 0.0);
+  if (r->steps) {
+    fprintf(f, "  \"steps\": [\n");
+    for (uint32_t k = 0; k < o->steps; k++)
+      step_print_json(f, &r->steps[k], 4, k + 1 == o->steps);
+    fprintf(f, "  ],\n");
+  }
   fprintf(f, "  \"pools\": [");
   for (uint32_t k = 0; k < s->attached_count; k++) {
     hippo_usage su;
@@ -1187,6 +1324,7 @@ int main(int argc, char **argv) {
     rc = close_rc;
   timeline_free(s.timeline);
   free(s.handles);
+  free(r.steps);
   trace_free(&t);
   return rc;
 }

@@ -81,9 +81,12 @@ hippo_status tool_load(const char *prog, const char *path, void **lib,
 }
 
 double tool_calls_per_1000(const hippo_emu_counters *c, uint64_t events) {
+  /* as a driver receives them: a VM_MAP is a create and a map, a
+   * VM_UNMAP an unmap and a release (steps.h) */
   uint64_t n = c->calls[HIPPO_CALL_ALLOC] + c->calls[HIPPO_CALL_FREE] +
-               c->calls[HIPPO_CALL_VM_MAP] + c->calls[HIPPO_CALL_VM_UNMAP] +
-               c->calls[HIPPO_CALL_VM_RANGE];
+               2 * c->calls[HIPPO_CALL_VM_MAP] +
+               2 * c->calls[HIPPO_CALL_VM_UNMAP] +
+               c->calls[HIPPO_CALL_VM_ACCESS] + c->calls[HIPPO_CALL_VM_RANGE];
   return events ? (double)n * 1000.0 / (double)events : 0.0;
 }
 
