@@ -337,7 +337,16 @@ typedef struct hippo_pool_options {
   uint64_t unmap_threshold; /* VIRTUAL: idle mapped bytes (no live
                                reservation touches them) at which
                                relocation_need answers HIPPO_NEED_UNMAP
-                               (0 = the default, UINT64_MAX = never) */
+                               (0 = the default: never, UINT64_MAX =
+                               never) */
+  uint64_t map_budget;     /* VIRTUAL: mapped bytes allowed above the
+                              running peak of the pool's live bytes, in
+                              parts per 10,000 of that peak (at least 8
+                              granules); a reservation that would map
+                              past it first gives back the idle granules
+                              no recent work used (0 = the default, 150:
+                              1.5 %; UINT64_MAX = no budget: idle granules
+                              stay until cleanup); appended */
 } hippo_pool_options;
 
 /* A pool layout: a preset, or a custom list of pools in routing order. */

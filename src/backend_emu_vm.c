@@ -170,8 +170,9 @@ out:
   return st;
 }
 
-/* The checks vm_map and vm_unmap share: granule a positive multiple of the
- * granularity, [addr, addr + size) granule-aligned inside one range.
+/* The checks vm_map and vm_unmap share: granule (an allocation's size) a
+ * positive multiple of the granularity, [addr, addr + size) a whole number
+ * of them, aligned to the granularity, inside one range.
  * Locked. */
 static hippo_status span_check(hippo__emu *emu, const char *call,
                                uint64_t addr, uint64_t size, uint64_t granule,
@@ -183,7 +184,7 @@ static hippo_status span_check(hippo__emu *emu, const char *call,
   if (size == 0 || size % granule)
     return not_granular(emu, call, "size", size, granule);
   r = range_at(emu, addr);
-  if (!r || (addr - r->addr) % granule || size > r->size - (addr - r->addr))
+  if (!r || (addr - r->addr) % g || size > r->size - (addr - r->addr))
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s %s: [%#llx, +%llu) is not granule-aligned "
                             "inside a range vm_reserve gave",

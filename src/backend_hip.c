@@ -1067,7 +1067,7 @@ static hippo_status span_check(const gpu_backend *g, const char *call,
     return not_granular(g, call, "size", size, granule);
   i = range_at(g, addr);
   r = i < g->nranges ? &g->ranges[i] : NULL;
-  if (!r || (addr - r->addr) % granule || size > r->size - (addr - r->addr))
+  if (!r || (addr - r->addr) % gran || size > r->size - (addr - r->addr))
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "%s %s: [%#llx, +%llu) is not granule-aligned "
                             "inside a range vm_reserve gave",

@@ -494,6 +494,7 @@ hippo_status hippo__stream_detach(hippo_stream *s) {
     /* the native may go: never asked again */
     hippo__capture_forget(&s->capture);
     s->native = NULL;
+    s->gate.own_waits = false; /* its work: the device's wait */
     dev->retained[dev->retained_count++] = s;
     hippo__lock_drop(&s->lock);
     retained_retry(dev);

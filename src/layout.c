@@ -184,6 +184,9 @@ static hippo_status unused_zero(uint32_t i, const hippo_pool_options *o) {
   if (!virt && o->unmap_threshold)
     return BAD(i, "unmap_threshold",
                "only VIRTUAL pools use it; set it to 0", kind);
+  if (!virt && o->map_budget)
+    return BAD(i, "map_budget", "only VIRTUAL pools use it; set it to 0",
+               kind);
   if (virt && o->dealloc_period)
     return BAD(i, "dealloc_period",
                "a VIRTUAL pool gives granules back in batches (cleanup, "
@@ -205,7 +208,8 @@ static hippo_status unused_zero(uint32_t i, const hippo_pool_options *o) {
  * granularity but at least HIPPO__VIRTUAL_MIN_GRANULE; range_size 0 the
  * device's memory (or budget) rounded up to the granule, and no more;
  * max_slice_size 0 the range, at most the device's memory; unmap_threshold
- * 0 the default, HIPPO__VIRTUAL_DEFAULT_THRESHOLD. */
+ * 0 the default, HIPPO__VIRTUAL_DEFAULT_THRESHOLD (never), map_budget 0
+ * HIPPO__VIRTUAL_DEFAULT_BUDGET. */
 static hippo_status resolve_virtual(uint32_t i, hippo_pool_options *o,
                                     const hippo__backend *be) {
   uint64_t a = be->alignment, g, gran = 0, room, whole;
@@ -283,6 +287,8 @@ static hippo_status resolve_virtual(uint32_t i, hippo_pool_options *o,
                (unsigned long long)be->total_memory);
   if (o->unmap_threshold == 0) /* the options in force say what it is */
     o->unmap_threshold = HIPPO__VIRTUAL_DEFAULT_THRESHOLD;
+  if (o->map_budget == 0)
+    o->map_budget = HIPPO__VIRTUAL_DEFAULT_BUDGET;
   o->granule = g;
   return HIPPO_SUCCESS;
 }

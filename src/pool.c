@@ -103,34 +103,41 @@ hippo_status hippo__pool_vm_reserve(hippo__pool *pool, uint64_t size,
 }
 
 hippo_status hippo__pool_vm_map(hippo__pool *pool, uint64_t addr,
-                                uint64_t size, uint64_t granule) {
+                                uint64_t size, uint64_t alloc,
+                                uint64_t unit) {
   hippo_status st;
   if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages))
     return needs_page(size);
-  st = pool->be->ops->vm_map(pool->be, addr, size, granule);
+  st = pool->be->ops->vm_map(pool->be, addr, size, alloc);
   if (st != HIPPO_SUCCESS) {
     if (st == HIPPO_OUT_OF_MEMORY && pool->acct)
       pool->acct->refused = size;
     return st;
   }
-  head_add(pool, size, size / granule);
+  head_add(pool, size, size / unit);
   return HIPPO_SUCCESS;
 }
 
 hippo_status hippo__pool_vm_unmap(hippo__pool *pool, uint64_t addr,
-                                  uint64_t size, uint64_t granule, bool wait,
-                                  uint64_t *done) {
+                                  uint64_t size, uint64_t alloc,
+                                  uint64_t unit, bool wait, uint64_t *done) {
   uint64_t gone = 0;
   hippo_status st =
-      pool->be->ops->vm_unmap(pool->be, addr, size, granule, wait, &gone);
+      pool->be->ops->vm_unmap(pool->be, addr, size, alloc, wait, &gone);
   if (gone > size) /* a backend that says more than it was asked */
     gone = size;
-  gone -= gone % granule;
-  pool->pages -= gone / granule;
+  gone -= gone % alloc;
+  pool->pages -= gone / unit;
   pool->bytes_reserved -= gone;
-  acct_sub_pages(pool->acct, gone, gone / granule);
+  acct_sub_pages(pool->acct, gone, gone / unit);
   *done = gone;
   return st;
+}
+
+bool hippo__pool_stream_wait(hippo__pool *pool) {
+  hippo__free_gate *g = pool->gate;
+  return g && g->own_waits &&
+         pool->be->ops->stream_sync(pool->be, g->native) == HIPPO_SUCCESS;
 }
 
 void hippo__pool_unaccount(hippo__page_acct *acct, uint64_t size) {

@@ -187,6 +187,12 @@ typedef struct hippo__free_gate {
    * makes after the lock (hippo__leaving). */
   bool defer;
   hippo__leaving *leaving;
+  /* The stream's native, which a pool waits for before it gives back
+   * what the stream's work used (hippo__pool_stream_wait), while
+   * own_waits: false once the stream is detached (its native may be
+   * gone), when the device's work is waited for instead. */
+  void *native;
+  bool own_waits;
   /* The pool of the stream whose release waits to be finished (settle),
    * or NULL; at most one: a pool that leaves a release waiting settles
    * the one named here first. */
@@ -267,9 +273,14 @@ hippo_status hippo__pool_virtual_create(hippo__backend *be,
 /* The most granules a VIRTUAL pool's range is cut into (4 bytes of host
  * memory each). */
 #define HIPPO__VIRTUAL_MAX_GRANULES (UINT64_C(1) << 22)
-/* A VIRTUAL pool's default unmap threshold (unmap_threshold 0): 64 MiB of
- * idle granules (docs/decisions.md has the measurement behind it). */
-#define HIPPO__VIRTUAL_DEFAULT_THRESHOLD (UINT64_C(64) << 20)
+/* A VIRTUAL pool's default unmap threshold (unmap_threshold 0): never --
+ * idle granules are the cache, and the map budget gives them back. */
+#define HIPPO__VIRTUAL_DEFAULT_THRESHOLD UINT64_MAX
+/* A VIRTUAL pool's default map budget (map_budget 0): mapped bytes up to
+ * 1.5 % above the running peak of its live bytes, and its floor in
+ * granules (docs/decisions.md has the sweep behind both). */
+#define HIPPO__VIRTUAL_DEFAULT_BUDGET UINT64_C(150)
+#define HIPPO__VIRTUAL_BUDGET_FLOOR UINT64_C(8)
 hippo_status hippo__pool_persistent_create(hippo__backend *be,
                                            hippo__page_acct *acct,
                                            hippo__pool **out);
@@ -299,18 +310,19 @@ hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
  * is.  Nothing is accounted here: the pool counts its range. */
 hippo_status hippo__pool_vm_reserve(hippo__pool *pool, uint64_t size,
                                     uint64_t granule, uint64_t *addr);
-/* VIRTUAL: back [addr, addr + size) of a reserved range with granules of
- * `granule` bytes (backend.h vm_map) and account them as pages (one per
- * granule); refused with HIPPO_GRAPH_NEEDS_PAGE while the stream captures
- * (the gate), as a page is.  On failure nothing changes. */
+/* VIRTUAL: back [addr, addr + size) of a reserved range with physical
+ * allocations of `alloc` bytes (backend.h vm_map) and account them as
+ * pages, one per `unit` bytes (the pool's granule); refused with
+ * HIPPO_GRAPH_NEEDS_PAGE while the stream captures (the gate), as a page
+ * is.  On failure nothing changes. */
 hippo_status hippo__pool_vm_map(hippo__pool *pool, uint64_t addr,
-                                uint64_t size, uint64_t granule);
-/* VIRTUAL: give the granules of [addr, addr + size) back (vm_unmap;
- * `wait`: the device's work first) and unaccount the *done bytes that
- * went (all of them on success). */
+                                uint64_t size, uint64_t alloc, uint64_t unit);
+/* VIRTUAL: give the allocations of `alloc` bytes of [addr, addr + size)
+ * back (vm_unmap; `wait`: the device's work first) and unaccount the
+ * *done bytes that went (all of them on success), a page per `unit`. */
 hippo_status hippo__pool_vm_unmap(hippo__pool *pool, uint64_t addr,
-                                  uint64_t size, uint64_t granule, bool wait,
-                                  uint64_t *done);
+                                  uint64_t size, uint64_t alloc,
+                                  uint64_t unit, bool wait, uint64_t *done);
 /* Give a page back and unaccount it; on failure it stays accounted.
  * While the gate defers, the page leaves the pool at once and joins the
  * stream's leaving pages (its free comes later); a page that finds no room
@@ -390,6 +402,12 @@ static inline bool hippo__gate_allows(hippo__free_gate *g) {
 static inline bool hippo__pool_may_free(hippo__pool *pool) {
   return hippo__gate_allows(pool->gate);
 }
+/* Waits for the work queued so far on the pool's own stream (its gate's
+ * native): a stream-ordered wait before giving back memory that only the
+ * stream's work can still use.  False when it cannot (no gate, a
+ * detached stream, or the wait failed: last_error says why): the caller
+ * then waits for the whole device instead. */
+bool hippo__pool_stream_wait(hippo__pool *pool);
 /* Fill the common part of a report (kind, options, figures). */
 void hippo__pool_report_head(const hippo__pool *pool, hippo_pool_report *out);
 

@@ -341,11 +341,14 @@ static hippo_status new_room(sliced *p, uint64_t bytes, uint32_t *i) {
 }
 
 /* Slice i serves a reservation of `size` (`bytes` aligned): the figures
- * and the caller's reference. */
+ * (VIRTUAL, `virt` constant in each caller: the running peak of bytes in
+ * use its budget follows) and the caller's reference. */
 static inline void served(sliced *p, uint32_t i, uint64_t size,
-                          uint64_t bytes, hippo__slice_ref *out) {
+                          uint64_t bytes, hippo__slice_ref *out, bool virt) {
   const slice *s = &p->slices[i];
   hippo__pool_note_reserve(&p->head, size, bytes);
+  if (virt && p->head.bytes_in_use > p->vg.peak_live)
+    p->vg.peak_live = p->head.bytes_in_use;
   out->addr = p->pages[s->page].addr + ((uint64_t)s->off << p->head.align_shift);
   out->slice = i;
   out->gen = GEN(s);
@@ -369,7 +372,7 @@ virtual_refused(sliced *p, uint32_t i, uint64_t size, uint64_t bytes,
     return st;
   i = take_free(p, f, u, (uint32_t)(bytes - size));
   (void)hippo__vtouch(p, i); /* its granules are mapped: it cannot fail */
-  served(p, i, size, bytes, out);
+  served(p, i, size, bytes, out, true);
   return HIPPO_SUCCESS;
 }
 
@@ -408,7 +411,7 @@ HOT hippo_status reserve_kind(hippo__pool *pool, uint64_t size,
   i = take_free(p, f, u, (uint32_t)(bytes - size));
   if (virt && HIPPO__UNLIKELY((st = hippo__vtouch(p, i)) != HIPPO_SUCCESS))
     return virtual_refused(p, i, size, bytes, st, out);
-  served(p, i, size, bytes, out);
+  served(p, i, size, bytes, out, virt);
   return HIPPO_SUCCESS;
 }
 
@@ -981,7 +984,12 @@ hippo_status hippo__pool_virtual_create(hippo__backend *be,
   if (!p)
     return HIPPO_OUT_OF_MEMORY;
   p->vg.ref = calloc(range / granule, sizeof *p->vg.ref);
-  if (!p->vg.ref) {
+  p->vg.heads = calloc((range / granule + 63) / 64, sizeof *p->vg.heads);
+  p->vg.stamp = calloc(range / granule, sizeof *p->vg.stamp);
+  if (!p->vg.ref || !p->vg.heads || !p->vg.stamp) {
+    free(p->vg.ref);
+    free(p->vg.heads);
+    free(p->vg.stamp);
     hippo__sliced_free(p);
     return hippo__error_set(HIPPO_OUT_OF_MEMORY,
                             "host memory for a VIRTUAL pool of %llu granules",
@@ -994,6 +1002,7 @@ hippo_status hippo__pool_virtual_create(hippo__backend *be,
   p->vg.ushift = p->vg.shift - p->head.align_shift;
   p->vg.range_size = range;
   p->vg.threshold = opt->unmap_threshold;
+  p->vg.budget = opt->map_budget;
   p->head.max_size = opt->max_slice_size;
   *out = &p->head;
   return HIPPO_SUCCESS;

@@ -45,27 +45,151 @@ static inline void idle_set(sliced *p, uint64_t idle) {
   p->head.bytes_idle = idle << p->vg.shift;
 }
 
-/* Gives the mapped granules [g, h) back (vm_unmap, waiting for the
- * device's work when `wait`); those that went are unmapped (and were
- * idle).  The backend's status. */
-static hippo_status unmap_run(sliced *p, uint64_t g, uint64_t h, bool wait) {
+/* The physical allocations (sliced.h): a bit per granule where one
+ * starts. */
+static inline bool is_head(const hippo__vgranules *v, uint64_t g) {
+  return v->heads[g >> 6] >> (g & 63) & 1;
+}
+static inline void head_put(hippo__vgranules *v, uint64_t g, bool on) {
+  if (on)
+    v->heads[g >> 6] |= UINT64_C(1) << (g & 63);
+  else
+    v->heads[g >> 6] &= ~(UINT64_C(1) << (g & 63));
+}
+
+/* The end of the allocation that starts at mapped granule g. */
+static uint64_t alloc_end(const hippo__vgranules *v, uint64_t g) {
+  uint64_t h = g + 1;
+  while (h < v->high && (v->ref[h] & GMAPPED) && !is_head(v, h))
+    h++;
+  return h;
+}
+
+/* Whether no slice touches a granule of [g, h). */
+static bool all_idle(const hippo__vgranules *v, uint64_t g, uint64_t h) {
+  for (; g < h; g++)
+    if (v->ref[g] != GMAPPED)
+      return false;
+  return true;
+}
+
+/* Gives the allocation [g, h) back (vm_unmap, waiting for the device's
+ * work when `wait`), its granules idle.  The backend's status; on a
+ * failure it stays mapped. */
+static hippo_status unmap_alloc(sliced *p, uint64_t g, uint64_t h,
+                                bool wait) {
   hippo__vgranules *v = &p->vg;
-  uint64_t done = 0, n;
+  uint64_t done = 0, size = (h - g) << v->shift;
   hippo_status st = hippo__pool_vm_unmap(&p->head, v->range + (g << v->shift),
-                                         (h - g) << v->shift, v->size, wait,
-                                         &done);
-  n = done >> v->shift;
-  for (uint64_t k = g; k < g + n; k++)
-    v->ref[k] = 0;
-  v->unmaps += n;
-  idle_set(p, v->idle - n);
-  if (st != HIPPO_SUCCESS)
+                                         size, size, v->size, wait, &done);
+  if (done != size)
     return hippo__error_wrap(st, "VIRTUAL pool: giving back %llu granules "
                              "of %llu B at %#llx",
                              (unsigned long long)(h - g),
                              (unsigned long long)v->size,
                              (unsigned long long)(v->range + (g << v->shift)));
+  for (uint64_t k = g; k < h; k++)
+    v->ref[k] = 0;
+  head_put(v, g, false);
+  v->unmaps += h - g;
+  idle_set(p, v->idle - (h - g));
   return HIPPO_SUCCESS;
+}
+
+/* Before giving back what the stream's work used: its own work waited
+ * for, once (stream-ordered), so the unmaps need no device-wide wait;
+ * where that cannot be (no gate, a detached stream), each unmap waits for
+ * the device.  Returns the `wait` the unmaps take. */
+static bool unmaps_wait(sliced *p) {
+  hippo__error_kept kept;
+  bool waited;
+  hippo__error_keep(&kept);
+  waited = hippo__pool_stream_wait(&p->head);
+  hippo__error_restore(&kept);
+  return !waited;
+}
+
+/* The budget's slack: the mapped bytes allowed above peak_live, `budget`
+ * parts per 10,000 of it, at least HIPPO__VIRTUAL_BUDGET_FLOOR granules
+ * (a small pool would give back and map again at every turn). */
+static uint64_t slack_of(const hippo__vgranules *v) {
+  uint64_t slack = v->peak_live / 10000 * v->budget;
+  return slack > (HIPPO__VIRTUAL_BUDGET_FLOOR << v->shift)
+             ? slack
+             : HIPPO__VIRTUAL_BUDGET_FLOOR << v->shift;
+}
+
+/* The most granules one physical allocation covers: an allocation goes
+ * back whole, so one a reservation uses in part pins the rest; a cap at
+ * half the budget's slack bounds what pinned granules cost the footprint
+ * and follows the pool's size (docs/decisions.md has the sweep). */
+static uint64_t alloc_cap(const hippo__vgranules *v) {
+  uint64_t cap;
+  if (v->budget == UINT64_MAX)
+    return UINT64_MAX; /* no budget: whole runs */
+  cap = (slack_of(v) >> v->shift) / 2;
+  return cap ? cap : 1;
+}
+
+/* An idle allocation that may go back for the budget, and the clock when
+ * its last granule went idle. */
+typedef struct idle_alloc {
+  uint64_t g, h;
+  uint32_t stamp;
+} idle_alloc;
+
+/* The oldest first; of equal age, the highest first. */
+static int older_first(const void *a, const void *b) {
+  const idle_alloc *x = a, *y = b;
+  if (x->stamp != y->stamp)
+    return x->stamp < y->stamp ? -1 : 1;
+  return x->g > y->g ? -1 : x->g < y->g;
+}
+
+/* Mapping `more` bytes would take the pool past its budget: idle
+ * allocations go back, the oldest first (none of [first, last], which the
+ * reservation is about to use), until the excess and the whole slack
+ * went (a hysteresis: the next give-back waits for the slack to fill
+ * again), after one wait for the stream's work.  A failure to give back
+ * is no failure of the reservation (it maps past the budget; cleanup
+ * tries again). */
+static void over_budget(sliced *p, uint64_t first, uint64_t last,
+                        uint64_t more) {
+  hippo__vgranules *v = &p->vg;
+  uint64_t slack = slack_of(v), after = p->head.bytes_reserved + more;
+  uint64_t want, freed = 0;
+  idle_alloc *c;
+  size_t n = 0;
+  bool wait;
+  if (after <= v->peak_live + slack || !v->idle)
+    return;
+  want = after - v->peak_live;
+  c = malloc((size_t)v->idle * sizeof *c);
+  if (!c)
+    return;
+  for (uint64_t g = 0; g < v->high; g++) {
+    uint64_t h;
+    uint32_t stamp = 0;
+    if (!(v->ref[g] & GMAPPED) || !is_head(v, g))
+      continue;
+    h = alloc_end(v, g);
+    if ((h <= first || g > last) && all_idle(v, g, h)) {
+      for (uint64_t k = g; k < h; k++)
+        stamp = v->stamp[k] > stamp ? v->stamp[k] : stamp;
+      c[n++] = (idle_alloc){g, h, stamp};
+    }
+    g = h - 1;
+  }
+  qsort(c, n, sizeof *c, older_first);
+  wait = n ? unmaps_wait(p) : true;
+  for (size_t k = 0; k < n && freed < want; k++) {
+    hippo__error_kept kept;
+    hippo__error_keep(&kept);
+    if (unmap_alloc(p, c[k].g, c[k].h, wait) == HIPPO_SUCCESS)
+      freed += (c[k].h - c[k].g) << v->shift;
+    hippo__error_restore(&kept);
+  }
+  free(c);
 }
 
 /* Whether mapping the unmapped granules of [first, last] takes more than
@@ -78,37 +202,57 @@ static bool maps_several(const hippo__vgranules *v, uint64_t first,
   return missing > 1;
 }
 
-/* Maps the unmapped granules of [first, last] (runs of them), all or
- * nothing; the new ones are idle until counted.  On a failure only the
- * granules this call mapped (tagged GFRESH meanwhile) go again: a granule
- * that was idle before stays mapped, since work queued before its slices'
- * releases may still use it (and an unmap without a wait must not reach
- * it).  While a stream of the device captures (the free gate says no;
- * asked only when several granules are to be mapped, and not for a
- * capturing stream, whose first map is refused) nothing may be
- * unmapped -- hipMemUnmap synchronizes the device -- so the granules go
- * one a call (the backend then has no run to undo part-way) and those
- * this call mapped stay, idle, for the next cleanup. */
+/* Maps the unmapped granules of [first, last] (each run of them one map
+ * call: allocations of up to alloc_cap granules, access set once), all or
+ * nothing; the new ones are idle until counted.
+ * Mapping past the budget first gives idle allocations back
+ * (over_budget).  On a failure only the allocations this call mapped
+ * (tagged GFRESH meanwhile) go again: a granule that was idle before
+ * stays mapped, since work queued before its slices' releases may still
+ * use it (and an unmap without a wait must not reach it).  While a stream
+ * of the device captures (the free gate says no; asked only when several
+ * granules are to be mapped, and not for a capturing stream, whose first
+ * map is refused) nothing may be unmapped -- hipMemUnmap synchronizes the
+ * device -- so the granules go one a call (the backend then has no run to
+ * undo part-way) and those this call mapped stay, idle, for the next
+ * cleanup. */
 static hippo_status __attribute__((noinline))
 map_missing(sliced *p, uint64_t first, uint64_t last) {
   hippo__vgranules *v = &p->vg;
   hippo_status st = HIPPO_SUCCESS;
-  uint64_t g = first, mapped = 0;
-  bool keep = !(p->head.gate && p->head.gate->no_pages) && /* refused */
-              maps_several(v, first, last) && !hippo__pool_may_free(&p->head);
+  uint64_t g = first, mapped = 0, missing = 0, cap;
+  bool refused = p->head.gate && p->head.gate->no_pages;
+  bool keep = !refused && maps_several(v, first, last) &&
+              !hippo__pool_may_free(&p->head);
+  for (uint64_t k = first; k <= last; k++)
+    missing += !(v->ref[k] & GMAPPED);
+  if (!refused && !keep && v->budget != UINT64_MAX &&
+      p->head.bytes_reserved + (missing << v->shift) >
+          v->peak_live + slack_of(v) &&
+      hippo__pool_may_free(&p->head))
+    over_budget(p, first, last, missing << v->shift);
+  cap = alloc_cap(v);
   while (g <= last && st == HIPPO_SUCCESS) {
-    uint64_t h = g;
+    uint64_t h = g, a;
     if (v->ref[g] & GMAPPED) {
       g++;
       continue;
     }
     while (h <= last && !(v->ref[h] & GMAPPED) && !(keep && h > g))
       h++;
+    /* one call for the run: allocations of `a` granules (the run, or
+     * the cap's largest divisor of it), access set once */
+    a = h - g <= cap ? h - g : cap;
+    while ((h - g) % a)
+      a--;
     st = hippo__pool_vm_map(&p->head, v->range + (g << v->shift),
-                            (h - g) << v->shift, v->size);
+                            (h - g) << v->shift, a << v->shift, v->size);
     if (st == HIPPO_SUCCESS) {
-      for (uint64_t k = g; k < h; k++)
+      for (uint64_t k = g; k < h; k++) {
         v->ref[k] = GMAPPED | GFRESH;
+        v->stamp[k] = (uint32_t)p->head.now;
+        head_put(v, k, (k - g) % a == 0);
+      }
       mapped += h - g;
       v->maps += h - g;
       idle_set(p, v->idle + (h - g));
@@ -122,12 +266,12 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
     hippo__error_kept kept;
     hippo__error_keep(&kept);
     for (uint64_t k = first; k <= last; k++) {
-      uint64_t h = k;
-      while (h <= last && v->ref[h] == (GMAPPED | GFRESH))
-        h++;
-      if (h > k)
-        (void)unmap_run(p, k, h, false);
-      k = h;
+      uint64_t h;
+      if (v->ref[k] != (GMAPPED | GFRESH) || !is_head(v, k))
+        continue;
+      h = alloc_end(v, k);
+      (void)unmap_alloc(p, k, h, false);
+      k = h - 1;
     }
     hippo__error_restore(&kept);
   }
@@ -169,13 +313,21 @@ static inline uint32_t and_refs(const uint32_t *ref, uint64_t from,
  * (0) and becomes GMAPPED + 1: a test and a fill, four granules at a
  * time, not a count per granule (a pair of 256 B..64 MiB slices, 100
  * live: callgrind 1,141 -> 907 instructions, the SLICED pool's 667). */
-hippo_status hippo__virtual_touch(sliced *p, uint64_t first, uint64_t last) {
+hippo_status hippo__virtual_touch(sliced *p, uint32_t i, uint64_t first,
+                                  uint64_t last) {
   uint32_t *ref = p->vg.ref;
   uint32_t all = and_refs(ref, first + 1, last, ref[first] & ref[last]);
   uint64_t idle;
   hippo_status st;
-  if (!(all & GMAPPED) && (st = map_missing(p, first, last)) != HIPPO_SUCCESS)
-    return st;
+  if (!(all & GMAPPED)) {
+    /* the budget counts this reservation's bytes among the live ones */
+    uint64_t live = p->head.bytes_in_use +
+                    ((uint64_t)p->slices[i].size << p->head.align_shift);
+    if (live > p->vg.peak_live)
+      p->vg.peak_live = live;
+    if ((st = map_missing(p, first, last)) != HIPPO_SUCCESS)
+      return st;
+  }
   idle = p->vg.idle - ((ref[first]++ & GCOUNT) == 0);
   if (last != first) {
     idle -= (ref[last]++ & GCOUNT) == 0;
@@ -209,32 +361,47 @@ found hippo__virtual_find_mapped(const sliced *p, uint64_t u) {
 /* hippo__vuntouch's general case: the granules may go idle (those inside
  * the slice do). */
 void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last) {
-  uint32_t *ref = p->vg.ref;
-  uint64_t idle = p->vg.idle + ((--ref[first] & GCOUNT) == 0);
+  uint32_t *ref = p->vg.ref, now = (uint32_t)p->head.now;
+  uint64_t idle = p->vg.idle;
+  if ((--ref[first] & GCOUNT) == 0) {
+    idle++;
+    p->vg.stamp[first] = now;
+  }
   if (last != first) {
-    idle += (--ref[last] & GCOUNT) == 0;
+    if ((--ref[last] & GCOUNT) == 0) {
+      idle++;
+      p->vg.stamp[last] = now;
+    }
     fill_refs(ref, first + 1, last, GMAPPED);
+    fill_refs(p->vg.stamp, first + 1, last, now);
     idle += last - first - 1;
   }
   idle_set(p, idle);
 }
 
-/* Every idle granule goes back, in runs; the first failure after trying
- * every run (a granule that stays is tried again at the next call). */
+/* Every idle allocation goes back, after one wait for the stream's work;
+ * the first failure after trying every one (one that stays is tried
+ * again at the next call). */
 static hippo_status give_back(sliced *p) {
   hippo__vgranules *v = &p->vg;
   hippo_status first = HIPPO_SUCCESS;
+  bool waited = false, wait = true;
   for (uint64_t g = 0; g < v->high && v->idle; g++) {
-    uint64_t h = g;
+    uint64_t h;
     hippo_status st;
-    if (v->ref[g] != GMAPPED)
+    if (!(v->ref[g] & GMAPPED) || !is_head(v, g))
       continue;
-    while (h < v->high && v->ref[h] == GMAPPED)
-      h++;
-    st = unmap_run(p, g, h, true);
-    if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
-      first = st;
-    g = h;
+    h = alloc_end(v, g);
+    if (all_idle(v, g, h)) {
+      if (!waited) {
+        wait = unmaps_wait(p);
+        waited = true;
+      }
+      st = unmap_alloc(p, g, h, wait);
+      if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
+        first = st;
+    }
+    g = h - 1;
   }
   return first;
 }
@@ -353,31 +520,30 @@ void hippo__virtual_destroy(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
   hippo__vgranules *v = &p->vg;
   hippo__sliced_settle(p);
-  /* every mapped granule goes (the stream is going away), then the range */
+  /* every allocation goes (the stream is going away), then the range */
+  for (uint64_t g = 0; g < v->high; g++)
+    if ((v->ref[g] & GCOUNT) != 0) {
+      v->ref[g] = GMAPPED; /* the live slices go with the pool */
+      idle_set(p, v->idle + 1);
+    }
   for (uint64_t g = 0; g < v->high; g++) {
-    uint64_t h = g;
-    if (!(v->ref[g] & GMAPPED))
+    uint64_t h;
+    if (!(v->ref[g] & GMAPPED) || !is_head(v, g))
       continue;
-    while (h < v->high && (v->ref[h] & GMAPPED))
-      h++;
-    for (uint64_t k = g; k < h; k++)
-      if ((v->ref[k] & GCOUNT) != 0) {
-        v->ref[k] = GMAPPED; /* the live slices go with the pool */
-        idle_set(p, v->idle + 1);
-      }
+    h = alloc_end(v, g);
     /* once more where a free failed (an injected fault fails one call):
      * what still fails stays with the backend until it is destroyed */
-    if (unmap_run(p, g, h, true) != HIPPO_SUCCESS)
-      for (uint64_t k = g; k < h; k++)
-        if (v->ref[k] == GMAPPED)
-          (void)unmap_run(p, k, k + 1, true);
-    g = h;
+    if (unmap_alloc(p, g, h, true) != HIPPO_SUCCESS)
+      (void)unmap_alloc(p, g, h, true);
+    g = h - 1;
   }
   if (v->range && pool->pages == 0 &&
       pool->be->ops->vm_release(pool->be, v->range, v->range_size) !=
           HIPPO_SUCCESS)
     (void)pool->be->ops->vm_release(pool->be, v->range, v->range_size);
   free(v->ref);
+  free(v->heads);
+  free(v->stamp);
   hippo__sliced_free(p);
 }
 
@@ -527,8 +693,20 @@ out:
   if (st != HIPPO_SUCCESS)
     return st;
   for (uint64_t g = v->high; g < v->count; g++)
-    CHECK(v->ref[g] == 0, "granule %llu above the high mark %llu is used",
+    CHECK(v->ref[g] == 0 && !is_head(v, g),
+          "granule %llu above the high mark %llu is used",
           (unsigned long long)g, (unsigned long long)v->high);
+  for (uint64_t g = 0; g < v->high; g++) {
+    bool mapped_here = (v->ref[g] & GMAPPED) != 0;
+    bool starts = mapped_here && (g == 0 || !(v->ref[g - 1] & GMAPPED));
+    CHECK(!is_head(v, g) || mapped_here,
+          "granule %llu starts an allocation but is not mapped",
+          (unsigned long long)g);
+    CHECK(!starts || is_head(v, g),
+          "mapped granule %llu follows an unmapped one but starts no "
+          "allocation",
+          (unsigned long long)g);
+  }
   CHECK(idle == v->idle && pool->bytes_idle == idle << v->shift,
         "%llu idle granules, counted %llu (%llu B)", (unsigned long long)idle,
         (unsigned long long)v->idle, (unsigned long long)pool->bytes_idle);

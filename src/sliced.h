@@ -124,7 +124,14 @@ typedef struct sizeslot {
  * its bytes, padding included, overlap); an unmapped granule has 0; idle
  * counts the mapped granules no slice touches; the head's pages and
  * bytes_reserved are the mapped granules and their bytes, bytes_idle the
- * idle ones' bytes; no granule at or above high was ever mapped. */
+ * idle ones' bytes; no granule at or above high was ever mapped.  The
+ * mapped granules are cut into physical allocations: heads has bit g set
+ * exactly where one starts (only on a mapped granule; every mapped
+ * granule after an unmapped one, or the first, is one), and an
+ * allocation runs to the next head or unmapped granule; it goes back
+ * whole.  stamp[g] of an idle granule is the pool's clock when it went
+ * idle (the oldest go back first); peak_live >= every bytes_in_use the
+ * pool reached. */
 #define GMAPPED 0x80000000u
 #define GCOUNT 0x7fffffffu
 /* Inside map_missing only (pool_virtual.c): mapped by this call, so a
@@ -144,6 +151,11 @@ typedef struct hippo__vgranules {
   uint64_t range;          /* the range's address (0: not reserved yet) */
   uint64_t range_size;
   uint64_t maps, unmaps;   /* granules mapped and unmapped, ever */
+  uint64_t *heads;         /* bit per granule: an allocation starts here */
+  uint32_t *stamp;         /* by granule: the clock when it went idle */
+  uint64_t budget;         /* mapped bytes allowed above peak_live, in
+                              parts per 10,000 of it (UINT64_MAX: none) */
+  uint64_t peak_live;      /* the most bytes in use the pool reached */
 } hippo__vgranules;
 
 /* Invariant: fl_bitmap bit f set <=> sl_bitmap[f] != 0; sl_bitmap[f] bit s
@@ -292,7 +304,8 @@ hippo_status hippo__arena_new_room(sliced *p, uint64_t bytes, uint32_t *i);
  * not mapped; HIPPO_GRAPH_NEEDS_PAGE or the backend's status, nothing
  * changed) and of counting it off them; hippo__vtouch and hippo__vuntouch
  * take the common case inline. */
-hippo_status hippo__virtual_touch(sliced *p, uint64_t first, uint64_t last);
+hippo_status hippo__virtual_touch(sliced *p, uint32_t i, uint64_t first,
+                                  uint64_t last);
 void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last);
 
 /* The granules slice s of a VIRTUAL pool touches: [*first, *last]. */
@@ -313,7 +326,7 @@ HOT hippo_status hippo__vtouch(sliced *p, uint32_t i) {
     p->vg.ref[first]++;
     return HIPPO_SUCCESS;
   }
-  return hippo__virtual_touch(p, first, last);
+  return hippo__virtual_touch(p, i, first, last);
 }
 
 /* Slice i counts no more on its granules (they stay mapped); the common

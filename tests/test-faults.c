@@ -116,7 +116,7 @@ enum { A, B, C, NS }; /* the streams; C asks the driver (QUERY) */
 
 static const char *const kind_names[HIPPO_CALL_KINDS] = {
     "ALLOC", "FREE",          "COPY",     "SYNC",  "EVENT",
-    "CAPTURE_QUERY", "VM_RANGE", "VM_MAP", "VM_UNMAP"};
+    "CAPTURE_QUERY", "VM_RANGE", "VM_MAP", "VM_UNMAP", "VM_ACCESS"};
 
 /* A reservation the test holds. */
 typedef struct live {
@@ -908,8 +908,10 @@ static const struct {
     {HIPPO_CALL_COPY, HIPPO_BACKEND_ERROR, SOME, NONE, NONE},
     /* relocate, relocate_device and reclaim wait for the streams' work
      * and for their copies: a failed wait fails the relocation step (the
-     * failing stream's slices stay); nothing absorbs it. */
-    {HIPPO_CALL_SYNC, HIPPO_BACKEND_ERROR, SOME, NONE, NONE},
+     * failing stream's slices stay); a VIRTUAL pool's wait for its own
+     * stream before it gives granules back is absorbed (the unmaps wait
+     * for the whole device instead). */
+    {HIPPO_CALL_SYNC, HIPPO_BACKEND_ERROR, SOME, SOME, NONE},
     /* release, record_use, cleanup and stream_detach fail with it; the
      * event a reserve polls is absorbed (usage().event_failures). */
     {HIPPO_CALL_EVENT, HIPPO_BACKEND_ERROR, SOME, SOME, NONE},
@@ -930,6 +932,9 @@ static const struct {
      * mapped and idle for the next one); a retained stream's pool going
      * at graph_retire tries twice: absorbed. */
     {HIPPO_CALL_VM_UNMAP, HIPPO_BACKEND_ERROR, SOME, SOME, NONE},
+    /* a reservation whose map call sets access fails with it, the
+     * allocations the call made given back. */
+    {HIPPO_CALL_VM_ACCESS, HIPPO_BACKEND_ERROR, SOME, NONE, NONE},
 };
 #define N_CAMPAIGNS (int)(sizeof campaigns / sizeof campaigns[0])
 

@@ -225,7 +225,7 @@ expect_pools "$name" <<'ROWS'
 0 PERSISTENT - - - never
 1 VIRTUAL - 16 GiB - never
 
-(VIRTUAL pool 1: a range of 16 GiB per stream, granules of 2 MiB, idle granules wanted back at 64 MiB)
+(VIRTUAL pool 1: a range of 16 GiB per stream, granules of 2 MiB, mapped bytes at most 1.50 % above peak live, no unmap threshold)
 ROWS
 
 # ---- a stand-in without virtual memory: the preset falls back, and says so -

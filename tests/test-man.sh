@@ -92,7 +92,8 @@ done
 # lines print too).  A key is named in roff as `.B key`, `.BR key ,` or in
 # running text.
 rmm=$top_srcdir/tests/traces-rmm/rmm-fmt.csv
-keys=$("$HIPPO_REPLAY" --quiet --lenient --json - "$rmm" 2>/dev/null |
+keys=$( ("$HIPPO_REPLAY" --quiet --lenient --json - "$rmm" 2>/dev/null
+  "$HIPPO_REPLAY" --quiet --lenient --steps 2 --json - "$rmm" 2>/dev/null) |
   grep -o '"[a-z_]*":' | tr -d '":' | sort -u)
 if [ -z "$keys" ]; then
   fail "hippo-replay --json - printed no key"
@@ -102,7 +103,10 @@ for key in $keys; do
     pass "hippo-replay.1 names the JSON key $key"
   else fail "hippo-replay.1 does not name the JSON key $key"; fi
 done
-lines=$("$HIPPO_REPLAY" --lenient "$rmm" 2>/dev/null | sed -n 's/^\([a-z][a-z/ -]*\):.*/\1/p')
+# (--steps prints "step 1: ...", "step 1 calls: ...": named as "step N")
+lines=$("$HIPPO_REPLAY" --lenient --steps 2 "$rmm" 2>/dev/null |
+  sed 's/^step [0-9][0-9]*/step N/' |
+  sed -n 's/^\([a-z][a-zN/ -]*\):.*/\1/p' | sort -u)
 if [ -z "$lines" ]; then
   fail "hippo-replay printed no summary line"
 fi

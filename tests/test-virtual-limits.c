@@ -306,21 +306,24 @@ START_TEST(test_largest_free) {
   ck_assert_uint_eq(r.bytes_free, g - 1024);
   ck_assert_uint_eq(r.largest_free, g - 1024);
   ck_assert_uint_eq(r.largest_free_range, range - 1024);
-  /* granules 0..3 mapped, then 1 and 2 given back under a live c */
-  b = tu_reserve(api, s, 3 * g);      /* [1024, 3g + 1024): granules 0-3 */
-  c = tu_reserve(api, s, g);          /* granules 3 and 4 */
+  CK_OK(api, api->release(s, a));
+  /* granule 0 a's, 1 and 2 b's (one allocation), half of 3 c's; b's
+   * allocation given back under a live c */
+  a = tu_reserve(api, s, g);          /* [0, g) */
+  b = tu_reserve(api, s, 2 * g);      /* [g, 3g) */
+  c = tu_reserve(api, s, g / 2);      /* [3g, 3.5g) */
   CK_OK(api, api->release(s, b));     /* granules 1, 2 idle */
   r = tu_report(api, s, 1);
-  ck_assert_uint_eq(r.bytes_free, 4 * g - 1024); /* b's, c's tail */
-  ck_assert_uint_eq(r.largest_free, 3 * g); /* b's slice, all mapped */
+  ck_assert_uint_eq(r.bytes_free, 2 * g + g / 2); /* b's, c's tail */
+  ck_assert_uint_eq(r.largest_free, 2 * g); /* b's slice, all mapped */
   CK_OK(api, api->cleanup(dev, s));   /* 1 and 2 go back */
   r = tu_report(api, s, 1);
-  ck_assert_uint_eq(r.bytes_reserved, 3 * g); /* granules 0, 3, 4 */
-  ck_assert_uint_eq(r.bytes_free, g - 1024 + 1024 + g - 1024);
-  /* b's old slice: the rest of granule 0, two unmapped, 1,024 B of 3 */
-  ck_assert_uint_eq(r.largest_free, g - 1024);
+  ck_assert_uint_eq(r.bytes_reserved, 2 * g); /* granules 0 and 3 */
+  ck_assert_uint_eq(r.bytes_free, g / 2);
+  /* b's old slice is unmapped: the largest mapped run is c's tail */
+  ck_assert_uint_eq(r.largest_free, g / 2);
   ck_assert_uint_le(r.largest_free, r.bytes_free);
-  ck_assert_uint_eq(r.largest_free_range, range - 4 * g - 1024);
+  ck_assert_uint_eq(r.largest_free_range, range - 3 * g - g / 2);
   CK_CHECK(api, dev);
   CK_OK(api, api->release(s, a));
   CK_OK(api, api->release(s, c));
@@ -349,17 +352,22 @@ START_TEST(test_failed_map_counts) {
   h = tu_reserve(api, s, 100); /* the range, granule 0 */
   CK_OK(api, api->release(s, h));
   c0 = tu_counters(api, dev);
-  /* granules 1, 2 and 3 are new: the third map fails */
-  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_MAP, 3,
+  /* granules 1 to 8 are new: one map call of two allocations of 4 (at
+   * most half the budget's floor of 8 granules each); the second fails
+   * and the first is undone */
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_MAP, 2,
                                        HIPPO_BACKEND_ERROR));
-  CK_STATUS(api, api->reserve(s, 4 * GRAN, HIPPO_MODE_AUTO, &h),
+  CK_STATUS(api, api->reserve(s, 9 * GRAN, HIPPO_MODE_AUTO, &h),
             HIPPO_BACKEND_ERROR);
   c1 = tu_counters(api, dev);
   ck_assert_uint_eq(c1.calls[HIPPO_CALL_VM_MAP] - c0.calls[HIPPO_CALL_VM_MAP],
-                    3);
+                    2);
   ck_assert_uint_eq(
-      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 2);
+      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 1);
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_ACCESS] - c0.calls[HIPPO_CALL_VM_ACCESS], 0);
   ck_assert_uint_eq(c1.granules_mapped, 1);
+  ck_assert_uint_eq(c1.bytes_mapped, GRAN);
   CK_CHECK(api, dev);
   tu_detach(api, dev, s, native);
   CK_OK(api, api->device_close(dev));
@@ -372,7 +380,8 @@ START_TEST(test_threshold_in_force) {
   hippo_device *dev = open_one(api, tu_backends[_i], 128 * GRAN, &o, 0);
   void *native;
   hippo_stream *s = tu_attach(api, dev, &native);
-  ck_assert_uint_eq(tu_options(api, s, 1).unmap_threshold, 64 * MiB);
+  ck_assert_uint_eq(tu_options(api, s, 1).unmap_threshold, UINT64_MAX);
+  ck_assert_uint_eq(tu_options(api, s, 1).map_budget, 150);
   tu_detach(api, dev, s, native);
   CK_OK(api, api->device_close(dev));
   /* a threshold asked for stays as asked */

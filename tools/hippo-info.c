@@ -253,7 +253,7 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
   /* the widths the usual sizes take ("PERSISTENT", "256 MiB") */
   static const int least[POOL_COLUMNS] = {5, 10, 9, 9, 13, 0};
   struct pool_row rows[POOL_ROWS];
-  char notes[POOL_ROWS][160];
+  char notes[POOL_ROWS][200];
   int width[POOL_COLUMNS];
   hippo_usage u;
   uint32_t i, n, arenas = 0, noted = 0;
@@ -279,14 +279,22 @@ static bool print_pools(const hippo_api *api, hippo_device *dev,
     sliced = r.kind == HIPPO_POOL_SLICED || r.kind == HIPPO_POOL_ARENA;
     exclusive = r.kind == HIPPO_POOL_EXCLUSIVE;
     if (r.kind == HIPPO_POOL_VIRTUAL && noted < POOL_ROWS) {
-      char range[32], granule[32], thr[32];
+      char range[32], granule[32], thr[32], budget[48];
+      if (po->map_budget == UINT64_MAX)
+        snprintf(budget, sizeof budget, "no map budget");
+      else
+        snprintf(budget, sizeof budget,
+                 "mapped bytes at most %.2f %% above peak live",
+                 (double)po->map_budget / 100.0);
       snprintf(notes[noted++], sizeof notes[0],
                "(VIRTUAL pool %" PRIu32 ": a range of %s per stream, "
-               "granules of %s, idle granules wanted back at %s)",
+               "granules of %s, %s, %s%s)",
                i, size_text(po->range_size, range, sizeof range),
-               size_text(po->granule, granule, sizeof granule),
+               size_text(po->granule, granule, sizeof granule), budget,
+               po->unmap_threshold == UINT64_MAX ? "no unmap threshold"
+                                                 : "an unmap threshold of ",
                po->unmap_threshold == UINT64_MAX
-                   ? "never"
+                   ? ""
                    : size_text(po->unmap_threshold, thr, sizeof thr));
     }
     arenas += r.kind == HIPPO_POOL_ARENA;

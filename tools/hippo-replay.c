@@ -872,16 +872,16 @@ static void print_summary(FILE *out, const struct session *s,
     fprintf(out, "driver allocations: %" PRIu64 "\n",
             c->calls[HIPPO_CALL_ALLOC]);
     fprintf(out, "driver frees: %" PRIu64 "\n", c->calls[HIPPO_CALL_FREE]);
-    fprintf(out, "granules mapped: %" PRIu64 "\n",
+    fprintf(out, "allocations mapped: %" PRIu64 "\n",
             c->calls[HIPPO_CALL_VM_MAP]);
-    fprintf(out, "granules unmapped: %" PRIu64 "\n",
+    fprintf(out, "allocations unmapped: %" PRIu64 "\n",
             c->calls[HIPPO_CALL_VM_UNMAP]);
     fprintf(out, "peak mapped bytes: %" PRIu64 "\n", c->peak_bytes_mapped);
     fprintf(out, "driver calls per 1000 events: %.1f\n",
             tool_calls_per_1000(c, t->count));
   } else {
     fprintf(out, "driver allocations: n/a\ndriver frees: n/a\n"
-                 "granules mapped: n/a\ngranules unmapped: n/a\n"
+                 "allocations mapped: n/a\nallocations unmapped: n/a\n"
                  "peak mapped bytes: n/a\n"
                  "driver calls per 1000 events: n/a\n");
   }
