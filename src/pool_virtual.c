@@ -240,11 +240,12 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
     }
     while (h <= last && !(v->ref[h] & GMAPPED) && !(keep && h > g))
       h++;
-    /* one call for the run: allocations of `a` granules (the run, or
-     * the cap's largest divisor of it), access set once */
+    /* one call for the run when it fits the cap (one allocation); else
+     * one for its whole caps (allocations of `cap` granules, access set
+     * once) and one for the rest */
     a = h - g <= cap ? h - g : cap;
-    while ((h - g) % a)
-      a--;
+    if (h - g > cap)
+      h = g + (h - g) / cap * cap;
     st = hippo__pool_vm_map(&p->head, v->range + (g << v->shift),
                             (h - g) << v->shift, a << v->shift, v->size);
     if (st == HIPPO_SUCCESS) {

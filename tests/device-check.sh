@@ -99,6 +99,7 @@ progs="tests/test-hip tests/test-gpu-device tests/test-abi tests/test-status
        tests/test-device tests/test-manager tests/test-layout tests/test-relocation
        tests/test-guard tests/test-faults tests/test-hostile tests/test-stress
        tests/test-fuzz tests/test-virtual tests/test-virtual-limits
+       tests/test-virtual-budget
        tests/test-adapter"
 bins="tools/hippo-info $progs bench/hippo-gpu-bench
       adapter/.libs/libhippo-alloc.so"

@@ -30,6 +30,7 @@ top_builddir=${top_builddir:-.}
 progs=${HIPPO_SUITE_PROGS:-"test-abi test-status test-device test-manager test-layout
        test-relocation test-guard test-faults test-hostile test-stress
        test-fuzz test-hip test-gpu-device test-virtual test-virtual-limits
+       test-virtual-budget
        test-adapter"}
 
 HIPPO_TEST_BACKEND=hip

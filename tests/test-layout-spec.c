@@ -125,6 +125,33 @@ START_TEST(test_every_kind_and_key) {
 }
 END_TEST
 
+/* A virtual pool: every key, its field, and the canonical text (keys in
+ * a fixed order, zeros left out). */
+START_TEST(test_virtual_keys) {
+  tool_layout l;
+  hippo_pool_options want;
+  parse_ok("virtual:budget=200,unmap=64M,granule=4M,range=1G,slice=256M;"
+           "virtual",
+           &l);
+  ck_custom(&l, 2);
+  memset(&want, 0, sizeof want);
+  want.struct_size = sizeof want;
+  want.kind = HIPPO_POOL_VIRTUAL;
+  want.max_slice_size = 256 * MiB;
+  want.range_size = GiB;
+  want.granule = 4 * MiB;
+  want.unmap_threshold = 64 * MiB;
+  want.map_budget = 200;
+  ck_assert(memcmp(&l.pools[0], &want, sizeof want) == 0);
+  memset(&want, 0, sizeof want);
+  want.struct_size = sizeof want;
+  want.kind = HIPPO_POOL_VIRTUAL;
+  ck_assert(memcmp(&l.pools[1], &want, sizeof want) == 0);
+  ck_assert_str_eq(l.text, "virtual:slice=256M,range=1G,granule=4M,"
+                           "unmap=64M,budget=200;virtual");
+}
+END_TEST
+
 START_TEST(test_sizes) {
   static const struct {
     const char *value;
@@ -185,7 +212,8 @@ START_TEST(test_round_trip) {
       "sliced:page=64M,slice=8M,cap=1G;exclusive:max=4G",
       " sliced:slice=1048576 , page=4194304;  arena:page=2M,slice=4G,cap=0",
       "direct:reclaim=1536K,period=1;exclusive:max=1000000,period=10000",
-      "arena:page=2097152,slice=4GiB,cap=12GB,period=0"};
+      "arena:page=2097152,slice=4GiB,cap=12GB,period=0",
+      "virtual:range=8G,budget=18446744073709551615;virtual:budget=1"};
   for (size_t i = 0; i < sizeof specs / sizeof *specs; i++) {
     tool_layout a, b;
     parse_ok(specs[i], &a);
@@ -252,6 +280,12 @@ static const struct {
      "period)"},
     {"direct:=1G",
      "layout spec: pool 1 (direct): unknown key '' (reclaim, period)"},
+    {"sliced:page=4M,slice=1M,budget=100",
+     "layout spec: pool 1 (sliced): unknown key 'budget' (page, slice, cap, "
+     "period)"},
+    {"virtual:period=5",
+     "layout spec: pool 1 (virtual): unknown key 'period' (slice, range, "
+     "granule, unmap, budget)"},
     {"sliced:page=4M,slice=1M;",
      "layout spec: pool 2: empty (expected KIND[:KEY=VALUE,...]; kinds "
      "sliced, exclusive, direct, arena, virtual)"},
@@ -459,6 +493,7 @@ static Suite *spec_suite(void) {
   tcase_add_test(tc, test_presets);
   tcase_add_test(tc, test_sliced_and_exclusive);
   tcase_add_test(tc, test_every_kind_and_key);
+  tcase_add_test(tc, test_virtual_keys);
   tcase_add_test(tc, test_sizes);
   tcase_add_test(tc, test_spaces);
   tcase_add_test(tc, test_32_pools);

@@ -269,11 +269,12 @@ bool tool_parse_preset(const char *name, hippo_preset *out) {
 
 /* A pool kind of the spec grammar and the keys it takes. */
 enum spec_key { KEY_PAGE, KEY_SLICE, KEY_CAP, KEY_MAX, KEY_RECLAIM,
-                KEY_PERIOD, KEY_RANGE, KEY_GRANULE, KEY_UNMAP, KEY_COUNT };
+                KEY_PERIOD, KEY_RANGE, KEY_GRANULE, KEY_UNMAP, KEY_BUDGET,
+                KEY_COUNT };
 
 static const char *const key_names[KEY_COUNT] = {
     "page", "slice", "cap", "max", "reclaim", "period", "range", "granule",
-    "unmap"};
+    "unmap", "budget"};
 
 struct spec_kind {
   const char *name;
@@ -296,8 +297,9 @@ static const struct spec_kind spec_kinds[] = {
      BIT(KEY_PAGE) | BIT(KEY_SLICE) | BIT(KEY_CAP) | BIT(KEY_PERIOD),
      BIT(KEY_PAGE) | BIT(KEY_SLICE), "page, slice, cap, period"},
     {"virtual", HIPPO_POOL_VIRTUAL,
-     BIT(KEY_SLICE) | BIT(KEY_RANGE) | BIT(KEY_GRANULE) | BIT(KEY_UNMAP), 0,
-     "slice, range, granule, unmap"},
+     BIT(KEY_SLICE) | BIT(KEY_RANGE) | BIT(KEY_GRANULE) | BIT(KEY_UNMAP) |
+         BIT(KEY_BUDGET),
+     0, "slice, range, granule, unmap, budget"},
     {NULL, 0, 0, 0, NULL}};
 
 #define SPEC_DEFAULT_PERIOD 10000u /* every preset pool's dealloc_period */
@@ -457,6 +459,7 @@ static bool parse_pool(struct piece text, unsigned index,
   o->range_size = v[KEY_RANGE];
   o->granule = v[KEY_GRANULE];
   o->unmap_threshold = v[KEY_UNMAP];
+  o->map_budget = v[KEY_BUDGET];
   return true;
 }
 
@@ -526,6 +529,8 @@ static void format_layout(const tool_layout *l, char *buf, size_t cap) {
       text_size(&t, &sep, "granule", o->granule);
     if (o->unmap_threshold)
       text_size(&t, &sep, "unmap", o->unmap_threshold);
+    if (o->map_budget)
+      text_size(&t, &sep, "budget", o->map_budget);
     if (o->kind != HIPPO_POOL_VIRTUAL &&
         o->dealloc_period != SPEC_DEFAULT_PERIOD) {
       text_add(&t, "%cperiod=%llu", sep,
@@ -661,7 +666,7 @@ void tool_device_options_help(void) {
          "                    (kinds sliced, arena: page, slice, cap, period;\n"
          "                    exclusive: max, period; direct: reclaim,\n"
          "                    period; virtual: slice, range, granule,\n"
-         "                    unmap)\n",
+         "                    unmap, budget)\n",
          tool_build_plugin, tool_installed_plugin);
 }
 

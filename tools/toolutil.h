@@ -39,9 +39,11 @@ hippo_status tool_load(const char *prog, const char *path, void **lib,
  * table tool_load accepted. */
 const hippo_emu_api *tool_emu(const hippo_api *api);
 
-/* The calls that take or give back device memory (page allocations and
- * frees, granules mapped and unmapped, virtual ranges) per 1,000 events:
- * what a layout costs in driver calls (hippo-replay, hippo-bench F). */
+/* The calls that take or give back device memory, as a GPU runtime
+ * receives them (page allocations and frees, virtual ranges, a create and
+ * a map per physical allocation mapped, a set-access per map call, an
+ * unmap and a release per allocation given back) per 1,000 events: what
+ * a layout costs in driver calls (hippo-replay, hippo-bench F). */
 double tool_calls_per_1000(const hippo_emu_counters *c, uint64_t events);
 
 /* Results of tool_parse_u64. */
@@ -103,8 +105,10 @@ bool tool_parse_preset(const char *name, hippo_preset *out);
  *   exclusive      max (max_alloc_size), period
  *   direct         reclaim (reclaim_at), period
  *   virtual        slice (max_slice_size), range (range_size), granule,
- *                  unmap (unmap_threshold)
- * page, slice, cap, max, reclaim, range, granule and unmap are sizes
+ *                  unmap (unmap_threshold), budget (map_budget, parts
+ *                  per 10,000)
+ * page, slice, cap, max, reclaim, range, granule, unmap and budget are
+ * sizes
  * (tool_parse_bytes: bytes, or K, M, G, T binary suffixes); period is a
  * count of reservations (plain digits; 0 = never).  sliced and arena need
  * page and slice, exclusive needs max; cap and reclaim default to 0 (none)

@@ -1,0 +1,288 @@
+/* test-virtual-budget.c -- a VIRTUAL pool's map budget and physical
+ * allocations (pool_virtual.c, issue 37), through the ABI:
+ *  - idle granules stay mapped (the cache) until a reservation would map
+ *    past the budget (peak live + map_budget parts per 10,000 of it, at
+ *    least 8 granules); then idle allocations go back, the oldest first,
+ *    down to the peak live, never one the reservation uses;
+ *  - one wait for the pool's own stream per give-back (a stream sync, not
+ *    the device's), counted in hippo_emu_counters.waits;
+ *  - a run of missing granules is one map call: allocations of at most
+ *    half the budget's slack, access set once; an allocation goes back
+ *    whole;
+ *  - map_budget UINT64_MAX keeps every idle granule until cleanup; the
+ *    option is validated and reported in force;
+ *  - the out-of-memory ladder gives every idle allocation back.
+ * Exact granules, allocations, calls and waits; HOST and DRY (and the
+ * stand-ins, where suite-gpu.sh runs it); the device's check after every
+ * step. */
+#include <config.h>
+
+#include <check.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "testutil.h"
+
+#define MiB TU_MiB
+/* The tests' granule: 64 KiB, or the driver's granularity where larger
+ * (main sets it). */
+static uint64_t G = 64 * TU_KiB;
+
+/* One VIRTUAL pool of granules G over a range of 256 G (at most the
+ * device), with map_budget `budget`. */
+static hippo_device *open_budget(const hippo_api *api, hippo_backend backend,
+                                 uint64_t capacity, uint64_t budget) {
+  tu_layout l;
+  hippo_pool_options *o;
+  tu_layout_init(&l);
+  o = tu_layout_add(&l, HIPPO_POOL_VIRTUAL);
+  o->range_size = capacity < 256 * G ? capacity / G * G : 256 * G;
+  o->granule = G;
+  o->map_budget = budget;
+  return tu_open(api, backend, capacity, &l.layout);
+}
+
+static hippo_emu_counters counters(const hippo_api *api, hippo_device *dev) {
+  return tu_counters(api, dev);
+}
+
+/* The VIRTUAL pool of stream s maps `mapped` G, `idle` of them idle, in
+ * `allocs` physical allocations (the backend's count). */
+static void expect_at(const hippo_api *api, hippo_device *dev,
+                      hippo_stream *s, uint64_t mapped, uint64_t idle,
+                      uint64_t allocs, int line) {
+  hippo_pool_report r = tu_report(api, s, 1);
+  hippo_emu_counters c = tu_counters(api, dev);
+  ck_assert_msg(r.bytes_reserved == mapped * G && r.bytes_idle == idle * G &&
+                    r.pages == mapped && c.granules_mapped == allocs &&
+                    c.bytes_mapped == mapped * G,
+                "line %d: %" PRIu64 " G mapped, %" PRIu64 " idle, %" PRIu64
+                " allocations; expected %" PRIu64 ", %" PRIu64 ", %" PRIu64,
+                line, r.bytes_reserved / G, r.bytes_idle / G,
+                c.granules_mapped, mapped, idle, allocs);
+  CK_CHECK(api, dev);
+}
+#define CK_MAPPED(s, mapped, idle, allocs)                                   \
+  expect_at(api, dev, (s), (mapped), (idle), (allocs), __LINE__)
+
+/* A peak of 30 G set and given back (cleanup), so the budget is 30 G +
+ * 8 G of slack while live stays below: two reservations of 8 G (each two
+ * allocations of 4 G: half the slack), one of 1 G; the second released
+ * first, then the first.  A reservation of 25 G in fresh address space
+ * would map to 42 G: the oldest idle allocations go back (the second
+ * reservation's, then the highest of the first's) until the excess over
+ * the peak went, after one wait for the stream.  Nothing moved. */
+START_TEST(test_oldest_go_back) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle x, a1, a2, b, p, c;
+  hippo_emu_counters c0, c1;
+  uint64_t at1, atb;
+  x = tu_reserve(api, s, 30 * G);
+  CK_OK(api, api->release(s, x));
+  CK_OK(api, api->cleanup(dev, s));
+  CK_MAPPED(s, 0, 0, 0);
+  c0 = counters(api, dev);
+  a1 = tu_reserve(api, s, 8 * G); /* [0, 8) */
+  a2 = tu_reserve(api, s, 8 * G); /* [8, 16) */
+  b = tu_reserve(api, s, G);      /* [16, 17) */
+  at1 = tu_addr(api, s, a1);
+  atb = tu_addr(api, s, b);
+  c1 = counters(api, dev);
+  /* each 8 G one map call of two allocations, access set once */
+  ck_assert_uint_eq(c1.calls[HIPPO_CALL_VM_MAP] - c0.calls[HIPPO_CALL_VM_MAP],
+                    5);
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_ACCESS] - c0.calls[HIPPO_CALL_VM_ACCESS], 3);
+  CK_MAPPED(s, 17, 0, 5);
+  CK_OK(api, api->release(s, a2));
+  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &p)); /* a tick */
+  CK_OK(api, api->release(s, a1));
+  CK_MAPPED(s, 17, 16, 5); /* released, still mapped: no driver call */
+  c0 = counters(api, dev);
+  c = tu_reserve(api, s, 25 * G); /* [17, 42): 25 new */
+  c1 = counters(api, dev);
+  ck_assert_uint_eq(tu_addr(api, s, c), atb + G);
+  /* 42 - 30 = 12 G back: a2's two allocations, then a1's upper one */
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  ck_assert_uint_eq(c1.waits - c0.waits, 1);
+  ck_assert_uint_eq(c1.calls[HIPPO_CALL_SYNC] - c0.calls[HIPPO_CALL_SYNC], 1);
+  /* 25 = 6 allocations of 4 in one call, and 1 in another */
+  ck_assert_uint_eq(c1.calls[HIPPO_CALL_VM_MAP] - c0.calls[HIPPO_CALL_VM_MAP],
+                    7);
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_ACCESS] - c0.calls[HIPPO_CALL_VM_ACCESS], 2);
+  CK_MAPPED(s, 30, 4, 9); /* a1's lower allocation stays, idle */
+  {
+    /* a reservation on it maps nothing */
+    hippo_handle d;
+    c0 = counters(api, dev);
+    d = tu_reserve(api, s, 4 * G);
+    ck_assert_uint_eq(tu_addr(api, s, d), at1);
+    c1 = counters(api, dev);
+    ck_assert_uint_eq(
+        c1.calls[HIPPO_CALL_VM_MAP] - c0.calls[HIPPO_CALL_VM_MAP], 0);
+    CK_MAPPED(s, 30, 0, 9);
+    CK_OK(api, api->release(s, d));
+  }
+  ck_assert_uint_eq(tu_usage(api, dev, s).bytes_relocated, 0);
+  CK_OK(api, api->release(s, b));
+  CK_OK(api, api->release(s, c));
+  CK_OK(api, api->release(s, p));
+  CK_OK(api, api->cleanup(dev, s)); /* one wait, every idle allocation */
+  CK_MAPPED(s, 0, 0, 0);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* Nothing the reservation itself uses goes back.  30 G, 1 G and 20 G
+ * mapped (a peak of 51 G, a budget of 59 G), the first and the third
+ * released: a reservation of 40 G lands on the third's idle granules and
+ * maps 20 more (71 G): 20 G must go, and only the first's allocations
+ * may (the highest first, as old as the third's), never the third's,
+ * which it uses. */
+START_TEST(test_own_granules_stay) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle g0, a, e, f;
+  hippo_emu_counters c0, c1;
+  g0 = tu_reserve(api, s, 30 * G); /* [0, 30): 7 allocations of 4, 1 of 2 */
+  a = tu_reserve(api, s, G);       /* [30, 31) */
+  e = tu_reserve(api, s, 20 * G);  /* [31, 51): 5 of 4 */
+  CK_MAPPED(s, 51, 0, 14);
+  CK_OK(api, api->release(s, g0));
+  CK_OK(api, api->release(s, e));
+  CK_MAPPED(s, 51, 50, 14);
+  c0 = counters(api, dev);
+  f = tu_reserve(api, s, 40 * G);
+  c1 = counters(api, dev);
+  ck_assert_uint_eq(tu_addr(api, s, f), tu_addr(api, s, a) + G);
+  /* [28, 30), [24, 28), [20, 24), [16, 20), [12, 16), [8, 12): 22 G */
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 6);
+  ck_assert_uint_eq(c1.waits - c0.waits, 1);
+  CK_MAPPED(s, 49, 8, 13);
+  CK_OK(api, api->release(s, a));
+  CK_OK(api, api->release(s, f));
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* map_budget UINT64_MAX: no budget, every idle granule stays until
+ * cleanup, and a run is one allocation however long. */
+START_TEST(test_no_budget) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, UINT64_MAX);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle a, b;
+  hippo_emu_counters c0, c1;
+  ck_assert_uint_eq(tu_options(api, s, 1).map_budget, UINT64_MAX);
+  a = tu_reserve(api, s, 40 * G); /* one allocation of 40 */
+  CK_MAPPED(s, 40, 0, 1);
+  CK_OK(api, api->release(s, a));
+  b = tu_reserve(api, s, G); /* [0, 1): on the idle allocation */
+  c0 = counters(api, dev);
+  a = tu_reserve(api, s, 60 * G); /* [1, 61): 39 idle, 21 new */
+  CK_MAPPED(s, 61, 0, 2);
+  CK_OK(api, api->release(s, a));
+  CK_OK(api, api->release(s, b));
+  c1 = counters(api, dev);
+  ck_assert_uint_eq(c1.waits, c0.waits); /* nothing went back */
+  ck_assert_uint_eq(c1.calls[HIPPO_CALL_VM_UNMAP],
+                    c0.calls[HIPPO_CALL_VM_UNMAP]);
+  CK_MAPPED(s, 61, 61, 2);
+  CK_OK(api, api->cleanup(dev, s));
+  CK_MAPPED(s, 0, 0, 0);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* The device full: the out-of-memory ladder gives the stream's idle
+ * allocations back, all of them, and the retry maps.  A device of 40 G:
+ * s maps 28 G (24 of them idle), a second stream 10 G; 8 G more for s do
+ * not fit until s's idle allocation went. */
+START_TEST(test_ladder_gives_idle_back) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_budget(api, tu_backends[_i], 40 * G, UINT64_MAX);
+  void *n, *n2;
+  hippo_stream *s = tu_attach(api, dev, &n), *s2 = tu_attach(api, dev, &n2);
+  hippo_handle a, b, c, d;
+  a = tu_reserve(api, s, 24 * G); /* one allocation of 24 */
+  b = tu_reserve(api, s, 4 * G);  /* [24, 28) */
+  d = tu_reserve(api, s2, 10 * G);
+  CK_OK(api, api->release(s, a));
+  ck_assert_uint_eq(tu_report(api, s, 1).bytes_idle, 24 * G);
+  c = tu_reserve(api, s, 8 * G); /* [28, 36): only 2 G free on the device */
+  ck_assert_uint_eq(tu_addr(api, s, c), tu_addr(api, s, b) + 4 * G);
+  ck_assert_uint_eq(tu_report(api, s, 1).bytes_reserved, 12 * G);
+  ck_assert_uint_eq(tu_report(api, s, 1).bytes_idle, 0);
+  ck_assert_uint_eq(tu_counters(api, dev).bytes_mapped, 22 * G);
+  ck_assert_uint_eq(tu_counters(api, dev).granules_mapped, 3);
+  CK_CHECK(api, dev);
+  CK_OK(api, api->release(s, b));
+  CK_OK(api, api->release(s, c));
+  CK_OK(api, api->release(s2, d));
+  tu_detach(api, dev, s2, n2);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+/* The option: refused on another kind, resolved (0: 150) and reported. */
+START_TEST(test_option) {
+  const hippo_api *api = tu_api();
+  tu_layout l;
+  hippo_device_desc d;
+  hippo_device *dev = NULL;
+  void *n;
+  hippo_stream *s;
+  tu_layout_sliced(&l, MiB, MiB);
+  l.pools[0].map_budget = 10;
+  TU_SIZED(d);
+  d.backend = HIPPO_BACKEND_DRY;
+  d.layout = &l.layout;
+  CK_STATUS(api, api->device_open(&d, &dev), HIPPO_POOL_CONFIG);
+  CK_ERROR_HAS(api, "map_budget");
+  ck_assert_ptr_null(dev);
+  dev = open_budget(api, tu_backends[_i], 1024 * G, 0);
+  s = tu_attach(api, dev, &n);
+  ck_assert_uint_eq(tu_options(api, s, 1).map_budget, 150);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+  dev = open_budget(api, tu_backends[_i], 1024 * G, 500);
+  s = tu_attach(api, dev, &n);
+  ck_assert_uint_eq(tu_options(api, s, 1).map_budget, 500);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
+static Suite *budget_suite(void) {
+  Suite *s = suite_create("virtual-budget");
+  TCase *tc = tcase_create("budget");
+  tcase_add_loop_test(tc, test_oldest_go_back, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_own_granules_stay, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_no_budget, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_ladder_gives_idle_back, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_option, 0, TU_N_BACKENDS);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) {
+  uint64_t g = tu_vm_granularity(tu_api());
+  if (g > G)
+    G = g;
+  return tu_run(budget_suite());
+}
