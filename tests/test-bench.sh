@@ -58,6 +58,11 @@ expect_rows "F" "^train\.csv +(sub_slices|exclusive_pages|adaptive|virtual) +(ne
 expect_rows "F default" "^ +target <= 1\.050: (met|MISSED) by $num$" 1
 expect_rows "F virtual" "^ +target <= 1\.020, nothing moved: (met|MISSED) by $num(, yet bytes MOVED)?$" 1
 expect_rows "F summary" "^\| F \| train\.csv virtual wanted \| reserved/live $num, $num calls/1k \| <= 1\.020, 0 moved \((met|MISSED) by $num(, yet bytes MOVED)?\) \|$" 1
+# and the three steps of the VIRTUAL preset (issue 37): steps 1 and 3 with
+# their targets
+expect_rows "F steps" "^train\.csv +virtual, 3 steps: step 1 $num, $num calls/1k, $num waits/1k; step 3 $num, $num calls/1k, $num waits/1k$" 1
+expect_rows "F steps target" "^ +target step 1 <= 500 calls/1k: (met|MISSED) by $num; step 3 <= 50 calls/1k: (met|MISSED) by $num, <= 1 wait/1k: (met|MISSED) by $num; every step <= 1\.020: (met|MISSED) by $num$" 1
+expect_rows "F steps summary" "^\| F \| train\.csv virtual, steps 1 and 3 \| $num / $num, $num / $num calls/1k, $num / $num waits/1k \| calls <= 500 / 50: (met|MISSED) / (met|MISSED); waits <= 1: (met|MISSED); ratio <= 1\.020: (met|MISSED) \|$" 1
 
 # V: this plugin against a second copy of itself.  Both are loaded (a
 # copy, so the loader gives two instances), the four cases print both
