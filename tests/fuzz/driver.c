@@ -671,6 +671,8 @@ static const hippo_layout *decode_layout(fz *f, rd *r, bool install,
       o->max_slice_size = u8(r) % 2 ? 0 : a << (u8(r) % 16);
       if (u8(r) % 2)
         o->unmap_threshold = (u8(r) % 4) * 2 * MiB;
+      if (u8(r) % 3 == 0) /* a map budget: none, or 0.01 % to 4 % */
+        o->map_budget = u8(r) % 2 ? UINT64_MAX : 1 + u8(r) % 400;
       {
         uint64_t range = o->range_size ? o->range_size : cap;
         uint64_t top;
