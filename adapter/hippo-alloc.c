@@ -116,7 +116,12 @@ static hippo_status describe(int ordinal, uint64_t capacity,
   memset(desc, 0, sizeof *desc);
   desc->struct_size = sizeof *desc;
   desc->hip_device = ordinal;
-  desc->flags = HIPPO_DEVICE_NO_MOVE | HIPPO_DEVICE_AUTO_RELOCATE;
+  /* no AUTO_RELOCATE: a VIRTUAL pool's map budget gives idle granules
+   * back on the allocation path, with one wait for the stream, only when
+   * the footprint asks (issue 37); a relocation per allocation would
+   * cost a need check each, and on the ADAPTIVE fallback a driver free
+   * at an allocation */
+  desc->flags = HIPPO_DEVICE_NO_MOVE;
   if (backend && *backend && !tool_parse_backend(backend, &desc->backend)) {
     say(true, "HIPPO_ALLOC_BACKEND=%s: not a backend (auto, hip, host or "
               "dry)", backend);
