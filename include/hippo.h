@@ -403,6 +403,13 @@ typedef struct hippo_device_info {
                              VIRTUAL preset in ADAPTIVE's place: why */
   uint64_t vm_granularity; /* the driver's virtual-memory granularity
                               (bytes); 0: no virtual memory */
+  uint32_t capture_maps;  /* 1: a VIRTUAL pool maps granules for a
+                             reservation on a capturing stream (CUDA);
+                             0: such a reservation takes mapped room
+                             only, else answers HIPPO_GRAPH_NEEDS_PAGE
+                             (HIP, whose map waits on the null stream;
+                             HOST and DRY, which follow it); appended */
+  uint32_t reserved1;
 } hippo_device_info;
 
 /* Usage of one stream, or the sum over a device's streams. */

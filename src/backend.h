@@ -170,6 +170,11 @@ struct hippo__backend {
   char note[512];         /* AUTO: why this backend was chosen */
   char vm_why[256];       /* why the device offers no virtual memory (its
                              vm_* ops NULL), when the backend knows; "" */
+  bool vm_captures;       /* a capturing stream may reserve a range and
+                             map (vm_reserve, vm_map: create, map, set
+                             access) -- CUDA; not HIP, whose map waits on
+                             the null stream, nor HOST and DRY, which
+                             follow HIP (docs/decisions.md) */
 };
 
 /* Constructors.  On failure they return the status, write last_error and

@@ -941,6 +941,8 @@ static hippo_status emu_init(hippo__emu *emu, const hippo__emu_class *cls,
   emu->base.kind = cls->kind;
   emu->base.alignment = alignment;
   emu->base.total_memory = capacity;
+  emu->base.vm_captures = false; /* as HIP, hippo's first runtime: a
+                                     capture maps nothing (backend.h) */
   snprintf(emu->base.device_name, sizeof emu->base.device_name, "%s",
            cls->has_bytes ? "HOST (emulated in host memory)"
                           : "DRY (no memory)");

@@ -967,7 +967,12 @@ static hippo_status gpu_vm_reserve(hippo__backend *be, uint64_t size,
   pthread_mutex_unlock(&g->lock);
   if (st || (st = vm_enter(g, "vm_reserve", &sc)))
     goto out;
-  err = g->rt->vm.reserve(&p, (size_t)size, (size_t)align, NULL, 0);
+  {
+    relaxed_scope rs; /* a capture may run (base.vm_captures) */
+    relax(g, &rs);
+    err = g->rt->vm.reserve(&p, (size_t)size, (size_t)align, NULL, 0);
+    unrelax(g, &rs);
+  }
   st = err != HIPPO__GPU_SUCCESS ? vm_fail(g, err, "MemAddressReserve")
        : !p ? hippo__error_set(HIPPO_BACKEND_ERROR,
                                "%s %sMemAddressReserve returned address 0",
@@ -1084,6 +1089,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
   uint64_t n = 0, k = 0, kept = 0;
   size_t ri = 0;
   bool entered = false, held = false;
+  relaxed_scope rs;
   dev_scope sc;
   hippo_status st;
 
@@ -1125,6 +1131,9 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
   entered = st == HIPPO_SUCCESS;
   if (entered && g->norphans)
     orphans_retry(g);
+  /* a capture may run (base.vm_captures): the creates, maps and the
+   * access in relaxed mode, as NCCL's cuMem allocations are */
+  relax(g, &rs);
   for (; st == HIPPO_SUCCESS && k < n; k++) {
     if ((st = call_named(g, HIPPO_CALL_VM_MAP, "vm_map")))
       break;
@@ -1150,6 +1159,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
                              (unsigned long long)addr,
                              (unsigned long long)size);
   }
+  unrelax(g, &rs);
   if (st) { /* all or nothing: what this call mapped goes back */
     hippo__error_kept why;
     uint64_t stuck = 0;
@@ -1865,6 +1875,11 @@ static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
   }
   g->budget = capacity && capacity < tot ? capacity : tot;
   g->base.total_memory = g->budget;
+  /* CUDA's VMM calls have no capture check and PyTorch's expandable
+   * segments map during captures; ROCm's hipMemMap (clr hip_vm.cpp)
+   * queues on the null stream and waits for it, which conflicts with a
+   * capture: a capturing stream maps only on CUDA (decisions.md) */
+  g->base.vm_captures = g->rt->flavor == HIPPO__GPU_CUDA;
   describe(g);
   vm_probe(g);
   if (g->vm)

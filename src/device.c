@@ -160,6 +160,7 @@ hippo_status hippo__device_info(hippo_device *dev, hippo_device_info *out) {
       dev->be->ops->vm_granularity(dev->be, &out->vm_granularity) !=
           HIPPO_SUCCESS)
     out->vm_granularity = 0;
+  out->capture_maps = out->vm_granularity && dev->be->vm_captures;
   hippo__mutex_take(&dev->lock);
   out->streams = dev->stream_count;
   out->preset = dev->layout.preset;

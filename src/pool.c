@@ -89,7 +89,8 @@ hippo_status hippo__pool_page_alloc(hippo__pool *pool, uint64_t size,
 
 hippo_status hippo__pool_vm_reserve(hippo__pool *pool, uint64_t size,
                                     uint64_t granule, uint64_t *addr) {
-  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages)) {
+  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages &&
+                      !pool->be->vm_captures)) {
     uint64_t args[] = {size};
     return hippo__error_lazy(
         HIPPO_GRAPH_NEEDS_PAGE,
@@ -106,7 +107,8 @@ hippo_status hippo__pool_vm_map(hippo__pool *pool, uint64_t addr,
                                 uint64_t size, uint64_t alloc,
                                 uint64_t unit) {
   hippo_status st;
-  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages))
+  if (HIPPO__UNLIKELY(pool->gate && pool->gate->no_pages &&
+                      !pool->be->vm_captures))
     return needs_page(size);
   st = pool->be->ops->vm_map(pool->be, addr, size, alloc);
   if (st != HIPPO_SUCCESS) {

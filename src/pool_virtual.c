@@ -221,7 +221,8 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
   hippo__vgranules *v = &p->vg;
   hippo_status st = HIPPO_SUCCESS;
   uint64_t g = first, mapped = 0, missing = 0, cap;
-  bool refused = p->head.gate && p->head.gate->no_pages;
+  bool refused = p->head.gate && p->head.gate->no_pages &&
+                 !p->head.be->vm_captures;
   bool keep = !refused && maps_several(v, first, last) &&
               !hippo__pool_may_free(&p->head);
   for (uint64_t k = first; k <= last; k++)

@@ -162,6 +162,10 @@ if have_fake FAKE_CUDA_LIB; then
   expect_line "$name" "total memory: 67108864 (64 MiB)"
   expect_line "$name" "free memory: 67108864 (64 MiB)"
   expect_line "$name" "alignment: 512"
+  # CUDA maps a VIRTUAL pool's granules for a capturing stream
+  if grep -q '^virtual memory: yes, granularity [0-9]*, mapped during captures$' "$out"; then
+    pass "$name: virtual memory is mapped during captures"
+  else fail "$name: the virtual memory line does not say captures map"; fi
   expect_line "$name" "preset: adaptive"
   expect_pools "$name" <<'ROWS'
 0 PERSISTENT - - - never

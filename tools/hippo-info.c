@@ -394,8 +394,12 @@ int main(int argc, char **argv) {
          size_text(info.free_memory, free_mem, sizeof free_mem));
   printf("alignment: %" PRIu64 "\n", info.alignment);
   if (info.vm_granularity)
-    printf("virtual memory: yes, granularity %" PRIu64 "\n",
-           info.vm_granularity);
+    printf("virtual memory: yes, granularity %" PRIu64 "%s\n",
+           info.vm_granularity,
+           HIPPO_HAS(hippo_device_info, &info, capture_maps) &&
+                   info.capture_maps
+               ? ", mapped during captures"
+               : "");
   else
     printf("virtual memory: no (VIRTUAL pools unavailable)\n");
   printf("preset: %s\n", tool_preset_name(info.preset));

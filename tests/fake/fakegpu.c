@@ -63,7 +63,12 @@
  * mmaps the memfd MAP_SHARED|MAP_FIXED at the address, inaccessible until
  * SetAccess makes it read-write; an unmap puts a PROT_NONE mapping back;
  * a release frees the allocation once unmapped (a mapped one is freed at
- * its unmap, as CUDA documents).  hipMemUnmap first runs the device's
+ * its unmap, as CUDA documents).  While a capture runs (the modes above),
+ * an unmap is a potentially unsafe call on both runtimes, and so is
+ * hipMemMap (it waits on the null stream); cuMemAddressReserve, cuMemCreate,
+ * cuMemMap and cuMemSetAccess are not (CUDA documents no capture check on
+ * them, and PyTorch's expandable segments call them in captures).
+ * hipMemUnmap first runs the device's
  * queued work (HIP's synchronizes); cuMemUnmap does not, so a copy still
  * queued on unmapped memory faults when its stream runs.  The calls check
  * what a driver checks (sizes and offsets multiples of the granularity,
@@ -1212,6 +1217,13 @@ static int vm_map(void *ptr, size_t size, size_t offset,
     err = E_NOT_SUPPORTED;
     goto out;
   }
+#if defined(FAKE_HIP)
+  /* ROCm's hipMemMap queues on the null stream and waits for it (clr
+   * hip_vm.cpp): not while a capture runs; CUDA's cuMemMap has no capture
+   * check (PyTorch maps expandable segments in captures) */
+  if ((err = unsafe_call()) != OK)
+    goto out;
+#endif
   h = handle_of(handle);
   if (!h || !p || size == 0 || size % gran || offset % gran || flags ||
       offset > h->size || size > h->size - offset || !res_of(p, size) ||
@@ -1325,6 +1337,11 @@ static int vm_unmap(void *ptr, size_t size) {
     }
     at += m->size;
   }
+  /* an unmap synchronizes (ROCm waits for every stream; CUDA documents
+   * cuMemUnmap as synchronous, and PyTorch never unmaps in a capture):
+   * a potentially unsafe call while a capture runs */
+  if ((err = unsafe_call()) != OK)
+    goto out;
 #if defined(FAKE_HIP)
   run_all(); /* hipMemUnmap waits for the device's work */
 #endif
