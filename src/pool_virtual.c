@@ -4,27 +4,31 @@
  * case of the granule counts, sliced.h hippo__vtouch), with physical
  * memory only where live reservations touch it.
  *
- * Options {max_slice_size, range_size, granule, unmap_threshold}.  The
- * range (range_size bytes of address space, no memory) is reserved at the
- * pool's first reservation (backend.h vm_reserve) and given back when the
- * pool goes; a reservation's pointer never changes for its whole life.
- * The range is cut into granules of `granule` bytes; each granule is
- * backed by its own physical allocation (vm_map), mapped when a
- * reservation first touches it:
+ * Options {max_slice_size, range_size, granule, unmap_threshold,
+ * map_budget}.  The range (range_size bytes of address space, no memory)
+ * is reserved at the pool's first reservation (backend.h vm_reserve) and
+ * given back when the pool goes; a reservation's pointer never changes
+ * for its whole life.  The range is cut into granules of `granule` bytes,
+ * mapped when a reservation first touches them, in physical allocations
+ * of one granule or a run of them (vm_map), each going back whole:
  *  - a reservation places its slice (best fit to a size class,
  *    sliced_index.h find_near), then maps the granules of it that are not
- *    mapped, and counts one more live slice on every granule it touches;
- *    mapping fails (the device is full, a capture records:
- *    HIPPO_GRAPH_NEEDS_PAGE) -> the slice goes back, nothing changed;
+ *    mapped (each run one map call, allocations of at most alloc_cap),
+ *    and counts one more live slice on every granule it touches; mapping
+ *    fails (the device is full, a capture on HIP: HIPPO_GRAPH_NEEDS_PAGE)
+ *    -> the slice goes back, nothing changed;
  *  - a release counts one slice fewer on them and makes no driver call: a
- *    granule no live slice touches stays mapped, *idle*, and serves the
- *    next reservation that lands on it;
- *  - idle granules go back in batches, at the points that already
- *    synchronize: cleanup (and the out-of-memory ladder's), reclaim, every
- *    relocation (on this pool relocation moves no byte; its drain unmaps),
- *    stream_detach; vm_unmap waits for the device's work first.
- *    relocation_need answers HIPPO_NEED_UNMAP once the idle bytes reach
- *    unmap_threshold, and relocate_when_wanted then gives them back;
+ *    granule no live slice touches stays mapped, *idle* (the cache), and
+ *    serves the next reservation that lands on it;
+ *  - the map budget: a reservation that would map past peak_live plus
+ *    the slack (map_budget parts per 10,000, at least 8 granules) first
+ *    gives back idle allocations, those idle longest first (stamp),
+ *    after one wait for the pool's own stream (over_budget);
+ *  - every idle allocation goes back at the points that already
+ *    synchronize: cleanup (and the out-of-memory ladder's), reclaim,
+ *    every relocation (on this pool relocation moves no byte; its drain
+ *    unmaps), stream_detach; relocation_need answers HIPPO_NEED_UNMAP
+ *    once the idle bytes reach unmap_threshold (default never);
  *  - a released slice a graph holds (GUARDED) keeps counting on its
  *    granules until graph_retire frees it, so no granule a graph may use
  *    goes back before then; nothing is unmapped while a stream of the
