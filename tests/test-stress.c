@@ -1055,7 +1055,8 @@ typedef struct oom_worker {
   const hippo_api *api;
   hippo_stream *s;
   atomic_bool *stop;
-  uint64_t failed;     /* reservations answered HIPPO_OUT_OF_MEMORY */
+  _Atomic uint64_t failed; /* reservations answered HIPPO_OUT_OF_MEMORY
+                              (read by the main thread while it runs) */
   char failure[256];
 } oom_worker;
 
@@ -1121,6 +1122,17 @@ START_TEST(test_attach_beside_out_of_memory) {
     }
     for (int i = nstreams; i-- > 0;)
       tu_detach(api, dev, streams[i], natives[i]);
+    /* every worker has met the device's end at least once (a slow machine,
+     * or valgrind running one thread at a time, may not have scheduled
+     * one yet: the count below would then say nothing), for at most 60 s */
+    for (int waited = 0; waited < 60000; waited++) {
+      int met = 0;
+      for (int i = 0; i < OOM_WORKERS; i++)
+        met += atomic_load(&w[i].failed) > 0;
+      if (met == OOM_WORKERS)
+        break;
+      nanosleep(&(struct timespec){0, 1000000}, NULL);
+    }
     atomic_store(&stop, true);
     for (int i = 0; i < OOM_WORKERS; i++) {
       ck_assert_int_eq(pthread_join(th[i], NULL), 0);
