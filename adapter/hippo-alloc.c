@@ -390,7 +390,16 @@ void hippo_cupy_free(void *param, void *ptr, int device) {
   hippo_free(ptr, 0, device, NULL);
 }
 
-void hippo_alloc_init(int device) { (void)device_get(device); }
+/* PyTorch's CUDAPluggableAllocator::init passes the number of devices
+ * (torch/csrc/cuda/CUDAPluggableAllocator.cpp: init_fn_(device_count)),
+ * not an ordinal: nothing is opened here (each device opens at its first
+ * allocation, on the thread and device that allocate); a count hippo
+ * cannot serve is reported. */
+void hippo_alloc_init(int device_count) {
+  if (device_count < 1 || device_count > MAX_DEVICES)
+    say(true, "init: %d devices; hippo-alloc serves 1 to %d", device_count,
+        MAX_DEVICES);
+}
 
 void hippo_alloc_empty_cache(void) {
   for (int i = 0; i < MAX_DEVICES; i++) {

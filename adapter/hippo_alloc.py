@@ -50,8 +50,17 @@ def cupy():
     return a
 
 
+FIGURES = ("allocations", "bytes_in_use", "peak_bytes_in_use",
+           "bytes_reserved", "peak_bytes_reserved", "bytes_virtual",
+           "streams", "foreign_frees", "failed_allocs")
+
+
 def figure(name, device=0):
-    """A figure of hippo-alloc(3), such as "bytes_in_use"."""
+    """A figure of hippo-alloc(3), such as "bytes_in_use"; ValueError for
+    a name that is none of FIGURES."""
+    if name not in FIGURES:
+        raise ValueError("hippo_alloc.figure: %r is not a figure (%s)"
+                         % (name, ", ".join(FIGURES)))
     return lib.hippo_alloc_figure(device, name.encode())
 
 

@@ -49,7 +49,9 @@ void *hippo_alloc(size_t size, int device, void *stream);
 void hippo_free(void *ptr, size_t size, int device, void *stream);
 
 /* PyTorch's hooks (set on CUDAPluggableAllocator._allocator).
- * init: opens the device now (else at its first allocation).
+ * init: PyTorch passes the number of devices; nothing is opened (each
+ *   device opens at its first allocation); a count outside 1 to 64 is
+ *   reported.
  * empty_cache: hippo's cleanup of every open device: empty pages and idle
  *   granules go back to the driver (it waits for the streams' work).
  * set_fraction: the device holds at most fraction x its memory; taken at
@@ -58,7 +60,7 @@ void hippo_free(void *ptr, size_t size, int device, void *stream);
  * record_stream: `stream` uses the block too (hippo's record_use): its
  *   bytes are reused only once the work stream had queued at the free has
  *   finished. */
-void hippo_alloc_init(int device);
+void hippo_alloc_init(int device_count);
 void hippo_alloc_empty_cache(void);
 void hippo_alloc_set_fraction(double fraction, int device);
 void hippo_alloc_record_stream(void *ptr, void *stream);

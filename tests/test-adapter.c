@@ -204,7 +204,7 @@ START_TEST(test_replay_torch_trace) {
            top ? top : ".");
   ck_assert_msg(trace_load("test-adapter", path, &t), "cannot read %s", path);
   setenv("HIPPO_ALLOC_CAPACITY", "32G", 1); /* its peak: 24.2 GB live */
-  A.init(0);
+  A.init(1); /* PyTorch: the number of devices */
   api = api_of(&dev);
   for (int k = 1; k < 4; k++)
     CK_OK(api, tu_emu(api)->stream_create(dev, &natives[k]));
@@ -315,7 +315,7 @@ START_TEST(test_faults) {
   hippo_call_kind kind = _i == 0 ? HIPPO_CALL_VM_MAP : HIPPO_CALL_ALLOC;
   uint64_t live;
   setenv("HIPPO_ALLOC_LAYOUT", _i == 0 ? "virtual" : "adaptive", 1);
-  A.init(0);
+  A.init(1); /* PyTorch: the number of devices */
   api = api_of(&dev);
   if (_i == 0 && tu_info(api, dev).preset != HIPPO_PRESET_VIRTUAL) {
     printf("skipped: no virtual memory (%s)\n", tu_info(api, dev).note);
@@ -356,7 +356,7 @@ START_TEST(test_record_stream) {
   void *user;
   hippo_usage u;
   char *p, *q, *r;
-  A.init(0);
+  A.init(1); /* PyTorch: the number of devices */
   api = api_of(&dev);
   CK_OK(api, tu_emu(api)->stream_create(dev, &user));
   p = A.alloc(MiB, 0, NULL);
@@ -394,7 +394,7 @@ START_TEST(test_set_fraction) {
   hippo_device *dev;
   uint64_t total;
   void *p;
-  A.init(0);
+  A.init(1); /* PyTorch: the number of devices */
   api = api_of(&dev);
   total = tu_info(api, dev).total_memory;
   A.set_fraction(0.25, 0);
@@ -479,12 +479,25 @@ static void *work(void *arg) {
   return NULL;
 }
 
+/* The init hook takes the number of devices, as PyTorch calls it
+ * (CUDAPluggableAllocator::init): it opens no device, and never the
+ * ordinal the count names (with one GPU, device 1 does not exist). */
+START_TEST(test_init_takes_a_count) {
+  hippo_usage u;
+  A.init(5);
+  ck_assert_int_eq(A.usage(5, &u), HIPPO_INVALID_ARGUMENT);
+  ERROR_HAS("not open");
+  A.init(0); /* reported, nothing opened */
+  ck_assert_int_eq(A.usage(5, &u), HIPPO_INVALID_ARGUMENT);
+}
+END_TEST
+
 START_TEST(test_threads) {
   const hippo_api *api;
   hippo_device *dev;
   struct worker w[4];
   pthread_t t[4];
-  A.init(0);
+  A.init(1); /* PyTorch: the number of devices */
   api = api_of(&dev);
   for (int i = 0; i < 4; i++) {
     w[i].bad = 0;
@@ -517,6 +530,7 @@ static Suite *adapter_suite(void) {
   tcase_add_loop_test(tc, test_environment, 0, 4);
   tcase_add_test(tc, test_cupy_pair);
   tcase_add_test(tc, test_threads);
+  tcase_add_test(tc, test_init_takes_a_count);
   suite_add_tcase(s, tc);
   return s;
 }

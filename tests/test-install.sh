@@ -156,6 +156,11 @@ h.lib.hippo_free(p, 0, 0, None)
 h.lib.hippo_free(p, 0, 0, None)
 assert h.figure("allocations") == 0 and h.figure("foreign_frees") == 1
 assert "did not hand out" in h.last_error()
+try:
+    h.figure("bytes_in_us")
+    raise SystemExit("figure took a name that is no figure")
+except ValueError as e:
+    assert "bytes_in_use" in str(e), e
 for hook in ("torch", "cupy"):
     try:
         getattr(h, hook)()
