@@ -11,7 +11,14 @@ path (pkg-config --variable=adapter hippo names the installed one).
 import ctypes
 import os
 
-lib = ctypes.CDLL(os.environ.get("HIPPO_ALLOC_LIB", "libhippo-alloc.so"))
+_path = os.environ.get("HIPPO_ALLOC_LIB", "libhippo-alloc.so")
+try:
+    lib = ctypes.CDLL(_path)
+except OSError as e:
+    raise ImportError(
+        "hippo_alloc: cannot load %s (%s); set HIPPO_ALLOC_LIB to the "
+        "library's path (pkg-config --variable=adapter hippo names the "
+        "installed one)" % (_path, e)) from e
 lib.hippo_alloc_figure.restype = ctypes.c_uint64
 lib.hippo_alloc_figure.argtypes = [ctypes.c_int, ctypes.c_char_p]
 lib.hippo_alloc_last_error.restype = ctypes.c_char_p

@@ -170,6 +170,16 @@ print("ok")'
   if [ "$status" -eq 0 ] && [ "$(cat "$out")" = ok ]; then
     pass "hippo_alloc.py allocates and frees through the installed adapter"
   else fail "hippo_alloc.py through the installed adapter (exit $status)"; fi
+  # no library where it looks: an ImportError that says what to set
+  run env PYTHONPATH="$dest$pythondir" HIPPO_ALLOC_LIB="$tmp/none.so" \
+    python3 -c '
+try:
+    import hippo_alloc
+except ImportError as e:
+    print("HIPPO_ALLOC_LIB" in str(e) and "none.so" in str(e))'
+  if [ "$(cat "$out")" = True ]; then
+    pass "hippo_alloc.py without its library: an ImportError naming HIPPO_ALLOC_LIB"
+  else fail "hippo_alloc.py without its library: $(cat "$out" "$err")"; fi
 else
   echo "SKIP: no python3 to import hippo_alloc.py with"
 fi
