@@ -38,6 +38,7 @@
 #include <config.h>
 
 #include <check.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -984,6 +985,49 @@ START_TEST(test_destroy_gives_back) {
 }
 END_TEST
 
+/* While a stream captures in mode global, an unmap is a potentially
+ * unsafe call on both runtimes (an unmap synchronizes; PyTorch never
+ * unmaps in a capture): the stand-in refuses it and invalidates the
+ * capture, the granule stays mapped and counted; after the capture it
+ * goes.  hippo itself never unmaps while a stream it knows captures (the
+ * free gate); this is the stand-in's half of that rule. */
+START_TEST(test_unmap_in_capture) {
+  int f = _i;
+  hippo__backend *be = vm_new(f, 0);
+  uint64_t r = range_new(be, 4 * G), done = 0;
+  void *lib = dlopen(tu_fake_lib(flavors[f].var), RTLD_NOW | RTLD_NOLOAD);
+  int (*create)(void **, unsigned);
+  int (*begin)(void *, int);
+  int (*end)(void *, void **);
+  int (*destroy)(void *);
+  void *s = NULL, *graph = NULL;
+  ck_assert_ptr_nonnull(lib);
+  *(void **)&create = dlsym(lib, f ? "cudaStreamCreateWithFlags"
+                                   : "hipStreamCreateWithFlags");
+  *(void **)&begin = dlsym(lib, f ? "cudaStreamBeginCapture"
+                                  : "hipStreamBeginCapture");
+  *(void **)&end = dlsym(lib, f ? "cudaStreamEndCapture"
+                                : "hipStreamEndCapture");
+  *(void **)&destroy = dlsym(lib, f ? "cudaStreamDestroy"
+                                    : "hipStreamDestroy");
+  ck_assert(create && begin && end && destroy);
+  CK_CORE_OK(be->ops->vm_map(be, r, G, G));
+  ck_assert_int_eq(create(&s, 1), 0);
+  ck_assert_int_eq(begin(s, 0), 0); /* mode global */
+  CK_CORE_STATUS(be->ops->vm_unmap(be, r, G, G, false, &done),
+                 HIPPO_BACKEND_ERROR);
+  ck_assert_uint_eq(done, 0);
+  mapped_is(be, 1, G, G);
+  ck_assert_int_eq(end(s, &graph), 901); /* invalidated */
+  CK_CORE_OK(be->ops->vm_unmap(be, r, G, G, true, &done));
+  mapped_is(be, 0, 0, 0);
+  ck_assert_int_eq(destroy(s), 0);
+  CK_CORE_OK(be->ops->vm_release(be, r, 4 * G));
+  be->ops->destroy(be);
+  dlclose(lib);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("vm-gpu");
   TCase *tc;
@@ -1000,6 +1044,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_arguments, 0, 2);
   tcase_add_loop_test(tc, test_unmap_waits, 0, 2);
   tcase_add_loop_test(tc, test_no_vmm, 0, 2);
+  tcase_add_loop_test(tc, test_unmap_in_capture, 0, 2);
   tcase_add_loop_test(tc, test_granularity_asked, 0, 2);
   tcase_add_loop_test(tc, test_many_granules, 0, 2);
   tcase_add_loop_test(tc, test_threads, 0, 2);
