@@ -343,7 +343,9 @@ hippo_status hippo__gpu_status(int err) {
     return HIPPO_SUCCESS;
   case HIPPO__GPU_OUT_OF_MEMORY:
     return HIPPO_OUT_OF_MEMORY;
+  case HIPPO__GPU_STUB_LIBRARY:     /* a container's stub libcuda */
   case HIPPO__GPU_INSUFFICIENT_DRIVER:
+  case HIPPO__GPU_DEVICES_UNAVAILABLE: /* exclusive-process, taken */
   case HIPPO__GPU_NO_DEVICE:
   case HIPPO__GPU_INVALID_DEVICE:
   case HIPPO__GPU_DRIVER_MISMATCH:
@@ -362,11 +364,15 @@ static const struct {
     {1, "hipErrorInvalidValue", "cudaErrorInvalidValue"},
     {2, "hipErrorOutOfMemory", "cudaErrorMemoryAllocation"},
     {3, "hipErrorNotInitialized", "cudaErrorInitializationError"},
+    {34, NULL, "cudaErrorStubLibrary"}, /* HIP has no 34, 46 */
     {35, "hipErrorInsufficientDriver", "cudaErrorInsufficientDriver"},
+    {46, NULL, "cudaErrorDevicesUnavailable"},
     {100, "hipErrorNoDevice", "cudaErrorNoDevice"},
     {101, "hipErrorInvalidDevice", "cudaErrorInvalidDevice"},
     {400, "hipErrorInvalidResourceHandle", "cudaErrorInvalidResourceHandle"},
+    {401, "hipErrorIllegalState", "cudaErrorIllegalState"},
     {600, "hipErrorNotReady", "cudaErrorNotReady"},
+    {709, "hipErrorContextIsDestroyed", "cudaErrorContextIsDestroyed"},
     {801, "hipErrorNotSupported", "cudaErrorNotSupported"},
     {803, NULL, "cudaErrorSystemDriverMismatch"}, /* HIP has no 803, 804 */
     {804, NULL, "cudaErrorCompatNotSupportedOnDevice"},
@@ -375,6 +381,7 @@ static const struct {
     {901, "hipErrorStreamCaptureInvalidated",
      "cudaErrorStreamCaptureInvalidated"},
     {906, "hipErrorStreamCaptureImplicit", "cudaErrorStreamCaptureImplicit"},
+    {907, "hipErrorCapturedEvent", "cudaErrorCapturedEvent"},
     {999, "hipErrorUnknown", "cudaErrorUnknown"},
 };
 

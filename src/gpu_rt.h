@@ -45,7 +45,10 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__GPU_INVALID_VALUE 1
 #define HIPPO__GPU_OUT_OF_MEMORY 2
 #define HIPPO__GPU_INIT_ERROR 3
+#define HIPPO__GPU_STUB_LIBRARY 34         /* CUDA: libcuda is a stub */
 #define HIPPO__GPU_INSUFFICIENT_DRIVER 35
+#define HIPPO__GPU_DEVICES_UNAVAILABLE 46  /* CUDA: every device busy or
+                                              unavailable */
 #define HIPPO__GPU_NO_DEVICE 100
 #define HIPPO__GPU_INVALID_DEVICE 101
 #define HIPPO__GPU_INVALID_HANDLE 400

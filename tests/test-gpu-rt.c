@@ -149,12 +149,20 @@ static const struct {
      "cudaErrorMemoryAllocation"},
     {3, HIPPO_BACKEND_ERROR, "hipErrorNotInitialized",
      "cudaErrorInitializationError"},
+    /* CUDA only (HIP has no 34, 46): a stub libcuda (a container without
+     * the driver), every device exclusive and taken */
+    {34, HIPPO_NO_DEVICE, "unknown", "cudaErrorStubLibrary"},
     {35, HIPPO_NO_DEVICE, "hipErrorInsufficientDriver",
      "cudaErrorInsufficientDriver"},
+    {46, HIPPO_NO_DEVICE, "unknown", "cudaErrorDevicesUnavailable"},
     {100, HIPPO_NO_DEVICE, "hipErrorNoDevice", "cudaErrorNoDevice"},
     {101, HIPPO_NO_DEVICE, "hipErrorInvalidDevice", "cudaErrorInvalidDevice"},
     {400, HIPPO_BACKEND_ERROR, "hipErrorInvalidResourceHandle",
      "cudaErrorInvalidResourceHandle"},
+    {401, HIPPO_BACKEND_ERROR, "hipErrorIllegalState",
+     "cudaErrorIllegalState"},
+    {709, HIPPO_BACKEND_ERROR, "hipErrorContextIsDestroyed",
+     "cudaErrorContextIsDestroyed"},
     {600, HIPPO_BACKEND_ERROR, "hipErrorNotReady", "cudaErrorNotReady"},
     {801, HIPPO_BACKEND_ERROR, "hipErrorNotSupported",
      "cudaErrorNotSupported"},
@@ -167,6 +175,8 @@ static const struct {
      "cudaErrorStreamCaptureInvalidated"},
     {906, HIPPO_BACKEND_ERROR, "hipErrorStreamCaptureImplicit",
      "cudaErrorStreamCaptureImplicit"},
+    {907, HIPPO_BACKEND_ERROR, "hipErrorCapturedEvent",
+     "cudaErrorCapturedEvent"},
     {999, HIPPO_BACKEND_ERROR, "hipErrorUnknown", "cudaErrorUnknown"},
     /* codes hippo does not name */
     {4242, HIPPO_BACKEND_ERROR, "unknown", "unknown"},
@@ -1015,6 +1025,25 @@ START_TEST(test_auto_without_gpu) {
   ck_assert_msg(strstr(i.note, "AUTO chose HOST: no GPU: HIP "
                                "hipGetDeviceCount failed: "
                                "fakeErrorInsufficientDriver (35)") == i.note,
+                "note: %s", i.note);
+  CK_CORE_OK(hippo__device_close(dev));
+
+  /* CUDA's stub libcuda (34: a container without the driver) and every
+   * device unavailable (46: exclusive-process, taken): HOST too */
+  runtimes(NULL, fake_cuda());
+  env("HIPPO_GPU_RUNTIME", "cuda");
+  env("FAKE_GPU_FAIL", "stub");
+  dev = device_open(HIPPO_BACKEND_AUTO, 0, 0, 0);
+  i = info_of(dev);
+  ck_assert_uint_eq(i.backend, HIPPO_BACKEND_HOST);
+  ck_assert_msg(strstr(i.note, "cudaGetDeviceCount failed: fakeError (34)"),
+                "note: %s", i.note);
+  CK_CORE_OK(hippo__device_close(dev));
+  env("FAKE_GPU_FAIL", "unavailable");
+  dev = device_open(HIPPO_BACKEND_AUTO, 0, 0, 0);
+  i = info_of(dev);
+  ck_assert_uint_eq(i.backend, HIPPO_BACKEND_HOST);
+  ck_assert_msg(strstr(i.note, "cudaGetDeviceCount failed: fakeError (46)"),
                 "note: %s", i.note);
   CK_CORE_OK(hippo__device_close(dev));
 }

@@ -28,7 +28,9 @@
  *   FAKE_GPU_MEMORY     bytes per device (default 1 GiB)
  *   FAKE_GPU_ALIGNMENT  texture alignment (default 256)
  *   FAKE_GPU_FAIL       "nodevice" (GetDeviceCount answers 100), "driver"
- *                       (35), "prohibited" (compute mode prohibited),
+ *                       (35), "stub" (34, CUDA's stub libcuda),
+ *                       "unavailable" (46, every device exclusive and
+ *                       taken), "prohibited" (compute mode prohibited),
  *                       "free" (Free answers 400 and frees nothing)
  *   FAKE_GPU_SLOW_US    Malloc and StreamCreateWithFlags first sleep
  *                       this long (default 0), and Free sleeps twice as
@@ -349,6 +351,10 @@ EXPORT int FN(GetDeviceCount)(int *count) {
     return E_NODEV;
   if (!strcmp(fail_mode(), "driver"))
     return E_DRIVER;
+  if (!strcmp(fail_mode(), "stub"))
+    return 34; /* cudaErrorStubLibrary */
+  if (!strcmp(fail_mode(), "unavailable"))
+    return 46; /* cudaErrorDevicesUnavailable */
   *count = devices();
   return *count ? OK : E_NODEV;
 }
