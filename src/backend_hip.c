@@ -583,7 +583,11 @@ static hippo_status gpu_capture_status(hippo__backend *be, void *stream,
                                                       err),
                                   err));
   }
-  if (err == HIPPO__GPU_INVALID_HANDLE)
+  /* not a stream: CUDA's 400; ROCm answers 709 (clr hip_stream.cpp,
+   * hipErrorContextIsDestroyed for a stream it does not know) */
+  if (err == HIPPO__GPU_INVALID_HANDLE ||
+      (g->rt->flavor == HIPPO__GPU_HIP &&
+       err == HIPPO__GPU_CONTEXT_DESTROYED))
     return leave(g, &sc,
                  hippo__error_set(HIPPO_INVALID_ARGUMENT,
                                   "%s StreamIsCapturing: %p is not a stream "

@@ -52,6 +52,7 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__GPU_NO_DEVICE 100
 #define HIPPO__GPU_INVALID_DEVICE 101
 #define HIPPO__GPU_INVALID_HANDLE 400
+#define HIPPO__GPU_CONTEXT_DESTROYED 709 /* HIP: an unknown stream */
 #define HIPPO__GPU_NOT_READY 600
 #define HIPPO__GPU_NOT_SUPPORTED 801
 #define HIPPO__GPU_DRIVER_MISMATCH 803  /* CUDA: system driver mismatch */

@@ -1149,6 +1149,36 @@ START_TEST(test_attach_other_device) {
 }
 END_TEST
 
+/* A pointer that is no stream: CUDA answers 400 and ROCm 709
+ * (hipErrorContextIsDestroyed): stream_attach refuses it as not a stream
+ * on both.  The legacy (1) and per-thread (2) special handles are
+ * streams to the runtimes: asked whether they capture, they answer. */
+START_TEST(test_attach_no_stream) {
+  int not_a_stream = 0;
+  for (int f = 0; f < 2; f++) {
+    hippo_device *dev;
+    hippo_stream *s = NULL;
+    bool capturing = true;
+    uint64_t id = 7;
+    runtimes(f ? NULL : fake_hip(), f ? fake_cuda() : NULL);
+    env("HIPPO_GPU_RUNTIME", f ? "cuda" : "hip");
+    dev = device_open(HIPPO_BACKEND_HIP, 0, 0, 0);
+    CK_CORE_STATUS(hippo__stream_attach(dev, &not_a_stream, &s),
+                   HIPPO_INVALID_ARGUMENT);
+    CK_CORE_ERROR_HAS("is not a stream of the runtime");
+    CK_CORE_ERROR_HAS(f ? ", 400)" : ", 709)");
+    ck_assert_ptr_null(s);
+    for (uintptr_t special = 1; special <= 2; special++) {
+      CK_CORE_OK(dev->be->ops->capture_status(dev->be, (void *)special,
+                                              &capturing, &id));
+      ck_assert(!capturing);
+      ck_assert_uint_eq(id, 0);
+    }
+    CK_CORE_OK(hippo__device_close(dev));
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gpu-rt");
   TCase *tc;
@@ -1206,6 +1236,7 @@ int main(void) {
   tcase_add_test(tc, test_auto_with_gpu);
   tcase_add_test(tc, test_presets_from_memory);
   tcase_add_test(tc, test_attach_other_device);
+  tcase_add_test(tc, test_attach_no_stream);
   suite_add_tcase(s, tc);
 
   return tu_run(s);

@@ -133,6 +133,13 @@ enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NODEV = 100,
        E_NOT_SUPPORTED = 801,
        E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901,
        E_CAPTURE_IMPLICIT = 906 };
+/* A handle that is no stream: CUDA's invalid handle (400); ROCm answers
+ * hipErrorContextIsDestroyed (709) for a stream it does not know. */
+#if defined(FAKE_HIP)
+#define E_NOSTREAM 709
+#else
+#define E_NOSTREAM E_HANDLE
+#endif
 enum { MODE_GLOBAL = 0, MODE_THREAD_LOCAL = 1, MODE_RELAXED = 2 };
 
 enum { OP_COPY, OP_FREE };
@@ -255,8 +262,11 @@ static void slow(void) {
   }
 }
 
+/* The stream a handle names, or NULL (the caller answers E_NOSTREAM).
+ * The legacy (1) and per-thread (2) special handles are the default
+ * stream here, as the runtimes accept them. */
 static fstream *stream_of(void *s) {
-  fstream *f = s ? s : &default_stream;
+  fstream *f = s && (uintptr_t)s > 2 ? s : &default_stream;
   return f->magic == STREAM_MAGIC ? f : NULL;
 }
 
@@ -561,7 +571,7 @@ EXPORT int FN(MemcpyAsync)(void *dst, const void *src, size_t size, int kind,
   (void)kind;
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
-  err = s ? enqueue(s, (op){OP_COPY, dst, src, size}) : E_HANDLE;
+  err = s ? enqueue(s, (op){OP_COPY, dst, src, size}) : E_NOSTREAM;
   pthread_mutex_unlock(&mu);
   return err;
 }
@@ -574,7 +584,7 @@ EXPORT int FN(MallocAsync)(void **p, size_t size, void *stream) {
   s = stream_of(stream);
   if (!s || s->capturing) {
     pthread_mutex_unlock(&mu);
-    return s ? E_CAPTURE_UNSUPPORTED : E_HANDLE;
+    return s ? E_CAPTURE_UNSUPPORTED : E_NOSTREAM;
   }
   pthread_mutex_unlock(&mu);
   return FN(Malloc)(p, size);
@@ -588,7 +598,7 @@ EXPORT int FN(FreeAsync)(void *p, void *stream) {
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
   if (!s || s->capturing)
-    err = s ? E_CAPTURE_UNSUPPORTED : E_HANDLE;
+    err = s ? E_CAPTURE_UNSUPPORTED : E_NOSTREAM;
   else
     err = enqueue(s, (op){OP_FREE, p, NULL, 0});
   pthread_mutex_unlock(&mu);
@@ -646,7 +656,7 @@ EXPORT int FN(StreamDestroy)(void *stream) {
       return OK;
     }
   pthread_mutex_unlock(&mu);
-  return E_HANDLE;
+  return E_NOSTREAM;
 }
 
 EXPORT int FN(StreamSynchronize)(void *stream) {
@@ -655,7 +665,7 @@ EXPORT int FN(StreamSynchronize)(void *stream) {
   s = stream_of(stream);
   if (!s || s->capturing) {
     pthread_mutex_unlock(&mu);
-    return s ? E_CAPTURE_UNSUPPORTED : E_HANDLE;
+    return s ? E_CAPTURE_UNSUPPORTED : E_NOSTREAM;
   }
   run(s, UINT64_MAX);
   pthread_mutex_unlock(&mu);
@@ -673,7 +683,7 @@ EXPORT int cudaStreamGetDevice(void *stream, int *dev) {
   if (s)
     *dev = stream ? s->device : current;
   pthread_mutex_unlock(&mu);
-  return s ? OK : E_HANDLE;
+  return s ? OK : E_NOSTREAM;
 }
 
 EXPORT int FN(StreamIsCapturing)(void *stream, int *status) {
@@ -681,7 +691,7 @@ EXPORT int FN(StreamIsCapturing)(void *stream, int *status) {
   int err;
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
-  err = s ? OK : E_HANDLE;
+  err = s ? OK : E_NOSTREAM;
   if (s)
     *status = s->capturing ? 1 : 0;
   if (s && !stream) /* the legacy stream: a blocking stream capturing? */
@@ -705,7 +715,7 @@ EXPORT int FN(StreamGetCaptureInfo)(void *stream, int *status,
       *id = s->capturing ? s->capture_id : 0;
   }
   pthread_mutex_unlock(&mu);
-  return s ? OK : E_HANDLE;
+  return s ? OK : E_NOSTREAM;
 }
 
 EXPORT int FN(StreamBeginCapture)(void *stream, int mode) {
@@ -714,7 +724,7 @@ EXPORT int FN(StreamBeginCapture)(void *stream, int mode) {
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
   if (!s)
-    err = E_HANDLE;
+    err = E_NOSTREAM;
   else if (mode < MODE_GLOBAL || mode > MODE_RELAXED)
     err = E_VALUE;
   else if (!stream || s->capturing)
@@ -739,7 +749,7 @@ EXPORT int FN(StreamEndCapture)(void *stream, void **graph) {
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
   if (!s)
-    err = E_HANDLE;
+    err = E_NOSTREAM;
   else if (!s->capturing)
     err = E_VALUE;
   else if (s->invalidated) { /* an unsafe call broke it: no graph */
@@ -821,7 +831,7 @@ EXPORT int FN(GraphLaunch)(void *exec, void *stream) {
   if (!x || x->magic != EXEC_MAGIC)
     err = E_VALUE;
   else if (!s)
-    err = E_HANDLE;
+    err = E_NOSTREAM;
   for (size_t i = 0; err == OK && i < x->list.n; i++)
     err = enqueue(s, x->list.ops[i]);
   pthread_mutex_unlock(&mu);
