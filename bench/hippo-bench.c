@@ -1416,6 +1416,25 @@ static double f_target(const char *path, hippo_preset preset) {
   return 0.0;
 }
 
+/* After an F replay: what the trace left live released, the streams
+ * detached and destroyed, the device closed, `handles` freed. */
+static void f_teardown(const c_trace *t, hippo_device *dev,
+                       hippo_stream *const *streams, void *const *native,
+                       hippo_handle *handles) {
+  for (size_t i = 0; i < t->nev; i++) {
+    const c_event *e = &t->ev[i];
+    if (e->alloc && !t->slot_freed[e->slot])
+      CHECK(api->release(streams[e->stream], handles[e->slot]),
+            "F: release (teardown)");
+  }
+  for (unsigned s = 0; s < t->nstreams; s++) {
+    CHECK(api->stream_detach(streams[s]), "F: stream_detach");
+    CHECK(tool_emu(api)->stream_destroy(dev, native[s]), "F: emu_stream_destroy");
+  }
+  CHECK(api->device_close(dev), "F: device_close");
+  free(handles);
+}
+
 /* Replays t with `preset` and `policy` (0 never, 1 wanted, 2 explicit
  * every 1000 events); peak reserved / peak live, bytes relocated and the
  * driver calls per 1,000 events. */
@@ -1459,18 +1478,7 @@ static double f_replay(const c_trace *t, hippo_preset preset, int policy,
   c.struct_size = sizeof c;
   CHECK(tool_emu(api)->counters(dev, &c), "F: emu_counters");
   *calls = tool_calls_per_1000(&c, t->nev);
-  for (size_t i = 0; i < t->nev; i++) {
-    const c_event *e = &t->ev[i];
-    if (e->alloc && !t->slot_freed[e->slot])
-      CHECK(api->release(streams[e->stream], handles[e->slot]),
-            "F: release (teardown)");
-  }
-  for (unsigned s = 0; s < t->nstreams; s++) {
-    CHECK(api->stream_detach(streams[s]), "F: stream_detach");
-    CHECK(tool_emu(api)->stream_destroy(dev, native[s]), "F: emu_stream_destroy");
-  }
-  CHECK(api->device_close(dev), "F: device_close");
-  free(handles);
+  f_teardown(t, dev, streams, native, handles);
   return t->peak_live ? (double)u.peak_bytes_reserved / (double)t->peak_live
                       : 0.0;
 }
@@ -1545,18 +1553,7 @@ static void f_steps(const c_trace *t, f_step out[F_STEPS]) {
     out[k].waits = step_per_1000(f.waits, &f);
   }
   dev_check(dev, "F: check");
-  for (size_t i = 0; i < t->nev; i++) {
-    const c_event *e = &t->ev[i];
-    if (e->alloc && !t->slot_freed[e->slot])
-      CHECK(api->release(streams[e->stream], handles[e->slot]),
-            "F: release (teardown)");
-  }
-  for (unsigned s = 0; s < t->nstreams; s++) {
-    CHECK(api->stream_detach(streams[s]), "F: stream_detach");
-    CHECK(tool_emu(api)->stream_destroy(dev, native[s]), "F: emu_stream_destroy");
-  }
-  CHECK(api->device_close(dev), "F: device_close");
-  free(handles);
+  f_teardown(t, dev, streams, native, handles);
   free(once);
   free(later);
 }

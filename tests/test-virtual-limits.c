@@ -76,20 +76,11 @@ static void expect_refused_at(const hippo_api *api, hippo_pool_options o,
                     .pool_options_size = sizeof o,
                     .pools = &o};
   hippo_device_desc d;
-  hippo_device *dev = NULL;
-  hippo_status st;
   TU_SIZED(d);
   d.backend = HIPPO_BACKEND_DRY;
   d.capacity = capacity;
   d.layout = &l;
-  st = api->device_open(&d, &dev);
-  ck_assert_msg(st == HIPPO_POOL_CONFIG,
-                "line %d: device_open gave %s, expected HIPPO_POOL_CONFIG",
-                line, api->status_name(st));
-  ck_assert_msg(strstr(api->last_error(), field) != NULL,
-                "line %d: last_error \"%s\" does not name %s", line,
-                api->last_error(), field);
-  ck_assert_ptr_null(dev);
+  tu_config_refused_at(api, &d, field, line);
 }
 #define CK_REFUSED(o, capacity, field)                                       \
   expect_refused_at(api, (o), (capacity), (field), __LINE__)

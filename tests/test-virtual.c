@@ -792,8 +792,6 @@ static void expect_config_at(const hippo_api *api, uint64_t range,
   tu_layout l;
   hippo_pool_options *o;
   hippo_device_desc d;
-  hippo_device *dev = NULL;
-  hippo_status st;
   tu_layout_init(&l);
   o = tu_layout_add(&l, HIPPO_POOL_VIRTUAL);
   o->range_size = range;
@@ -805,14 +803,7 @@ static void expect_config_at(const hippo_api *api, uint64_t range,
   d.backend = HIPPO_BACKEND_DRY;
   d.capacity = 64 * MiB;
   d.layout = &l.layout;
-  st = api->device_open(&d, &dev);
-  ck_assert_msg(st == HIPPO_POOL_CONFIG,
-                "line %d: device_open gave %s, expected HIPPO_POOL_CONFIG",
-                line, api->status_name(st));
-  ck_assert_msg(strstr(api->last_error(), field) != NULL,
-                "line %d: last_error \"%s\" does not name %s", line,
-                api->last_error(), field);
-  ck_assert_ptr_null(dev);
+  tu_config_refused_at(api, &d, field, line);
 }
 #define CK_CONFIG(range, granule, slice, page, period, field)              \
   expect_config_at(api, (range), (granule), (slice), (page), (period),        \

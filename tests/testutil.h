@@ -601,6 +601,22 @@ static inline void tu_close_at(const hippo_api *api, hippo_device *dev,
               sizeof((const tu_pair[]){__VA_ARGS__}) / sizeof(tu_pair),        \
               __FILE__, __LINE__)
 
+/* device_open(d) must answer HIPPO_POOL_CONFIG, open nothing, and name
+ * `field` in last_error (`line`: the caller's, for the message). */
+static inline void tu_config_refused_at(const hippo_api *api,
+                                        const hippo_device_desc *d,
+                                        const char *field, int line) {
+  hippo_device *dev = NULL;
+  hippo_status st = api->device_open(d, &dev);
+  ck_assert_msg(st == HIPPO_POOL_CONFIG,
+                "line %d: device_open gave %s, expected HIPPO_POOL_CONFIG",
+                line, api->status_name(st));
+  ck_assert_msg(strstr(api->last_error(), field) != NULL,
+                "line %d: last_error \"%s\" does not name %s", line,
+                api->last_error(), field);
+  ck_assert_ptr_null(dev);
+}
+
 /* The virtual-memory granularity of the device the suite runs on
  * (tu_backend: HOST's 4 KiB, the stand-ins' $FAKE_GPU_VM_GRANULARITY, a
  * GPU's 2 MiB), for main() before the tests run: no Check macro, 0 when
