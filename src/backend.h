@@ -75,8 +75,9 @@
  *                           as a driver refuses it): one
  *                           HIPPO_CALL_VM_UNMAP each.  With `wait`,
  *                           the device's queued work finishes first
- *                           (hipMemUnmap waits itself; cuMemUnmap does
- *                           not: the CUDA path synchronizes the device);
+ *                           (neither cuMemUnmap nor hipMemUnmap waits for
+ *                           every stream: the GPU path synchronizes the
+ *                           device);
  *                           without it the granules must be ones no work
  *                           can touch (just mapped).  On failure *done
  *                           says how many bytes, from addr, went back; the

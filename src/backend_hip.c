@@ -692,9 +692,10 @@ static hippo_status gpu_mem_info(hippo__backend *be, uint64_t *free_bytes,
  * handle whose release it refuses after the unmap stays held (an orphan)
  * and is released again at the next vm_map, vm_unmap or destroy.
  *
- * hipMemUnmap waits for the device's work itself; cuMemUnmap does not, so
- * on CUDA a vm_unmap with `wait` synchronizes the device first
- * (cudaDeviceSynchronize), once per call.  The VMM calls of a device run
+ * cuMemUnmap does not wait for the device's work, and hipMemUnmap waits
+ * only for the null stream and the blocking streams (not hippo's
+ * non-blocking ones), so a vm_unmap with `wait` synchronizes the device
+ * first on both (DeviceSynchronize), once per call.  The VMM calls of a device run
  * one at a time (vm_lock): ROCm releases have had races between concurrent
  * map calls and spurious hipMemSetAccess failures, so nothing overlaps and
  * every answer is checked.
@@ -1254,11 +1255,14 @@ static hippo_status gpu_vm_unmap(hippo__backend *be, uint64_t addr,
     goto out;
   if (g->norphans)
     orphans_retry(g);
-  /* hipMemUnmap waits for the device's work; cuMemUnmap does not.  A
-   * wait either way (counted once a call) */
+  /* cuMemUnmap does not wait for the device's work, and hipMemUnmap
+   * waits only for the null stream and the blocking streams (clr
+   * hip_vm.cpp, hip_device.cpp WaitActiveStreams), not hippo's
+   * non-blocking ones: the device is synchronized first on both, as
+   * PyTorch does before it unmaps (issue 40 item 1); one wait a call */
   if (wait)
     atomic_fetch_add_explicit(&g->waits, 1, memory_order_relaxed);
-  if (wait && g->rt->flavor == HIPPO__GPU_CUDA) {
+  if (wait) {
     int err = g->rt->device_sync();
     if (err != HIPPO__GPU_SUCCESS)
       st = hippo__error_wrap(hippo__gpu_fail(g->rt, err, "DeviceSynchronize",
@@ -1308,8 +1312,8 @@ static void vm_fini(gpu_backend *g) {
   dev_scope sc;
   if ((g->ngranules || g->norphans || g->nranges) &&
       vm_enter(g, "destroy", &sc) == HIPPO_SUCCESS) {
-    if (g->ngranules && g->rt->flavor == HIPPO__GPU_CUDA)
-      (void)g->rt->device_sync(); /* cuMemUnmap does not wait */
+    if (g->ngranules)
+      (void)g->rt->device_sync(); /* neither unmap waits for all streams */
     for (size_t i = 0; i < g->cap_granules; i++) {
       const vm_granule *e = &g->granules[i];
       if (e->addr &&

@@ -644,8 +644,11 @@ END_TEST
 /* vm_unmap with `wait`: the device's queued work finishes first.  A copy
  * reading the granule is queued on a stream (the stand-ins run it at the
  * stream's synchronization); after the unmap its bytes have landed.  On
- * CUDA this is hippo's cudaDeviceSynchronize (the fake's cuMemUnmap does
- * not wait: the copy would then read unmapped memory and crash). */
+ * both this is hippo's device synchronize: the fake's cuMemUnmap does not
+ * wait, and its hipMemUnmap waits only for the null and the blocking
+ * streams, as ROCm's does, while hippo's stream is non-blocking: the copy
+ * would then read unmapped memory and crash (issue 40 item 1: it did on
+ * HIP before). */
 START_TEST(test_unmap_waits) {
   int f = _i;
   hippo__backend *be = vm_new(f, 0);

@@ -1359,7 +1359,14 @@ static int vm_unmap(void *ptr, size_t size) {
   if ((err = unsafe_call()) != OK)
     goto out;
 #if defined(FAKE_HIP)
-  run_all(); /* hipMemUnmap waits for the device's work */
+  /* hipMemUnmap waits for the null stream and the blocking streams only
+   * (clr hip_vm.cpp queues it on the null stream; hip_device.cpp
+   * WaitActiveStreams skips non-blocking ones): a copy still queued on a
+   * non-blocking stream runs after the unmap, and faults */
+  run(&default_stream, UINT64_MAX);
+  for (fstream *o = streams; o; o = o->next)
+    if (!(o->flags & 1))
+      run(o, UINT64_MAX);
 #endif
   for (at = p; at < p + size;) {
     vmapping *m = mapping_at(at);
