@@ -152,7 +152,7 @@ void hippo__manager_swap(hippo_stream *s, hippo__pool **pools,
   for (uint32_t i = 0; i < count; i++) {
     if (pools[i]->opt.dealloc_period)
       s->ticking[s->ticking_count++] = pools[i];
-    if (hippo__manager_relocates(s, pools[i]))
+    if (hippo__manager_relocates(pools[i]))
       s->movable[s->movable_count++] = pools[i];
   }
   hippo__pools_destroy(old, 1, old_count);

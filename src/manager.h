@@ -318,17 +318,13 @@ void hippo__leaving_fini(hippo_stream *s);
  * with relocation operations.  On a HIPPO_DEVICE_NO_MOVE device it still
  * acts on them -- an ARENA's empty outdated pages and a VIRTUAL pool's
  * idle granules go back at its drain -- but plans no move (below). */
-static inline bool hippo__manager_relocates(const hippo_stream *s,
-                                            const hippo__pool *p) {
-  (void)s;
+static inline bool hippo__manager_relocates(const hippo__pool *p) {
   return p->ops->move != NULL;
 }
 
-/* Whether a relocation may move slices of pool p (one it acts on): never
- * on a HIPPO_DEVICE_NO_MOVE device; a VIRTUAL pool plans no move anyway. */
-static inline bool hippo__manager_moves(const hippo_stream *s,
-                                        const hippo__pool *p) {
-  (void)p;
+/* Whether a relocation of stream s may move slices: never on a
+ * HIPPO_DEVICE_NO_MOVE device (a VIRTUAL pool plans no move anyway). */
+static inline bool hippo__manager_moves(const hippo_stream *s) {
   return !(s->env->flags & HIPPO_DEVICE_NO_MOVE);
 }
 

@@ -108,7 +108,7 @@ static hippo_status check_pools(const hippo_stream *s, tally *t) {
               i, k);
         k++;
       }
-      if (hippo__manager_relocates(s, s->pools[i])) {
+      if (hippo__manager_relocates(s->pools[i])) {
         CHECK(m < s->movable_count && s->movable[m] == s->pools[i],
               "relocation acts on pool %u but it is not movable pool %u",
               i, m);

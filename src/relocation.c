@@ -23,19 +23,24 @@ static bool shape_eq(const hippo__reloc_shape *a, const hippo__reloc_shape *b) {
          a->unmap == b->unmap;
 }
 
+/* On a HIPPO_DEVICE_NO_MOVE device a relocation only drains: the shape as
+ * what it can serve -- outdated pages only once one is empty, never a
+ * sparse pool. */
+static void drain_only(const hippo_stream *s, hippo__reloc_shape *sh) {
+  if (hippo__manager_moves(s))
+    return;
+  if (sh->outdated_pages == sh->outdated_live)
+    sh->outdated_pages = 0;
+  sh->sparse = 0;
+}
+
 static hippo_relocation_need pool_need(const hippo_stream *s,
                                        const hippo__pool *p) {
   const hippo_device *dev = s->device;
   hippo__reloc_shape sh, raw;
-  p->ops->move->shape(p, &sh);
-  raw = sh;
-  if (!hippo__manager_moves(s, p)) {
-    /* NO_MOVE: a relocation only drains; it serves where an outdated
-     * page is empty, never a sparse pool */
-    if (sh.outdated_pages == sh.outdated_live)
-      sh.outdated_pages = 0;
-    sh.sparse = 0;
-  }
+  p->ops->move->shape(p, &raw);
+  sh = raw;
+  drain_only(s, &sh);
   if (!sh.outdated_pages && !sh.sparse && !sh.unmap)
     return HIPPO_NEED_NOTHING;
   if (p->stalled && shape_eq(&raw, &p->stall))
@@ -60,11 +65,11 @@ static hippo_relocation_need pool_need(const hippo_stream *s,
 bool hippo__relocation_may_help_locked(const hippo_stream *s) {
   for (uint32_t k = 0; k < s->movable_count; k++) {
     const hippo__pool *p = s->movable[k];
-    hippo__reloc_shape sh;
-    p->ops->move->shape(p, &sh);
-    if (sh.outdated_pages &&
-        (hippo__manager_moves(s, p) || sh.outdated_pages > sh.outdated_live) &&
-        !(p->stalled && shape_eq(&sh, &p->stall)))
+    hippo__reloc_shape sh, raw;
+    p->ops->move->shape(p, &raw);
+    sh = raw;
+    drain_only(s, &sh);
+    if (sh.outdated_pages && !(p->stalled && shape_eq(&raw, &p->stall)))
       return true;
   }
   return false;
@@ -182,7 +187,7 @@ static void plan_stream(run *u, first_error *first) {
     hippo__pool *p = s->movable[k];
     hippo__reloc_plan *plan = &u->plans[k];
     hippo_status st;
-    if (!hippo__manager_moves(s, p))
+    if (!hippo__manager_moves(s))
       continue; /* NO_MOVE: only the drain, at the end */
     st = p->ops->move->plan(p, u->reason, plan);
     /* a destination page the device has no room for is no room, not a
