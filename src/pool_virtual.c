@@ -69,6 +69,17 @@ static uint64_t alloc_end(const hippo__vgranules *v, uint64_t g) {
   return h;
 }
 
+/* The first allocation starting at granule g or above: its start (high:
+ * none) and, in *h, its end.  for (g = next_alloc(v, 0, &h); g < v->high;
+ * g = next_alloc(v, h, &h)) walks them all. */
+static uint64_t next_alloc(const hippo__vgranules *v, uint64_t g,
+                           uint64_t *h) {
+  while (g < v->high && !((v->ref[g] & GMAPPED) && is_head(v, g)))
+    g++;
+  *h = g < v->high ? alloc_end(v, g) : g;
+  return g;
+}
+
 /* Whether no slice touches a granule of [g, h). */
 static bool all_idle(const hippo__vgranules *v, uint64_t g, uint64_t h) {
   for (; g < h; g++)
@@ -150,9 +161,10 @@ static int older_first(const void *a, const void *b) {
   return x->g > y->g ? -1 : x->g < y->g;
 }
 
-/* Mapping `more` bytes would take the pool past its budget: idle
- * allocations go back, the oldest first (none of [first, last], which the
- * reservation is about to use), until the excess and the whole slack
+/* Before mapping `more` bytes: past the budget (and with idle granules,
+ * and while nothing captures -- the free gate, asked only then), idle
+ * allocations go back, the oldest first (none of [first, last], which
+ * the reservation is about to use), until the excess and the whole slack
  * went (a hysteresis: the next give-back waits for the slack to fill
  * again), after one wait for the stream's work.  A failure to give back
  * is no failure of the reservation (it maps past the budget; cleanup
@@ -160,30 +172,24 @@ static int older_first(const void *a, const void *b) {
 static void over_budget(sliced *p, uint64_t first, uint64_t last,
                         uint64_t more) {
   hippo__vgranules *v = &p->vg;
-  uint64_t slack = slack_of(v), after = p->head.bytes_reserved + more;
-  uint64_t want, freed = 0;
+  uint64_t after = p->head.bytes_reserved + more, want, freed = 0, g, h;
   idle_alloc *c;
   size_t n = 0;
   bool wait;
-  if (after <= v->peak_live + slack || !v->idle)
+  if (v->budget == UINT64_MAX || after <= v->peak_live + slack_of(v) ||
+      !v->idle || !hippo__pool_may_free(&p->head))
     return;
   want = after - v->peak_live;
   c = malloc((size_t)v->idle * sizeof *c);
   if (!c)
     return;
-  for (uint64_t g = 0; g < v->high; g++) {
-    uint64_t h;
-    uint32_t stamp = 0;
-    if (!(v->ref[g] & GMAPPED) || !is_head(v, g))
-      continue;
-    h = alloc_end(v, g);
+  for (g = next_alloc(v, 0, &h); g < v->high; g = next_alloc(v, h, &h))
     if ((h <= first || g > last) && all_idle(v, g, h)) {
+      uint32_t stamp = 0;
       for (uint64_t k = g; k < h; k++)
         stamp = v->stamp[k] > stamp ? v->stamp[k] : stamp;
       c[n++] = (idle_alloc){g, h, stamp};
     }
-    g = h - 1;
-  }
   qsort(c, n, sizeof *c, older_first);
   wait = n ? unmaps_wait(p) : true;
   for (size_t k = 0; k < n && freed < want; k++) {
@@ -194,16 +200,6 @@ static void over_budget(sliced *p, uint64_t first, uint64_t last,
     hippo__error_restore(&kept);
   }
   free(c);
-}
-
-/* Whether mapping the unmapped granules of [first, last] takes more than
- * one granule: then a failure part-way has mapped granules to give back. */
-static bool maps_several(const hippo__vgranules *v, uint64_t first,
-                         uint64_t last) {
-  uint64_t missing = 0;
-  for (uint64_t g = first; g <= last && missing < 2; g++)
-    missing += !(v->ref[g] & GMAPPED);
-  return missing > 1;
 }
 
 /* Maps the unmapped granules of [first, last] (each run of them one map
@@ -227,14 +223,12 @@ map_missing(sliced *p, uint64_t first, uint64_t last) {
   uint64_t g = first, mapped = 0, missing = 0, cap;
   bool refused = p->head.gate && p->head.gate->no_pages &&
                  !p->head.be->vm_captures;
-  bool keep = !refused && maps_several(v, first, last) &&
-              !hippo__pool_may_free(&p->head);
+  bool keep;
   for (uint64_t k = first; k <= last; k++)
     missing += !(v->ref[k] & GMAPPED);
-  if (!refused && !keep && v->budget != UINT64_MAX &&
-      p->head.bytes_reserved + (missing << v->shift) >
-          v->peak_live + slack_of(v) &&
-      hippo__pool_may_free(&p->head))
+  /* several granules to map: a failure part-way has some to give back */
+  keep = !refused && missing > 1 && !hippo__pool_may_free(&p->head);
+  if (!refused && !keep)
     over_budget(p, first, last, missing << v->shift);
   cap = alloc_cap(v);
   while (g <= last && st == HIPPO_SUCCESS) {
@@ -392,13 +386,11 @@ static hippo_status give_back(sliced *p) {
   hippo__vgranules *v = &p->vg;
   hippo_status first = HIPPO_SUCCESS;
   bool waited = false, wait = true;
-  for (uint64_t g = 0; g < v->high && v->idle; g++) {
-    uint64_t h;
-    hippo_status st;
-    if (!(v->ref[g] & GMAPPED) || !is_head(v, g))
-      continue;
-    h = alloc_end(v, g);
+  uint64_t g, h;
+  for (g = next_alloc(v, 0, &h); g < v->high && v->idle;
+       g = next_alloc(v, h, &h))
     if (all_idle(v, g, h)) {
+      hippo_status st;
       if (!waited) {
         wait = unmaps_wait(p);
         waited = true;
@@ -407,8 +399,6 @@ static hippo_status give_back(sliced *p) {
       if (st != HIPPO_SUCCESS && first == HIPPO_SUCCESS)
         first = st;
     }
-    g = h - 1;
-  }
   return first;
 }
 
@@ -525,24 +515,19 @@ void hippo__virtual_report(const hippo__pool *pool, hippo_pool_report *out) {
 void hippo__virtual_destroy(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
   hippo__vgranules *v = &p->vg;
+  uint64_t g, h;
   hippo__sliced_settle(p);
   /* every allocation goes (the stream is going away), then the range */
-  for (uint64_t g = 0; g < v->high; g++)
+  for (g = 0; g < v->high; g++)
     if ((v->ref[g] & GCOUNT) != 0) {
       v->ref[g] = GMAPPED; /* the live slices go with the pool */
       idle_set(p, v->idle + 1);
     }
-  for (uint64_t g = 0; g < v->high; g++) {
-    uint64_t h;
-    if (!(v->ref[g] & GMAPPED) || !is_head(v, g))
-      continue;
-    h = alloc_end(v, g);
+  for (g = next_alloc(v, 0, &h); g < v->high; g = next_alloc(v, h, &h))
     /* once more where a free failed (an injected fault fails one call):
      * what still fails stays with the backend until it is destroyed */
     if (unmap_alloc(p, g, h, true) != HIPPO_SUCCESS)
       (void)unmap_alloc(p, g, h, true);
-    g = h - 1;
-  }
   if (v->range && pool->pages == 0 &&
       pool->be->ops->vm_release(pool->be, v->range, v->range_size) !=
           HIPPO_SUCCESS)
