@@ -924,6 +924,8 @@ typedef struct c_trace {
   size_t nev, nalloc, nfree;
   uint32_t nslots;
   uint8_t *slot_freed; /* 1: the trace frees it */
+  bool *once;          /* once[i]: event i reserves a block the trace
+                          never frees (trace_never_freed) */
   unsigned nstreams;
   uint64_t peak_live, final_live;
 } c_trace;
@@ -942,6 +944,9 @@ static void c_load(const char *path, c_trace *t) {
   memset(t, 0, sizeof *t);
   t->ev = bench_xmalloc(parsed.count * sizeof *t->ev);
   t->slot_freed = bench_xcalloc(parsed.slots, 1);
+  t->once = trace_never_freed(&parsed);
+  if (!t->once)
+    bench_fatal("C: out of host memory for %s", path);
   t->nev = parsed.count;
   t->nalloc = (size_t)parsed.reserves;
   t->nfree = (size_t)parsed.releases;
@@ -1113,6 +1118,7 @@ static void workload_c(const options *o) {
   free(ns);
   free(handles);
   free(t.slot_freed);
+  free(t.once);
   free(t.ev);
 }
 
@@ -1504,17 +1510,7 @@ static void f_steps(const c_trace *t, f_step out[F_STEPS]) {
   void *native[TRACE_MAX_STREAMS];
   hippo_stream *streams[TRACE_MAX_STREAMS];
   hippo_handle *handles = bench_xcalloc(t->nslots, sizeof *handles);
-  uint8_t *once = bench_xcalloc(t->nev, 1), *later = bench_xcalloc(t->nslots, 1);
   uint64_t live = 0;
-  for (size_t i = t->nev; i-- > 0;) { /* reservations never freed */
-    const c_event *e = &t->ev[i];
-    if (!e->alloc)
-      later[e->slot] = 1;
-    else {
-      once[i] = !later[e->slot];
-      later[e->slot] = 0;
-    }
-  }
   CHECK(api->device_open(&desc, &dev), "F: device_open (DRY)");
   for (unsigned s = 0; s < t->nstreams; s++) {
     CHECK(tool_emu(api)->stream_create(dev, &native[s]), "F: emu_stream_create");
@@ -1522,30 +1518,21 @@ static void f_steps(const c_trace *t, f_step out[F_STEPS]) {
   }
   for (int k = 0; k < F_STEPS; k++) {
     struct step_figures f;
-    hippo_emu_counters c0 = {.struct_size = sizeof c0}, c1 = c0;
-    memset(&f, 0, sizeof f);
-    f.peak_live_bytes = live;
-    CHECK(tool_emu(api)->counters(dev, &c0), "F: emu_counters");
+    hippo_emu_counters c0;
+    step_begin(&f, api, dev, true, (uint32_t)k + 1, live, &c0);
     for (size_t i = 0; i < t->nev; i++) {
       const c_event *e = &t->ev[i];
-      hippo_usage u = {.struct_size = sizeof u};
-      if (k && once[i])
+      if (k && t->once[i])
         continue;
       f.events++;
       if (e->alloc)
         (void)api->relocate_when_wanted(streams[e->stream]);
       c_apply(e, streams, handles, api->reserve, api->release);
       live = e->alloc ? live + e->size : live - e->size;
-      if (!e->alloc)
-        continue;
-      if (live > f.peak_live_bytes)
-        f.peak_live_bytes = live;
-      CHECK(api->usage(dev, NULL, &u), "F: usage");
-      if (u.bytes_reserved > f.peak_mapped_bytes)
-        f.peak_mapped_bytes = u.bytes_reserved;
+      if (e->alloc)
+        step_sample(&f, api, dev, live);
     }
-    CHECK(tool_emu(api)->counters(dev, &c1), "F: emu_counters");
-    step_count(&f, &c0, &c1);
+    step_end(&f, api, dev, &c0);
     out[k].ratio = f.peak_live_bytes ? (double)f.peak_mapped_bytes /
                                            (double)f.peak_live_bytes
                                      : 0.0;
@@ -1554,8 +1541,6 @@ static void f_steps(const c_trace *t, f_step out[F_STEPS]) {
   }
   dev_check(dev, "F: check");
   f_teardown(t, dev, streams, native, handles);
-  free(once);
-  free(later);
 }
 
 /* The steps' targets (issue 37): step 3 at most 50 calls and 1 wait per
@@ -1667,6 +1652,7 @@ static void workload_f(const options *o) {
     f_print_steps(base, paths[k], &t);
     free(t.ev);
     free(t.slot_freed);
+    free(t.once);
   }
 }
 

@@ -569,68 +569,6 @@ static void progress_reading(void *arg, size_t done, size_t total) {
 /* The trace names a bad line: the reading's line goes first. */
 static void progress_reading_end(void *arg) { progress_end(arg); }
 
-/* The reservations of blocks the trace never frees (made in step 1 only
- * when it repeats): once[i] for event i.  NULL without host memory (the
- * caller says so). */
-static bool *never_freed(const struct trace *t) {
-  bool *once = calloc(t->count ? t->count : 1, sizeof *once);
-  bool *freed_later = calloc(t->slots ? t->slots : 1, sizeof *freed_later);
-  if (!once || !freed_later) {
-    free(once);
-    free(freed_later);
-    return NULL;
-  }
-  for (size_t i = t->count; i-- > 0;) {
-    const struct trace_event *e = &t->events[i];
-    if (e->op == TRACE_RELEASE) {
-      freed_later[e->slot] = true;
-    } else {
-      once[i] = !freed_later[e->slot];
-      freed_later[e->slot] = false;
-    }
-  }
-  free(freed_later);
-  return once;
-}
-
-/* One step's start and end (--steps): the counters around it. */
-static void step_open(struct session *s, struct step_figures *f,
-                      uint32_t step, const struct results *r,
-                      hippo_emu_counters *c0) {
-  memset(f, 0, sizeof *f);
-  f->step = step;
-  f->peak_live_bytes = r->live_bytes;
-  memset(c0, 0, sizeof *c0);
-  c0->struct_size = sizeof *c0;
-  f->counted = s->backend != HIPPO_BACKEND_HIP &&
-               tool_emu(s->api)->counters(s->dev, c0) == HIPPO_SUCCESS;
-}
-
-static void step_close(struct session *s, struct step_figures *f,
-                       const hippo_emu_counters *c0) {
-  hippo_emu_counters c1;
-  memset(&c1, 0, sizeof c1);
-  c1.struct_size = sizeof c1;
-  if (f->counted &&
-      tool_emu(s->api)->counters(s->dev, &c1) == HIPPO_SUCCESS)
-    step_count(f, c0, &c1);
-  else
-    f->counted = false;
-}
-
-/* After a reservation in a step: its peaks (the device's bytes held now). */
-static void step_sample(struct session *s, struct step_figures *f,
-                        uint64_t live) {
-  hippo_usage u;
-  if (live > f->peak_live_bytes)
-    f->peak_live_bytes = live;
-  memset(&u, 0, sizeof u);
-  u.struct_size = sizeof u;
-  if (s->api->usage(s->dev, NULL, &u) == HIPPO_SUCCESS &&
-      u.bytes_reserved > f->peak_mapped_bytes)
-    f->peak_mapped_bytes = u.bytes_reserved;
-}
-
 /* The timed loop: the trace once, or --steps times.  EXIT_OK, or
  * EXIT_CHECK / EXIT_INPUT (message printed). */
 static int replay(struct session *s, const struct options *o,
@@ -647,7 +585,7 @@ static int replay(struct session *s, const struct options *o,
 
   if (o->steps) {
     r->steps = calloc(steps, sizeof *r->steps);
-    once = steps > 1 ? never_freed(t) : NULL;
+    once = steps > 1 ? trace_never_freed(t) : NULL;
     if (!r->steps || (steps > 1 && !once)) {
       fprintf(stderr, "hippo-replay: out of host memory for --steps\n");
       free(once);
@@ -660,7 +598,8 @@ static int replay(struct session *s, const struct options *o,
     struct step_figures *sf = r->steps ? &r->steps[step] : NULL;
     hippo_emu_counters c0;
     if (sf)
-      step_open(s, sf, step + 1, r, &c0);
+      step_begin(sf, api, s->dev, s->backend != HIPPO_BACKEND_HIP, step + 1,
+                 r->live_bytes, &c0);
     for (i = 0; i < n; i++) {
       const struct trace_event *e = &ev[i];
       hippo_stream *m = s->mgr[e->stream];
@@ -684,7 +623,7 @@ static int replay(struct session *s, const struct options *o,
           if (r->live_bytes > r->peak_live_bytes)
             r->peak_live_bytes = r->live_bytes;
           if (sf)
-            step_sample(s, sf, r->live_bytes);
+            step_sample(sf, api, s->dev, r->live_bytes);
         } else {
           handles[e->slot] = 0;
           r->oom_count += st == HIPPO_OUT_OF_MEMORY;
@@ -737,7 +676,7 @@ static int replay(struct session *s, const struct options *o,
       }
     }
     if (sf)
-      step_close(s, sf, &c0);
+      step_end(sf, api, s->dev, &c0);
   }
   r->wall_s = now_s() - t0;
   progress_end(pg);

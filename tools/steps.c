@@ -3,7 +3,10 @@
 
 #include <inttypes.h>
 
+#include <string.h>
+
 #include "steps.h"
+#include "toolutil.h"
 
 /* Microseconds a call costs on a GPU, low and high ends, per kind.  The
  * sources (docs/benchmarks.md keeps the table with them):
@@ -56,6 +59,41 @@ void step_count(struct step_figures *f, const hippo_emu_counters *before,
     f->driver_us_low += (double)n[k] * step_latency[k].low;
     f->driver_us_high += (double)n[k] * step_latency[k].high;
   }
+}
+
+void step_begin(struct step_figures *f, const hippo_api *api,
+                hippo_device *dev, bool counted, uint32_t step, uint64_t live,
+                hippo_emu_counters *c0) {
+  memset(f, 0, sizeof *f);
+  f->step = step;
+  f->peak_live_bytes = live;
+  memset(c0, 0, sizeof *c0);
+  c0->struct_size = sizeof *c0;
+  f->counted =
+      counted && tool_emu(api)->counters(dev, c0) == HIPPO_SUCCESS;
+}
+
+void step_sample(struct step_figures *f, const hippo_api *api,
+                 hippo_device *dev, uint64_t live) {
+  hippo_usage u;
+  if (live > f->peak_live_bytes)
+    f->peak_live_bytes = live;
+  memset(&u, 0, sizeof u);
+  u.struct_size = sizeof u;
+  if (api->usage(dev, NULL, &u) == HIPPO_SUCCESS &&
+      u.bytes_reserved > f->peak_mapped_bytes)
+    f->peak_mapped_bytes = u.bytes_reserved;
+}
+
+void step_end(struct step_figures *f, const hippo_api *api,
+              hippo_device *dev, const hippo_emu_counters *c0) {
+  hippo_emu_counters c1;
+  memset(&c1, 0, sizeof c1);
+  c1.struct_size = sizeof c1;
+  if (f->counted && tool_emu(api)->counters(dev, &c1) == HIPPO_SUCCESS)
+    step_count(f, c0, &c1);
+  else
+    f->counted = false;
 }
 
 uint64_t step_calls(const struct step_figures *f) {

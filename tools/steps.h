@@ -36,6 +36,17 @@ struct step_figures {
   double driver_us_low, driver_us_high;
 };
 
+/* A step of a replay on `dev`: begun (f zeroed for step `step`, `live`
+ * bytes live, the counters read into *c0 where `counted`: an emulated
+ * device's), sampled after each reservation (the peaks: the device's
+ * bytes reserved now), ended (its call figures). */
+void step_begin(struct step_figures *f, const hippo_api *api,
+                hippo_device *dev, bool counted, uint32_t step, uint64_t live,
+                hippo_emu_counters *c0);
+void step_sample(struct step_figures *f, const hippo_api *api,
+                 hippo_device *dev, uint64_t live);
+void step_end(struct step_figures *f, const hippo_api *api,
+              hippo_device *dev, const hippo_emu_counters *c0);
 /* The call figures of a step from the counters before and after it. */
 void step_count(struct step_figures *f, const hippo_emu_counters *before,
                 const hippo_emu_counters *after);

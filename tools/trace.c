@@ -765,3 +765,25 @@ void trace_free(struct trace *t) {
   t->events = NULL;
   t->count = t->cap = 0;
 }
+
+bool *trace_never_freed(const struct trace *t) {
+  bool *once = calloc(t->count ? t->count : 1, sizeof *once);
+  bool *freed_later = calloc(t->slots ? t->slots : 1, sizeof *freed_later);
+  if (!once || !freed_later) {
+    free(once);
+    free(freed_later);
+    return NULL;
+  }
+  for (size_t i = t->count; i-- > 0;) { /* a release makes the reservation
+                                           of its slot before it freed */
+    const struct trace_event *e = &t->events[i];
+    if (e->op == TRACE_RELEASE) {
+      freed_later[e->slot] = true;
+    } else {
+      once[i] = !freed_later[e->slot];
+      freed_later[e->slot] = false;
+    }
+  }
+  free(freed_later);
+  return once;
+}

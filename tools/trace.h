@@ -138,4 +138,9 @@ bool trace_load_with(const char *prog, const char *path,
 /* Frees the events of a loaded trace. */
 void trace_free(struct trace *t);
 
+/* The reservations of blocks the trace never frees (a training step
+ * replayed again makes them once: hippo-replay --steps, hippo-bench F):
+ * once[i] for event i, to free(); NULL without host memory. */
+bool *trace_never_freed(const struct trace *t);
+
 #endif /* HIPPO_TRACE_H */
