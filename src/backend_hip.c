@@ -836,20 +836,17 @@ static void gran_del(gpu_backend *g, vm_granule *e) {
 static bool orphan_keep(gpu_backend *g, unsigned long long handle,
                         uint64_t size);
 
-/* One granule backed: created, mapped whole, made accessible.  On failure
- * what this granule took is given back; *held says whether it is still
- * mapped all the same (made inaccessible: the caller gives it back with
- * the call's others), *orphaned how many bytes an allocation the runtime
- * would not release keeps held (an orphan). */
+/* One physical allocation of `granule` bytes: created and mapped whole
+ * at `at` (the caller sets access over the call's span).  On failure what
+ * it took is given back; *orphaned counts the bytes of an allocation the
+ * runtime would not release, kept held (an orphan). */
 static hippo_status map_one(gpu_backend *g, uint64_t at, uint64_t granule,
-                            unsigned long long *handle, bool *held,
-                            uint64_t *orphaned) {
+                            unsigned long long *handle, uint64_t *orphaned) {
   const hippo__gpu_vm_calls *vm = &g->rt->vm;
   void *p = (void *)(uintptr_t)at;
   unsigned long long h = 0;
   hippo_status st;
   int err;
-  *held = false;
   err = vm->create(&h, (size_t)granule, &g->vm_prop, 0);
   if (err != HIPPO__GPU_SUCCESS)
     return vm_fail(g, err, "MemCreate");
@@ -865,7 +862,6 @@ static hippo_status map_one(gpu_backend *g, uint64_t at, uint64_t granule,
     return st;
   }
   *handle = h;
-  *held = true;
   return HIPPO_SUCCESS;
 }
 
@@ -1093,7 +1089,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
   unsigned long long *hs = NULL;
   uint64_t n = 0, k = 0, kept = 0;
   size_t ri = 0;
-  bool entered = false, held = false;
+  bool entered = false;
   relaxed_scope rs;
   dev_scope sc;
   hippo_status st;
@@ -1142,7 +1138,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
   for (; st == HIPPO_SUCCESS && k < n; k++) {
     if ((st = call_named(g, HIPPO_CALL_VM_MAP, "vm_map")))
       break;
-    st = map_one(g, addr + k * granule, granule, &hs[k], &held, &kept);
+    st = map_one(g, addr + k * granule, granule, &hs[k], &kept);
     if (st) {
       st = hippo__error_wrap(st, "%s vm_map: allocation %#llx of %llu B",
                              g->rt->name,
