@@ -1256,10 +1256,10 @@ static hippo_status gpu_vm_unmap(hippo__backend *be, uint64_t addr,
    * hip_vm.cpp, hip_device.cpp WaitActiveStreams), not hippo's
    * non-blocking ones: the device is synchronized first on both, as
    * PyTorch does before it unmaps (issue 40 item 1); one wait a call */
-  if (wait)
-    atomic_fetch_add_explicit(&g->waits, 1, memory_order_relaxed);
   if (wait) {
-    int err = g->rt->device_sync();
+    int err;
+    atomic_fetch_add_explicit(&g->waits, 1, memory_order_relaxed);
+    err = g->rt->device_sync();
     if (err != HIPPO__GPU_SUCCESS)
       st = hippo__error_wrap(hippo__gpu_fail(g->rt, err, "DeviceSynchronize",
                                              NULL),
