@@ -289,7 +289,7 @@ hippo_status hippo__pool_persistent_create(hippo__backend *be,
  * needs one fails with HIPPO_POOL_CAPACITY_EXCEEDED. */
 void hippo__pool_sliced_limit_records(hippo__pool *pool, uint32_t n);
 /* For tests: a SLICED or ARENA pool is crowded (its free index takes the
- * branches that suit long free lists, pool_sliced.c) once its record array
+ * branches that suit long free lists, sliced_index.h) once its record array
  * holds more than `n` records (default 65536); 0: from the start.  Returns
  * whether it is crowded now. */
 bool hippo__pool_sliced_crowd_at(hippo__pool *pool, uint32_t n);

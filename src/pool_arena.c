@@ -1,6 +1,7 @@
-/* pool_arena.c -- how an ARENA pool grows: page sizes, outdated pages,
- * sparseness.  An ARENA shares its records, pages, reserve and release
- * with SLICED pools (pool_sliced.c); it relocates in
+/* pool_arena.c -- ARENA pools: how one grows (page sizes, outdated pages,
+ * sparseness), its table of hooks for the sliced core (sliced.h), its
+ * reservation and release paths (the core's, sliced_paths.h, inlined with
+ * that table) and its operation table.  It relocates in
  * pool_arena_relocation.c.
  *
  * ARENA pools (kind HIPPO_POOL_ARENA) are SLICED pools whose page size
@@ -38,8 +39,8 @@
  *    sparsest current pages (at most half full) into room other current
  *    pages hold, so those pages can go back.
  */
-#include "sliced.h"
-#include "sliced_index.h"
+#include "pool_arena.h"
+#include "sliced_paths.h"
 
 #define HIPPO__ARENA_SLACK MiB         /* added to a request at a growth */
 #define HIPPO__ARENA_ROUND MiB         /* a grown page is a multiple of it */
@@ -97,7 +98,9 @@ static hippo_status grow(sliced *p, uint64_t bytes, uint32_t *slice_out) {
   return HIPPO_SUCCESS;
 }
 
-hippo_status hippo__arena_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
+/* A free slice for `bytes` when the index has none: a page of the current
+ * size (noting when the pool is sparse) or a growth. */
+static hippo_status arena_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
   uint64_t used = p->head.bytes_in_use + p->head.bytes_padding +
                   p->head.bytes_stranded;
   uint64_t reserved = p->head.bytes_reserved;
@@ -109,4 +112,57 @@ hippo_status hippo__arena_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
       reserved / HIPPO__SPARSE_NUM > (used + bytes) / HIPPO__SPARSE_DEN)
     p->sparse = true;
   return st;
+}
+
+/* Best fit of a few (find_best); pages close (outdated, relocated). */
+static const hippo__sliced_kind arena_kind = {
+    .name = "ARENA",
+    .arena = true,
+    .fit = HIPPO__FIT_BEST,
+    .new_room = arena_new_room,
+};
+
+static hippo_status arena_reserve(hippo__pool *pool, uint64_t size,
+                                  hippo__slice_ref *out) {
+  return hippo__sliced_reserve_kind(pool, size, out, &arena_kind);
+}
+
+static bool arena_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                uint64_t *size) {
+  return hippo__sliced_release_named_kind(pool, i, gen, size, &arena_kind);
+}
+
+/* The core's operations, with relocation's. */
+static const hippo__pool_ops arena_ops = {
+    HIPPO__SLICED_OPS,
+    .reserve = arena_reserve,
+    .release_named = arena_release_named,
+    .move = &hippo__arena_move_ops,
+};
+
+hippo_status hippo__pool_arena_create(hippo__backend *be,
+                                      hippo__page_acct *acct,
+                                      const hippo_pool_options *opt,
+                                      hippo__pool **out) {
+  uint64_t floor = hippo__align_down(opt->page_size, be->alignment);
+  uint64_t max = hippo__align_down(opt->max_slice_size, be->alignment);
+  sliced *p;
+  if (floor == 0 || max < floor ||
+      (max >> hippo__log2_floor(be->alignment)) > UINT32_MAX)
+    return hippo__error_set(HIPPO_POOL_CONFIG,
+                            "ARENA pool: pages of %llu .. %llu B do not fit "
+                            "alignment %llu B and 2^32 alignment units",
+                            (unsigned long long)floor,
+                            (unsigned long long)max,
+                            (unsigned long long)be->alignment);
+  p = hippo__sliced_new(be, acct, &arena_ops, &arena_kind, HIPPO_POOL_ARENA, opt,
+                        floor);
+  if (!p)
+    return HIPPO_OUT_OF_MEMORY;
+  p->floor = floor;
+  p->head.max_size = max;
+  if (opt->max_pool_size)
+    p->cap_bytes = opt->max_pool_size;
+  *out = &p->head;
+  return HIPPO_SUCCESS;
 }

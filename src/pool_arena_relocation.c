@@ -23,7 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sliced.h"
+#include "pool_arena.h"
 #include "sliced_index.h"
 
 static void arena_shape(const hippo__pool *pool,

@@ -1,7 +1,7 @@
 /* pool_fifo.h -- periodic deallocation, written once: a FIFO of empty pages
  * in the order they emptied, and the loop that gives pages back from it.
  *
- * SLICED and ARENA pools (pool_sliced.c) keep their empty pages on one such
+ * SLICED and ARENA pools (sliced.c) keep their empty pages on one such
  * FIFO and their empty outdated pages on a second (the drain list);
  * EXCLUSIVE and DIRECT pools (pool_pages.c) their free pages.  Each record
  * of a pool's array carries a hippo__fifo_link at a fixed offset; the FIFO

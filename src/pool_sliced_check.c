@@ -346,5 +346,5 @@ hippo_status hippo__sliced_check(const hippo__pool *pool) {
       (st = check_sizes(p, &t)) != HIPPO_SUCCESS ||
       (st = check_figures(p, &t)) != HIPPO_SUCCESS)
     return st;
-  return p->virt ? hippo__virtual_check(p) : HIPPO_SUCCESS;
+  return p->kind->check ? p->kind->check(p) : HIPPO_SUCCESS;
 }

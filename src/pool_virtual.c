@@ -1,7 +1,8 @@
 /* pool_virtual.c -- VIRTUAL pools: one virtual range per stream, carved
- * into slices like a SLICED pool's page (pool_sliced.c: records, the free
- * index and the reservation and release paths, which inline the common
- * case of the granule counts, sliced.h hippo__vtouch), with physical
+ * into slices by the sliced core like a SLICED pool's page (sliced.c,
+ * sliced_paths.h: records, the free index, the reservation and release
+ * paths, inlined here with this kind's table, virtual_kind, so the common
+ * case of the granule counts, vtouch, costs no call), with physical
  * memory only where live reservations touch it.
  *
  * Options {max_slice_size, range_size, granule, unmap_threshold,
@@ -40,8 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "sliced.h"
-#include "sliced_index.h"
+#include "pool_virtual.h"
+#include "sliced_paths.h"
 
 /* The figures follow the idle count. */
 static inline void idle_set(sliced *p, uint64_t idle) {
@@ -50,10 +51,7 @@ static inline void idle_set(sliced *p, uint64_t idle) {
 }
 
 /* The physical allocations (sliced.h): a bit per granule where one
- * starts. */
-static inline bool is_head(const hippo__vgranules *v, uint64_t g) {
-  return v->heads[g >> 6] >> (g & 63) & 1;
-}
+ * starts (is_head, pool_virtual.h). */
 static inline void head_put(hippo__vgranules *v, uint64_t g, bool on) {
   if (on)
     v->heads[g >> 6] |= UINT64_C(1) << (g & 63);
@@ -307,13 +305,13 @@ static inline uint32_t and_refs(const uint32_t *ref, uint64_t from,
 }
 
 /* Slice i's granules [first, last] count it, those not mapped mapped
- * first: hippo__vtouch's general case (more than one granule, or one not
+ * first: vtouch's general case (more than one granule, or one not
  * counted yet).  The granules strictly inside the slice are its own (no
  * other slice's bytes reach them), so each is idle (GMAPPED) or unmapped
  * (0) and becomes GMAPPED + 1: a test and a fill, four granules at a
  * time, not a count per granule (a pair of 256 B..64 MiB slices, 100
  * live: callgrind 1,141 -> 907 instructions, the SLICED pool's 667). */
-hippo_status hippo__virtual_touch(sliced *p, uint32_t i, uint64_t first,
+static hippo_status virtual_touch(sliced *p, uint32_t i, uint64_t first,
                                   uint64_t last) {
   uint32_t *ref = p->vg.ref;
   uint32_t all = and_refs(ref, first + 1, last, ref[first] & ref[last]);
@@ -344,7 +342,7 @@ hippo_status hippo__virtual_touch(sliced *p, uint32_t i, uint64_t first,
  * whose best fit would have mapped, during a capture only: every free
  * slice may be looked at.  Only a slice's start is tried, where a
  * reservation is placed. */
-found hippo__virtual_find_mapped(const sliced *p, uint64_t u) {
+static found virtual_find_mapped(const sliced *p, uint64_t u) {
   const hippo__vgranules *v = &p->vg;
   for (uint32_t c = class_of(u); c < CLS(FL_COUNT, 0); c++)
     for (uint32_t i = p->heads[c]; i != NIL; i = p->slices[i].next_free) {
@@ -358,9 +356,9 @@ found hippo__virtual_find_mapped(const sliced *p, uint64_t u) {
   return (found){NIL, 0};
 }
 
-/* hippo__vuntouch's general case: the granules may go idle (those inside
+/* vuntouch's general case: the granules may go idle (those inside
  * the slice do). */
-void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last) {
+static void virtual_untouch(sliced *p, uint64_t first, uint64_t last) {
   uint32_t *ref = p->vg.ref, now = (uint32_t)p->head.now;
   uint64_t idle = p->vg.idle;
   if ((--ref[first] & GCOUNT) == 0) {
@@ -377,6 +375,32 @@ void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last) {
     idle += last - first - 1;
   }
   idle_set(p, idle);
+}
+
+/* Slice i counts on every granule it touches.  Inline, the common case:
+ * one granule, mapped and touched already (ref > GMAPPED), changes no
+ * idle count; the reservation path of a VIRTUAL pool (sliced_paths.h
+ * with virtual_kind) carries only this test and an increment. */
+HOT hippo_status vtouch(sliced *p, uint32_t i) {
+  uint64_t first, last;
+  vgranules_of(p, &p->slices[i], &first, &last);
+  if (HIPPO__LIKELY(first == last && p->vg.ref[first] > GMAPPED)) {
+    p->vg.ref[first]++;
+    return HIPPO_SUCCESS;
+  }
+  return virtual_touch(p, i, first, last);
+}
+
+/* Slice i counts no more on its granules (they stay mapped); the common
+ * case, one granule that another slice still touches, inline. */
+HOT void vuntouch(sliced *p, uint32_t i) {
+  uint64_t first, last;
+  vgranules_of(p, &p->slices[i], &first, &last);
+  if (HIPPO__LIKELY(first == last && p->vg.ref[first] > GMAPPED + 1)) {
+    p->vg.ref[first]--;
+    return;
+  }
+  virtual_untouch(p, first, last);
 }
 
 /* Every idle allocation goes back, after one wait for the stream's work;
@@ -402,7 +426,7 @@ static hippo_status give_back(sliced *p) {
   return first;
 }
 
-hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
+static hippo_status virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
   hippo__vgranules *v = &p->vg;
   hippo_status st;
   uint64_t addr;
@@ -427,44 +451,44 @@ hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i) {
   return HIPPO_SUCCESS;
 }
 
-void hippo__virtual_release(hippo__pool *pool, uint32_t i, uint64_t size) {
+static void virtual_release(hippo__pool *pool, uint32_t i, uint64_t size) {
   sliced *p = (sliced *)pool;
   if (p->slices[i].next_free == 0)
-    hippo__vuntouch(p, i);
+    vuntouch(p, i);
   hippo__sliced_release(pool, i, size);
 }
 
-void hippo__virtual_unhold(hippo__pool *pool, uint32_t i, bool wait) {
+static void virtual_unhold(hippo__pool *pool, uint32_t i, bool wait) {
   sliced *p = (sliced *)pool;
   const slice *s = &p->slices[i];
   hippo__sliced_settle(p);
   if (STATE(s) == SLICE_GUARDED && s->next_free == 1) /* its last hold:
                                                          it goes free */
-    hippo__vuntouch(p, i);
+    vuntouch(p, i);
   hippo__sliced_unhold(pool, i, wait);
 }
 
-void hippo__virtual_release_all(hippo__pool *pool) {
+static void virtual_release_all(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
   hippo__sliced_settle(p);
   for (uint32_t i = 0; i < p->slice_count; i++)
     if (STATE(&p->slices[i]) == SLICE_LIVE && p->slices[i].next_free == 0)
-      hippo__vuntouch(p, i);
+      vuntouch(p, i);
   hippo__sliced_release_all(pool);
 }
 
-hippo_status hippo__virtual_cleanup(hippo__pool *pool) {
+static hippo_status virtual_cleanup(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
   hippo__sliced_settle(p);
   return give_back(p);
 }
 
-bool hippo__virtual_gives_back(const hippo__pool *pool) {
+static bool virtual_gives_back(const hippo__pool *pool) {
   return ((const sliced *)pool)->vg.idle != 0;
 }
 
 /* Granules go back in batches, never at a reservation's tick. */
-hippo_status hippo__virtual_tick(hippo__pool *pool, uint64_t now) {
+static hippo_status virtual_tick(hippo__pool *pool, uint64_t now) {
   if (now > pool->now)
     pool->now = now;
   return HIPPO_SUCCESS;
@@ -498,7 +522,7 @@ static uint64_t largest_free_mapped(const sliced *p) {
   return best << p->head.align_shift;
 }
 
-void hippo__virtual_report(const hippo__pool *pool, hippo_pool_report *out) {
+static void virtual_report(const hippo__pool *pool, hippo_pool_report *out) {
   const sliced *p = (const sliced *)pool;
   hippo__sliced_report(pool, out);
   /* largest_free stays within bytes_free (the mapped room); the range's
@@ -512,7 +536,7 @@ void hippo__virtual_report(const hippo__pool *pool, hippo_pool_report *out) {
   out->unmaps = p->vg.unmaps;
 }
 
-void hippo__virtual_destroy(hippo__pool *pool) {
+static void virtual_destroy(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
   hippo__vgranules *v = &p->vg;
   uint64_t g, h;
@@ -543,7 +567,7 @@ void hippo__virtual_destroy(hippo__pool *pool) {
  * guarded: the range goes first, so every record is unused.  With
  * granules mapped (never, by pools_install's rule), or if the range
  * cannot go back, nothing is handed over. */
-void hippo__virtual_names_take(hippo__pool *pool, hippo__names *out) {
+static void virtual_names_take(hippo__pool *pool, hippo__names *out) {
   sliced *p = (sliced *)pool;
   hippo__vgranules *v = &p->vg;
   hippo__sliced_settle(p);
@@ -622,7 +646,7 @@ static hippo_status virtual_drain(hippo__pool *pool, uint64_t *pages,
   return st;
 }
 
-const hippo__pool_move_ops hippo__virtual_move_ops = {
+static const hippo__pool_move_ops virtual_move_ops = {
     .shape = virtual_shape,
     .plan = virtual_plan,
     .commit = virtual_commit,
@@ -631,88 +655,127 @@ const hippo__pool_move_ops hippo__virtual_move_ops = {
     .drain = virtual_drain,
 };
 
-/* ---- the check walk's part -------------------------------------------------- */
+/* ---- the kind: its hooks, paths and operations ------------------------------ */
 
-#define CHECK(cond, ...)                                                       \
-  do {                                                                         \
-    if (!(cond))                                                               \
-      return hippo__error_set(HIPPO_INTERNAL, "VIRTUAL check: " __VA_ARGS__);  \
-  } while (0)
 
-hippo_status hippo__virtual_check(const sliced *p) {
-  const hippo__vgranules *v = &p->vg;
-  const hippo__pool *pool = &p->head;
-  uint32_t *want = calloc(v->high ? v->high : 1, sizeof *want);
-  uint64_t mapped = 0, idle = 0;
-  hippo_status st = HIPPO_SUCCESS;
-  if (!want)
-    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
-                            "VIRTUAL check: host memory for %llu granules",
-                            (unsigned long long)v->high);
-  for (uint32_t i = 0; i < p->slice_count; i++) {
-    uint64_t first, last;
-    uint32_t state = STATE(&p->slices[i]);
-    if (state != SLICE_LIVE && state != SLICE_GUARDED)
-      continue;
-    hippo__vgranules_of(p, &p->slices[i], &first, &last);
-    if (last >= v->high) {
-      st = hippo__error_set(HIPPO_INTERNAL,
-                            "VIRTUAL check: slice %u touches granule %llu, "
-                            "above every granule ever mapped (%llu)",
-                            i, (unsigned long long)last,
-                            (unsigned long long)v->high);
-      goto out;
-    }
-    for (uint64_t g = first; g <= last; g++)
-      want[g]++;
-  }
-  for (uint64_t g = 0; g < v->high; g++) {
-    uint32_t r = v->ref[g];
-    if ((r & GCOUNT) != want[g] || (want[g] && !(r & GMAPPED))) {
-      st = hippo__error_set(HIPPO_INTERNAL,
-                            "VIRTUAL check: granule %llu counts %u slices "
-                            "(mapped %d), %u touch it",
-                            (unsigned long long)g, r & GCOUNT,
-                            !!(r & GMAPPED), want[g]);
-      goto out;
-    }
-    mapped += !!(r & GMAPPED);
-    idle += r == GMAPPED;
-  }
-out:
-  free(want);
-  if (st != HIPPO_SUCCESS)
+/* Slice i could not map its granules (`st`): it goes back as if
+ * never served, no figure moved.  Refused for a capture (which maps
+ * nothing), a free slice on mapped granules serves instead where one fits.
+ * Out of line: the reservation's path keeps only the test. */
+static hippo_status __attribute__((noinline))
+virtual_refused(sliced *p, uint32_t i, uint64_t size, uint64_t bytes,
+                hippo_status st, hippo__slice_ref *out) {
+  uint64_t u = bytes >> p->head.align_shift;
+  found f;
+  hippo__sliced_free_slice(p, i);
+  if (st != HIPPO_GRAPH_NEEDS_PAGE)
     return st;
-  for (uint64_t g = v->high; g < v->count; g++)
-    CHECK(v->ref[g] == 0 && !is_head(v, g),
-          "granule %llu above the high mark %llu is used",
-          (unsigned long long)g, (unsigned long long)v->high);
-  for (uint64_t g = 0; g < v->high; g++) {
-    bool mapped_here = (v->ref[g] & GMAPPED) != 0;
-    bool starts = mapped_here && (g == 0 || !(v->ref[g - 1] & GMAPPED));
-    CHECK(!is_head(v, g) || mapped_here,
-          "granule %llu starts an allocation but is not mapped",
-          (unsigned long long)g);
-    CHECK(!starts || is_head(v, g),
-          "mapped granule %llu follows an unmapped one but starts no "
-          "allocation",
-          (unsigned long long)g);
+  settle_kind(p, false);
+  f = virtual_find_mapped(p, u);
+  if (f.i == NIL)
+    return st;
+  i = take_free(p, f, u, (uint32_t)(bytes - size));
+  (void)vtouch(p, i); /* its granules are mapped: it cannot fail */
+  hippo__sliced_served(p, i, size, bytes, out);
+  return HIPPO_SUCCESS;
+}
+
+/* The best fit to a class (find_near); every slice counts on its
+ * granules.  The range is its one page, never closed. */
+static const hippo__sliced_kind virtual_kind = {
+    .name = "VIRTUAL",
+    .fit = HIPPO__FIT_NEAR,
+    .new_room = virtual_new_room,
+    .touch = vtouch,
+    .untouch = vuntouch,
+    .refused = virtual_refused,
+    .check = hippo__virtual_check,
+};
+
+/* The core's reservation, and the running peak of bytes in use the
+ * budget follows. */
+static hippo_status virtual_reserve(hippo__pool *pool, uint64_t size,
+                                    hippo__slice_ref *out) {
+  sliced *p = (sliced *)pool;
+  hippo_status st = hippo__sliced_reserve_kind(pool, size, out, &virtual_kind);
+  if (HIPPO__LIKELY(st == HIPPO_SUCCESS) &&
+      p->head.bytes_in_use > p->vg.peak_live)
+    p->vg.peak_live = p->head.bytes_in_use;
+  return st;
+}
+
+static bool virtual_release_named(hippo__pool *pool, uint32_t i, uint32_t gen,
+                                  uint64_t *size) {
+  return hippo__sliced_release_named_kind(pool, i, gen, size, &virtual_kind);
+}
+
+/* The core's operations, with the granules' a reservation, release or hold changes what touches them, and its
+ * own cleanup, tick, report and destroy. */
+static const hippo__pool_ops virtual_ops = {
+    .reserve = virtual_reserve,
+    .release = virtual_release,
+    .addr = hippo__sliced_addr,
+    .cleanup = virtual_cleanup,
+    .gives_back = virtual_gives_back,
+    .tick = virtual_tick,
+    .report = virtual_report,
+    .check = hippo__sliced_check,
+    .destroy = virtual_destroy,
+    .hold = hippo__sliced_hold,
+    .unhold = virtual_unhold,
+    .waits = hippo__sliced_waits,
+    .release_named = virtual_release_named,
+    .resolve_named = hippo__sliced_resolve_named,
+    .release_all = virtual_release_all,
+    .settle = hippo__sliced_settle_op,
+    .names_take = virtual_names_take,
+    .names_give = hippo__sliced_names_give,
+    .move = &virtual_move_ops,
+};
+
+
+hippo_status hippo__pool_virtual_create(hippo__backend *be,
+                                        hippo__page_acct *acct,
+                                        const hippo_pool_options *opt,
+                                        hippo__pool **out) {
+  uint64_t range = opt->range_size, granule = opt->granule;
+  sliced *p;
+  if (!be->ops->vm_map || !hippo__is_pow2(granule) || range % granule ||
+      granule % be->alignment || range / granule > HIPPO__VIRTUAL_MAX_GRANULES ||
+      (range >> hippo__log2_floor(be->alignment)) > UINT32_MAX)
+    return hippo__error_set(HIPPO_POOL_CONFIG,
+                            "VIRTUAL pool: a range of %llu B in granules of "
+                            "%llu B does not fit the device (alignment %llu "
+                            "B, virtual memory %s)",
+                            (unsigned long long)range,
+                            (unsigned long long)granule,
+                            (unsigned long long)be->alignment,
+                            be->ops->vm_map ? "yes" : "none");
+  p = hippo__sliced_new(be, acct, &virtual_ops, &virtual_kind,
+                        HIPPO_POOL_VIRTUAL, opt, range);
+  if (!p)
+    return HIPPO_OUT_OF_MEMORY;
+  p->vg.ref = calloc(range / granule, sizeof *p->vg.ref);
+  p->vg.heads = calloc((range / granule + 63) / 64, sizeof *p->vg.heads);
+  p->vg.stamp = calloc(range / granule, sizeof *p->vg.stamp);
+  if (!p->vg.ref || !p->vg.heads || !p->vg.stamp) {
+    free(p->vg.ref);
+    free(p->vg.heads);
+    free(p->vg.stamp);
+    hippo__sliced_free(p);
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY,
+                            "host memory for a VIRTUAL pool of %llu granules",
+                            (unsigned long long)(range / granule));
   }
-  CHECK(idle == v->idle && pool->bytes_idle == idle << v->shift,
-        "%llu idle granules, counted %llu (%llu B)", (unsigned long long)idle,
-        (unsigned long long)v->idle, (unsigned long long)pool->bytes_idle);
-  CHECK(mapped == pool->pages && mapped << v->shift == pool->bytes_reserved,
-        "%llu granules mapped, figures say %llu pages of %llu B",
-        (unsigned long long)mapped, (unsigned long long)pool->pages,
-        (unsigned long long)pool->bytes_reserved);
-  CHECK(p->page_count <= 1 && (p->page_count == 0 || (p->pages[0].held &&
-                                                      p->pages[0].addr ==
-                                                          v->range)),
-        "%u pages; a VIRTUAL pool has its range as its one page",
-        p->page_count);
-  CHECK(pool->bytes_virtual == (v->range ? v->range_size : 0),
-        "%llu B of range counted, range %#llx of %llu B",
-        (unsigned long long)pool->bytes_virtual,
-        (unsigned long long)v->range, (unsigned long long)v->range_size);
+  p->virt = true;
+  p->vg.count = range / granule;
+  p->vg.size = granule;
+  p->vg.shift = hippo__log2_floor(granule);
+  p->vg.ushift = p->vg.shift - p->head.align_shift;
+  p->vg.range_size = range;
+  p->vg.threshold = opt->unmap_threshold;
+  p->vg.budget = opt->map_budget;
+  p->head.max_size = opt->max_slice_size;
+  *out = &p->head;
   return HIPPO_SUCCESS;
 }

@@ -1,8 +1,11 @@
-/* sliced.h -- what the files of the SLICED, ARENA and VIRTUAL pools share
- * (private to pool_sliced.c, pool_sliced_check.c, pool_arena.c,
- * pool_arena_relocation.c and pool_virtual.c): the records of slices and pages, the pool
- * struct and their invariants, and the functions one file gives the
- * others.  The free index over the slices is sliced_index.h.
+/* sliced.h -- the sliced core's contract (private to sliced.c and the
+ * files of the SLICED, ARENA and VIRTUAL pools: pool_sliced.c,
+ * pool_sliced_check.c, pool_arena.c, pool_arena_relocation.c,
+ * pool_virtual.c): the records of slices and pages, the pool struct and
+ * their invariants, the table of hooks a kind supplies
+ * (hippo__sliced_kind), and the functions the core gives the kinds.  The
+ * free index over the slices is sliced_index.h, the hot paths
+ * sliced_paths.h.
  *
  * All metadata lives in host memory (arrays of slices and pages, linked by
  * 32-bit indices); device memory is never touched.
@@ -158,6 +161,39 @@ typedef struct hippo__vgranules {
   uint64_t peak_live;      /* the most bytes in use the pool reached */
 } hippo__vgranules;
 
+/* A kind's contract with the sliced core: what SLICED, ARENA and VIRTUAL
+ * supply (pool_sliced.c, pool_arena.c, pool_virtual.c), one constant
+ * table each.  The core's hot paths (sliced_paths.h) are inlined into the
+ * kind's own file with its table, so their hooks are read at compile time
+ * and cost no indirect call; the core's own files call only the cold
+ * ones, through sliced.kind.  A kind calls down into the core, never the
+ * core up into a kind but through this table. */
+typedef enum hippo__fit {
+  HIPPO__FIT_GOOD, /* find_free: the first slice of the class above */
+  HIPPO__FIT_BEST, /* find_best: the smallest of a few */
+  HIPPO__FIT_NEAR  /* find_near: best fit to a class's resolution */
+} hippo__fit;
+struct sliced;
+typedef struct hippo__sliced_kind {
+  const char *name; /* in messages: "SLICED", "ARENA", "VIRTUAL" */
+  bool arena;       /* its pages close (outdated, emptied by relocation) */
+  hippo__fit fit;   /* how a free slice is chosen */
+  /* A free slice for `bytes` (*i) when the index has none: a page, a
+   * growth, the range; a refusal changes nothing. */
+  hippo_status (*new_room)(struct sliced *p, uint64_t bytes, uint32_t *i);
+  /* NULL, or: a slice just taken counts on what it touches (VIRTUAL: its
+   * granules, mapped as needed), and a live one no graph holds, released,
+   * counts off; a refused touch hands the slice to `refused`, which frees
+   * it, or serves the reservation otherwise (then HIPPO_SUCCESS). */
+  hippo_status (*touch)(struct sliced *p, uint32_t i);
+  void (*untouch)(struct sliced *p, uint32_t i);
+  hippo_status (*refused)(struct sliced *p, uint32_t i, uint64_t size,
+                          uint64_t bytes, hippo_status st,
+                          hippo__slice_ref *out);
+  /* NULL, or the kind's part of the check walk (pool_sliced_check.c). */
+  hippo_status (*check)(const struct sliced *p);
+} hippo__sliced_kind;
+
 /* Invariant: fl_bitmap bit f set <=> sl_bitmap[f] != 0; sl_bitmap[f] bit s
  * set <=> heads[CLS(f, s)] != NIL; the head figures (pool.h) hold;
  * page_size == sizes[cur].size; sizes_alive counts the alive slots;
@@ -171,6 +207,7 @@ typedef struct hippo__vgranules {
  * above hold again inside every call (and in the check walk). */
 typedef struct sliced {
   hippo__pool head;
+  const hippo__sliced_kind *kind; /* its contract (the cold hooks) */
   uint64_t page_size;  /* effective (current) page size (0: cap below
                           alignment) */
   uint64_t max_pages;  /* effective cap in pages (UINT64_MAX: none) */
@@ -231,7 +268,7 @@ static inline bool serves_kind(const sliced *p, uint32_t i, bool arena) {
   return !arena || !p->pages[p->slices[i].page].closed;
 }
 
-/* ---- records (pool_sliced.c) ---------------------------------------------- */
+/* ---- records (sliced.c) ---------------------------------------------------- */
 
 /* The record array doubles (up to what a handle's index names);
  * HIPPO_POOL_CAPACITY_EXCEEDED past max_records, HIPPO_OUT_OF_MEMORY
@@ -245,7 +282,7 @@ static inline hippo_status reserve_nodes(sliced *p, uint32_t n) {
   return hippo__sliced_grow_nodes(p);
 }
 
-/* ---- what pool_sliced.c gives the other files ----------------------------- */
+/* ---- what the core (sliced.c) gives the kinds ------------------------------ */
 
 /* The release a pool left waiting is merged now (see sliced.pending);
  * every entry off the reservation path calls it first. */
@@ -275,6 +312,10 @@ hippo_status hippo__sliced_page_drop(sliced *p, uint32_t pg);
 void hippo__sliced_page_forget(sliced *p, uint32_t pg);
 /* How the FIFOs give a page back (pool_fifo.h). */
 extern const hippo__fifo_drop hippo__sliced_page_dropper;
+/* The page pg emptied (or taken) at clock `since` waits (the empty FIFO;
+ * closed: the drain list), or leaves the list it waits on. */
+void hippo__sliced_empty_push(sliced *p, uint32_t pg, uint64_t since);
+void hippo__sliced_empty_remove(sliced *p, uint32_t pg);
 /* Free slice f (found in the index) now serves u units with `padding`
  * bytes: off the index, on a fresh record if its own is retired, split,
  * live.  Returns the record. */
@@ -292,91 +333,47 @@ uint64_t hippo__sliced_addr(const hippo__pool *pool, uint32_t i);
 /* The check walk of both kinds (pool.h: check). */
 hippo_status hippo__sliced_check(const hippo__pool *pool);
 
-/* ---- pool_arena.c --------------------------------------------------------- */
+/* ---- the shared operations of the pool table (sliced.c) ----------------- */
 
-/* ARENA: a free slice for `bytes` when the index has none: a page of the
- * current size (noting when the pool is sparse) or a growth. */
-hippo_status hippo__arena_new_room(sliced *p, uint64_t bytes, uint32_t *i);
-
-/* ---- pool_virtual.c --------------------------------------------------------- */
-
-/* The general cases of counting slice i on its granules (mapping those
- * not mapped; HIPPO_GRAPH_NEEDS_PAGE or the backend's status, nothing
- * changed) and of counting it off them; hippo__vtouch and hippo__vuntouch
- * take the common case inline. */
-hippo_status hippo__virtual_touch(sliced *p, uint32_t i, uint64_t first,
-                                  uint64_t last);
-void hippo__virtual_untouch(sliced *p, uint64_t first, uint64_t last);
-
-/* The granules slice s of a VIRTUAL pool touches: [*first, *last]. */
-static inline void hippo__vgranules_of(const sliced *p, const slice *s,
-                                       uint64_t *first, uint64_t *last) {
-  *first = s->off >> p->vg.ushift;
-  *last = ((uint64_t)s->off + s->size - 1) >> p->vg.ushift;
-}
-
-/* Slice i counts on every granule it touches.  Inline, the common case:
- * one granule, mapped and touched already (ref > GMAPPED), changes no
- * idle count; the reservation path of a VIRTUAL pool (pool_sliced.c)
- * carries only this test and an increment. */
-HOT hippo_status hippo__vtouch(sliced *p, uint32_t i) {
-  uint64_t first, last;
-  hippo__vgranules_of(p, &p->slices[i], &first, &last);
-  if (HIPPO__LIKELY(first == last && p->vg.ref[first] > GMAPPED)) {
-    p->vg.ref[first]++;
-    return HIPPO_SUCCESS;
-  }
-  return hippo__virtual_touch(p, i, first, last);
-}
-
-/* Slice i counts no more on its granules (they stay mapped); the common
- * case, one granule that another slice still touches, inline. */
-HOT void hippo__vuntouch(sliced *p, uint32_t i) {
-  uint64_t first, last;
-  hippo__vgranules_of(p, &p->slices[i], &first, &last);
-  if (HIPPO__LIKELY(first == last && p->vg.ref[first] > GMAPPED + 1)) {
-    p->vg.ref[first]--;
-    return;
-  }
-  hippo__virtual_untouch(p, first, last);
-}
-
-/* VIRTUAL: the range (reserved at the pool's first reservation) as one
- * free slice; HIPPO_POOL_CAPACITY_EXCEEDED once it is reserved and holds
- * no free slice that fits. */
-hippo_status hippo__virtual_new_room(sliced *p, uint64_t bytes, uint32_t *i);
-/* During a capture: a free slice for u units on mapped granules only. */
-found hippo__virtual_find_mapped(const sliced *p, uint64_t u);
-/* The check walk's part for the granules (sliced_check calls it). */
-hippo_status hippo__virtual_check(const sliced *p);
-/* The operations a VIRTUAL pool has of its own (pool_sliced.c puts them in
- * its table; its reserve and release_named are pool_sliced.c's paths with
- * the granule counts inlined). */
-void hippo__virtual_release(hippo__pool *pool, uint32_t i, uint64_t size);
-void hippo__virtual_unhold(hippo__pool *pool, uint32_t i, bool wait);
-void hippo__virtual_release_all(hippo__pool *pool);
-hippo_status hippo__virtual_cleanup(hippo__pool *pool);
-bool hippo__virtual_gives_back(const hippo__pool *pool);
-hippo_status hippo__virtual_tick(hippo__pool *pool, uint64_t now);
-void hippo__virtual_report(const hippo__pool *pool, hippo_pool_report *out);
-void hippo__virtual_destroy(hippo__pool *pool);
-void hippo__virtual_names_take(hippo__pool *pool, hippo__names *out);
-extern const hippo__pool_move_ops hippo__virtual_move_ops;
-
-/* What pool_sliced.c gives pool_virtual.c: the shared operations it
- * wraps. */
 void hippo__sliced_release(hippo__pool *pool, uint32_t i, uint64_t size);
+void hippo__sliced_hold(hippo__pool *pool, uint32_t i);
 void hippo__sliced_unhold(hippo__pool *pool, uint32_t i, bool wait);
 void hippo__sliced_waits(hippo__pool *pool, uint32_t i, uint32_t n);
+bool hippo__sliced_resolve_named(const hippo__pool *pool, uint32_t i,
+                                 uint32_t gen, uint64_t *addr, uint64_t *size);
 void hippo__sliced_release_all(hippo__pool *pool);
+hippo_status hippo__sliced_cleanup(hippo__pool *pool);
+bool hippo__sliced_gives_back(const hippo__pool *pool);
+hippo_status hippo__sliced_tick(hippo__pool *pool, uint64_t now);
 void hippo__sliced_report(const hippo__pool *pool, hippo_pool_report *out);
+void hippo__sliced_destroy(hippo__pool *pool);
+void hippo__sliced_settle_op(hippo__pool *pool);
 void hippo__sliced_names_take(hippo__pool *pool, hippo__names *out);
+void hippo__sliced_names_give(hippo__pool *pool, const hippo__names *in);
+
+/* The operations SLICED and ARENA take from the core as they are; a kind
+ * adds its reserve and release_named (sliced_paths.h with its table), an
+ * ARENA relocation's. */
+#define HIPPO__SLICED_OPS                                                      \
+  .release = hippo__sliced_release, .addr = hippo__sliced_addr,               \
+  .hold = hippo__sliced_hold, .unhold = hippo__sliced_unhold,                  \
+  .waits = hippo__sliced_waits, .cleanup = hippo__sliced_cleanup,              \
+  .gives_back = hippo__sliced_gives_back, .tick = hippo__sliced_tick,          \
+  .report = hippo__sliced_report, .check = hippo__sliced_check,                \
+  .destroy = hippo__sliced_destroy,                                            \
+  .resolve_named = hippo__sliced_resolve_named,                                \
+  .release_all = hippo__sliced_release_all, .settle = hippo__sliced_settle_op, \
+  .names_take = hippo__sliced_names_take,                                      \
+  .names_give = hippo__sliced_names_give
+
+/* A pool of the kind (`ops` its table, `k` its hooks), set up alike for
+ * every kind: no page, no record yet; NULL (last_error set) without host
+ * memory. */
+sliced *hippo__sliced_new(hippo__backend *be, hippo__page_acct *acct,
+                          const hippo__pool_ops *ops,
+                          const hippo__sliced_kind *k, hippo_pool_kind kind,
+                          const hippo_pool_options *opt, uint64_t page_size);
 /* Frees the pool's records and the pool (its pages went back). */
 void hippo__sliced_free(sliced *p);
-
-/* ---- pool_arena_relocation.c ---------------------------------------------- */
-
-/* An ARENA's relocation operations (pool_relocation.h). */
-extern const hippo__pool_move_ops hippo__arena_move_ops;
 
 #endif /* HIPPO_SLICED_H */

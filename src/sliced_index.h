@@ -1,6 +1,6 @@
 /* sliced_index.h -- the free index of a SLICED or ARENA pool: a two-level
  * segregated fit (TLSF) over the free slices of the pool's open pages,
- * inlined into the reservation and release paths (pool_sliced.c) and the
+ * inlined into the reservation and release paths (sliced_paths.h) and the
  * relocation plan (pool_arena_relocation.c).
  *
  * Free slices are found in constant time: sizes, counted in alignment

@@ -53,6 +53,16 @@ for name in $(printf '%s\n' "$files" | awk '{ print $1 }'); do
     fi
   done
 done
+# The sliced core calls no kind: its files (sliced.h states the contract a
+# kind supplies) name none of the kinds' functions or headers; the kinds
+# (pool_sliced.c, pool_arena*.c, pool_virtual.c) call down into it.
+for name in sliced.h sliced_index.h sliced_paths.h sliced.c \
+            pool_sliced_check.c; do
+  up=$(grep -nE 'hippo__(virtual|arena)_[a-z_]+|hippo__pool_(sliced|arena|virtual)_create|"pool_(arena|virtual|sliced)\.h"' \
+         "$top_srcdir/src/$name" | head -1)
+  [ -z "$up" ] || fail "src/$name (the sliced core) calls up into a kind: $up"
+done
+pass "the sliced core's five files name no kind's function"
 [ "$checked" -gt 50 ] || fail "only $checked includes checked: is the table read?"
 pass "$checked includes of $(printf '%s\n' "$files" | wc -l) files point down or sideways"
 lib_finish
