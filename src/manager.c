@@ -44,6 +44,7 @@ hippo_status hippo__manager_init(hippo_stream *s, const hippo__stream_env *env,
   s->gate.due_min = 0; /* the first reservation looks at the pools */
   s->gate.native = native;
   s->gate.own_waits = true;
+  s->gate.clock = &s->clock;
   s->pools = calloc(1, sizeof *s->pools);
   s->auto_relocate = (env->flags & HIPPO_DEVICE_AUTO_RELOCATE) != 0 &&
                      env->hooks && env->hooks->before_reserve;

@@ -193,6 +193,10 @@ typedef struct hippo__free_gate {
    * gone), when the device's work is waited for instead. */
   void *native;
   bool own_waits;
+  /* The stream's reservation clock (which the pools' `now` follows only
+   * at releases and ticks): read when a pool's wait ends, so what went
+   * idle before the wait is known (pool_virtual.c); NULL: none. */
+  const uint64_t *clock;
   /* The pool of the stream whose release waits to be finished (settle),
    * or NULL; at most one: a pool that leaves a release waiting settles
    * the one named here first. */

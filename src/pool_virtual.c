@@ -109,17 +109,47 @@ static hippo_status unmap_alloc(sliced *p, uint64_t g, uint64_t h,
   return HIPPO_SUCCESS;
 }
 
+/* The clock a release stamps with: the stream's (the pool's `now`
+ * follows it at releases and ticks; without a stream, the pool's). */
+static uint64_t stamp_base(const sliced *p) {
+  return p->head.gate && p->head.gate->clock ? *p->head.gate->clock
+                                             : p->head.now;
+}
+
 /* Before giving back what the stream's work used: its own work waited
  * for, once (stream-ordered), so the unmaps need no device-wide wait;
  * where that cannot be (no gate, a detached stream), each unmap waits for
- * the device.  Returns the `wait` the unmaps take. */
+ * the device.  Returns the `wait` the unmaps take.  A wait that succeeds
+ * is noted (waited_at: the stream's clock then, or the pool's, which is
+ * at most the stream's), so a later give-back of granules idle since
+ * before it needs none (idle_before_wait). */
 static bool unmaps_wait(sliced *p) {
   hippo__error_kept kept;
   bool waited;
   hippo__error_keep(&kept);
   waited = hippo__pool_stream_wait(&p->head);
   hippo__error_restore(&kept);
+  if (waited) {
+    p->vg.waited = true;
+    p->vg.waited_at = stamp_base(p);
+  }
   return !waited;
+}
+
+/* Whether an allocation whose granules went idle at clock `stamp` (the
+ * latest of them) went idle before the pool's last stream wait: every
+ * release is stream-ordered after the work that used its slice, so that
+ * work was queued before the wait and is done; its unmap needs no wait.
+ * Stamps are the clock's low 32 bits: a stamp counts as before only when
+ * it is less than 2^31 behind waited_at, and waited_at only while it is
+ * less than 2^31 behind the clock (else a wait is taken, never skipped
+ * wrongly).  A release at waited_at's own clock may have come after the
+ * wait: it is not before. */
+static bool idle_before_wait(const sliced *p, uint32_t stamp) {
+  const hippo__vgranules *v = &p->vg;
+  uint32_t behind = (uint32_t)v->waited_at - stamp;
+  return v->waited && stamp_base(p) - v->waited_at < (UINT64_C(1) << 31) &&
+         behind != 0 && behind < (UINT32_C(1) << 31);
 }
 
 /* The budget's slack: the mapped bytes allowed above peak_live, `budget`
@@ -164,7 +194,8 @@ static int older_first(const void *a, const void *b) {
  * allocations go back, the oldest first (none of [first, last], which
  * the reservation is about to use), until the excess and the whole slack
  * went (a hysteresis: the next give-back waits for the slack to fill
- * again), after one wait for the stream's work.  A failure to give back
+ * again), after one wait for the stream's work -- none when every one
+ * of them went idle before the last wait (idle_before_wait).  A failure to give back
  * is no failure of the reservation (it maps past the budget; cleanup
  * tries again). */
 static void over_budget(sliced *p, uint64_t first, uint64_t last,
@@ -173,7 +204,7 @@ static void over_budget(sliced *p, uint64_t first, uint64_t last,
   uint64_t after = p->head.bytes_reserved + more, want, freed = 0, g, h;
   idle_alloc *c;
   size_t n = 0;
-  bool wait;
+  bool wait, must_wait = false;
   if (v->budget == UINT64_MAX || after <= v->peak_live + slack_of(v) ||
       !v->idle || !hippo__pool_may_free(&p->head))
     return;
@@ -189,7 +220,16 @@ static void over_budget(sliced *p, uint64_t first, uint64_t last,
       c[n++] = (idle_alloc){g, h, stamp};
     }
   qsort(c, n, sizeof *c, older_first);
-  wait = n ? unmaps_wait(p) : true;
+  /* the stream is waited for only where an allocation to go back went
+   * idle since its last wait */
+  for (size_t k = 0, sum = 0; k < n && sum < want; k++) {
+    sum += (c[k].h - c[k].g) << v->shift;
+    if (!idle_before_wait(p, c[k].stamp)) {
+      must_wait = true;
+      break;
+    }
+  }
+  wait = must_wait ? unmaps_wait(p) : false;
   for (size_t k = 0; k < n && freed < want; k++) {
     hippo__error_kept kept;
     hippo__error_keep(&kept);

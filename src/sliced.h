@@ -134,7 +134,8 @@ typedef struct sizeslot {
  * allocation runs to the next head or unmapped granule; it goes back
  * whole.  stamp[g] of an idle granule is the pool's clock when it went
  * idle (the oldest go back first); peak_live >= every bytes_in_use the
- * pool reached. */
+ * pool reached; when `waited`, every work the stream queued before the
+ * pool's clock read waited_at is done. */
 #define GMAPPED 0x80000000u
 #define GCOUNT 0x7fffffffu
 /* Inside map_missing only (pool_virtual.c): mapped by this call, so a
@@ -159,6 +160,8 @@ typedef struct hippo__vgranules {
   uint64_t budget;         /* mapped bytes allowed above peak_live, in
                               parts per 10,000 of it (UINT64_MAX: none) */
   uint64_t peak_live;      /* the most bytes in use the pool reached */
+  bool waited;             /* a wait for the pool's stream succeeded */
+  uint64_t waited_at;      /* the pool's clock (head.now) at the last */
 } hippo__vgranules;
 
 /* A kind's contract with the sliced core: what SLICED, ARENA and VIRTUAL

@@ -5,7 +5,8 @@
  *    least 8 granules); then idle allocations go back, the oldest first,
  *    down to the peak live, never one the reservation uses;
  *  - one wait for the pool's own stream per give-back (a stream sync, not
- *    the device's), counted in hippo_emu_counters.waits;
+ *    the device's), counted in hippo_emu_counters.waits, and none where
+ *    every allocation it gives back went idle before the last one;
  *  - a run of missing granules is one map call: allocations of at most
  *    half the budget's slack, access set once; an allocation goes back
  *    whole;
@@ -179,6 +180,79 @@ END_TEST
 
 /* map_budget UINT64_MAX: no budget, every idle granule stays until
  * cleanup, and a run is one allocation however long. */
+/* A give-back waits for the stream only where an allocation it gives
+ * back went idle since the stream's last wait.  A peak of 40 G (its
+ * cleanup waits); three reservations of 8 G and one of 1 G, the three
+ * released: a reservation of 25 G gives back 12 G of them after one wait
+ * (they went idle after the cleanup's), and the 12 G left idle went idle
+ * before that wait; a reservation of 30 G (past the free room the three
+ * left) then gives those back with no wait; released after it, the 25 G
+ * go back only after a wait again. */
+START_TEST(test_waited_idle_goes_without_wait) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  hippo_handle x, a1, a2, a3, b, c, d, e, p, q;
+  hippo_emu_counters c0, c1;
+  x = tu_reserve(api, s, 40 * G);
+  CK_OK(api, api->release(s, x));
+  CK_OK(api, api->cleanup(dev, s));
+  CK_MAPPED(s, 0, 0, 0);
+  a1 = tu_reserve(api, s, 8 * G);
+  a2 = tu_reserve(api, s, 8 * G);
+  a3 = tu_reserve(api, s, 8 * G);
+  b = tu_reserve(api, s, G);
+  CK_OK(api, api->release(s, a1));
+  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &p)); /* a tick */
+  CK_OK(api, api->release(s, a2));
+  CK_OK(api, api->release(s, a3));
+  /* a release at the clock of a wait may have come after it: the clock
+   * moves on before this one */
+  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &q));
+  CK_MAPPED(s, 25, 24, 7);
+  /* 25 + 25 > 40 + 8: 10 G over the peak go, a1's two allocations and
+   * a2's upper one, which went idle after the cleanup's wait: one wait */
+  c0 = counters(api, dev);
+  c = tu_reserve(api, s, 25 * G);
+  c1 = counters(api, dev);
+  ck_assert_uint_eq(c1.waits - c0.waits, 1);
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  CK_MAPPED(s, 38, 12, 11);
+  /* 38 + 30 > 56 + 8: the 12 G idle since before that wait go (a2's
+   * lower allocation, a3's two), with no wait */
+  c0 = counters(api, dev);
+  d = tu_reserve(api, s, 30 * G);
+  c1 = counters(api, dev);
+  ck_assert_uint_eq(c1.waits - c0.waits, 0);
+  ck_assert_uint_eq(c1.calls[HIPPO_CALL_SYNC] - c0.calls[HIPPO_CALL_SYNC], 0);
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  CK_MAPPED(s, 56, 0, 16);
+  /* c went idle after the last wait: 56 + 30 > 61 + 8, its seven
+   * allocations go after one */
+  CK_OK(api, api->release(s, c));
+  c0 = counters(api, dev);
+  e = tu_reserve(api, s, 30 * G);
+  c1 = counters(api, dev);
+  ck_assert_uint_eq(c1.waits - c0.waits, 1);
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 7);
+  CK_MAPPED(s, 61, 0, 17);
+  ck_assert_uint_eq(tu_usage(api, dev, s).bytes_relocated, 0);
+  CK_OK(api, api->release(s, b));
+  CK_OK(api, api->release(s, d));
+  CK_OK(api, api->release(s, e));
+  CK_OK(api, api->release(s, p));
+  CK_OK(api, api->release(s, q));
+  CK_OK(api, api->cleanup(dev, s));
+  CK_MAPPED(s, 0, 0, 0);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+END_TEST
+
 START_TEST(test_no_budget) {
   const hippo_api *api = tu_api();
   hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, UINT64_MAX);
@@ -273,6 +347,8 @@ static Suite *budget_suite(void) {
   TCase *tc = tcase_create("budget");
   tcase_add_loop_test(tc, test_oldest_go_back, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_own_granules_stay, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_waited_idle_goes_without_wait, 0,
+                      TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_no_budget, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_ladder_gives_idle_back, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_option, 0, TU_N_BACKENDS);
