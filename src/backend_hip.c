@@ -9,10 +9,12 @@
  * Every runtime call's return code is checked; a failure becomes the status
  * hippo__gpu_status maps it to, and last_error names the runtime, the call,
  * the error's name and number and the runtime's message.  Every device call
- * runs on the backend's device (set_device when the thread's current one
- * differs) and gives the thread its own current device back afterwards
- * (enter/leave), so hippo never changes which device the host runtime's
- * next call goes to.
+ * runs on the backend's device and gives the thread its own current device
+ * back afterwards (enter/leave), so hippo never changes which device the
+ * host runtime's next call goes to: on CUDA with the driver's context calls
+ * by pushing the device's primary context and popping it, never setting
+ * the thread's device; else with SetDevice, when the thread's current one
+ * differs.
  *
  * The device:
  *  - alignment: the device's texture alignment, at least 256; a
@@ -100,6 +102,9 @@ typedef struct gpu_backend {
   uint64_t budget;    /* bytes hippo may hold of the device */
   _Atomic uint64_t calls[HIPPO_CALL_KINDS];
   _Atomic uint64_t waits; /* host-side waits (hippo_emu_counters) */
+  void *primary;      /* CUDA: the device's primary context, retained from
+                         open to destroy; NULL: enter uses SetDevice */
+  int primary_device; /* its CUdevice */
   atomic_bool armed;  /* any fault armed: then take the lock */
   pthread_mutex_t lock; /* faults, pages, streams, byte counts */
   struct {
@@ -182,14 +187,42 @@ static hippo_status call(gpu_backend *g, hippo_call_kind kind) {
 
 /* ---- the thread's current device ------------------------------------------ */
 
+/* CUDA 12's cudaSetDevice creates the device's primary context (CUDA
+ * Programming Guide, "Initialization"; cudaSetDevice in
+ * cuda_runtime_api.h), and fails where the device is exclusive-process
+ * and taken: putting back a thread's device 0 it never chose would create
+ * a context there, or fail and leave the thread on hippo's device (issue
+ * 40 item 2).  So on CUDA the device's primary context is pushed onto the
+ * thread's context stack and popped after (the driver's way for a library
+ * to use a context unbeknownst to its caller: the Programming Guide's
+ * "Context" section; vLLM's cumem_allocator.cpp retains and sets the
+ * primary context the same way): the runtime's calls go to the pushed
+ * context, and the thread's own device and contexts are never touched.
+ * PyTorch's MaybeExchangeDevice (c10/cuda/CUDAFunctions.cpp) avoids the
+ * same context by not switching at all. */
 typedef struct dev_scope {
   int prev;     /* the thread's device before */
   bool restore; /* whether it was switched */
+  bool pushed;  /* whether g->primary was pushed */
 } dev_scope;
 
 static hippo_status enter(gpu_backend *g, const char *why, dev_scope *sc) {
   int cur = -1, err;
-  sc->restore = false;
+  sc->restore = sc->pushed = false;
+  if (g->primary) {
+    void *ctx = NULL;
+    if (g->rt->ctx.get_current(&ctx) == HIPPO__GPU_SUCCESS &&
+        ctx == g->primary)
+      return HIPPO_SUCCESS;
+    err = g->rt->ctx.push(g->primary);
+    if (err != HIPPO__GPU_SUCCESS)
+      return hippo__error_wrap(hippo__gpu_vm_fail(g->rt, err,
+                                                  "CtxPushCurrent", NULL),
+                               "%s on %s device %d", why, g->rt->name,
+                               (int)g->ordinal);
+    sc->pushed = true;
+    return HIPPO_SUCCESS;
+  }
   if (g->rt->get_device(&cur) == HIPPO__GPU_SUCCESS && cur == g->ordinal)
     return HIPPO_SUCCESS;
   err = g->rt->set_device(g->ordinal);
@@ -204,7 +237,10 @@ static hippo_status enter(gpu_backend *g, const char *why, dev_scope *sc) {
 
 static hippo_status leave(gpu_backend *g, const dev_scope *sc,
                           hippo_status st) {
-  if (sc->restore)
+  void *ctx;
+  if (sc->pushed)
+    (void)g->rt->ctx.pop(&ctx); /* pushed a moment ago */
+  else if (sc->restore)
     (void)g->rt->set_device(sc->prev); /* it was current a moment ago */
   return st;
 }
@@ -625,13 +661,58 @@ static hippo_status gpu_capture_status(hippo__backend *be, void *stream,
   return leave(g, &sc, HIPPO_SUCCESS);
 }
 
-/* A stream of another device is refused (where the runtime can tell). */
+/* The device of a stream from its context (CUDA: cuStreamGetCtx, then
+ * cuCtxGetDevice with that context pushed; the legacy stream's context is
+ * the current one, hence enter). */
+static hippo_status device_of_ctx(gpu_backend *g, void *stream, int *dev) {
+  const hippo__gpu_ctx_calls *c = &g->rt->ctx;
+  void *ctx = NULL, *popped;
+  hippo_status st;
+  dev_scope sc;
+  int err;
+  if ((st = enter(g, "stream_check", &sc)) != HIPPO_SUCCESS)
+    return st;
+  if ((err = c->stream_ctx(stream, &ctx)) != HIPPO__GPU_SUCCESS)
+    st = hippo__gpu_vm_fail(g->rt, err, "StreamGetCtx", NULL);
+  else if ((err = c->push(ctx)) != HIPPO__GPU_SUCCESS)
+    st = hippo__gpu_vm_fail(g->rt, err, "CtxPushCurrent", NULL);
+  else {
+    if ((err = c->get_device(dev)) != HIPPO__GPU_SUCCESS)
+      st = hippo__gpu_vm_fail(g->rt, err, "CtxGetDevice", NULL);
+    (void)c->pop(&popped);
+  }
+  return leave(g, &sc, st);
+}
+
+/* A stream of another device is refused (where the runtime can tell).
+ * cudaStreamGetDevice came with CUDA 12.8 (cuda_runtime_api.h), and a 12.8
+ * runtime on an older driver answers CallRequiresNewerDriver: then the
+ * stream's context says, which the driver has told since CUDA 9.2
+ * (cuStreamGetCtx, cuCtxGetDevice in cuda.h); without either the check is
+ * skipped, and such a stream fails later at EventRecord (issue 40 item
+ * 11). */
 static hippo_status gpu_stream_check(hippo__backend *be, void *stream) {
   gpu_backend *g = gpu_of(be);
-  int dev = -1, err;
-  if (!stream || !g->rt->stream_device)
+  int dev = -1, err = HIPPO__GPU_NOT_SUPPORTED;
+  hippo_status st;
+  if (!stream)
     return HIPPO_SUCCESS;
-  err = g->rt->stream_device(stream, &dev);
+  if (g->rt->stream_device)
+    err = g->rt->stream_device(stream, &dev);
+  if (g->rt->flavor == HIPPO__GPU_CUDA &&
+      (err == HIPPO__GPU_NOT_SUPPORTED ||
+       err == HIPPO__GPU_CALL_NEEDS_DRIVER)) {
+    if (g->rt->stream_device)
+      handled(g->rt);
+    if (!g->primary || !g->rt->ctx.stream_ctx || !g->rt->ctx.get_device)
+      return HIPPO_SUCCESS;
+    if ((st = device_of_ctx(g, stream, &dev)) != HIPPO_SUCCESS)
+      return hippo__error_wrap(st, "%s stream %p: its device", g->rt->name,
+                               stream);
+    err = HIPPO__GPU_SUCCESS;
+  } else if (!g->rt->stream_device) {
+    return HIPPO_SUCCESS;
+  }
   if (err != HIPPO__GPU_SUCCESS)
     return hippo__gpu_fail(g->rt, err, "StreamGetDevice", NULL);
   if (dev != g->ordinal)
@@ -708,15 +789,16 @@ static hippo_status gpu_mem_info(hippo__backend *be, uint64_t *free_bytes,
  * call with nothing changed (vm_map gives back what the call had mapped,
  * vm_unmap stops there and says how far it got). */
 
-/* The device current for the driver's calls.  On CUDA the device is set
- * even when current: cudaSetDevice binds its primary context to the
- * thread, which the driver's calls need (cudaGetDevice answers 0 on a
- * thread that never had one). */
+/* The device current for the driver's calls.  On CUDA without the
+ * context calls the device is set even when current: cudaSetDevice binds
+ * its primary context to the thread, which the driver's calls need
+ * (cudaGetDevice answers 0 on a thread that never had one); with them,
+ * enter's push makes it current. */
 static hippo_status vm_enter(gpu_backend *g, const char *why, dev_scope *sc) {
   int cur = -1, err;
-  if (g->rt->flavor == HIPPO__GPU_HIP)
+  if (g->rt->flavor == HIPPO__GPU_HIP || g->primary)
     return enter(g, why, sc);
-  sc->restore = false;
+  sc->restore = sc->pushed = false;
   if (g->rt->get_device(&cur) != HIPPO__GPU_SUCCESS)
     cur = -1;
   err = g->rt->set_device(g->ordinal);
@@ -1442,6 +1524,8 @@ static void gpu_destroy(hippo__backend *be) {
       (void)g->rt->free_((void *)(uintptr_t)g->pages[i].addr);
     (void)leave(g, &sc, HIPPO_SUCCESS);
   }
+  if (g->primary)
+    (void)g->rt->ctx.primary_release(g->primary_device);
   pthread_mutex_destroy(&g->vm_lock);
   pthread_mutex_destroy(&g->lock);
   free(g->pages);
@@ -1788,6 +1872,29 @@ static void describe(gpu_backend *g) {
            rt->version, rt->path);
 }
 
+/* CUDA with the driver's context calls: the device's primary context,
+ * retained (created if none: hippo works on this device) for enter. */
+static hippo_status primary_open(gpu_backend *g) {
+  const hippo__gpu_ctx_calls *c = &g->rt->ctx;
+  int dev = g->ordinal, err;
+  if (g->rt->flavor != HIPPO__GPU_CUDA || !c->get_current || !c->push ||
+      !c->pop || !c->primary_retain || !c->primary_release)
+    return HIPPO_SUCCESS;
+  if (g->rt->vm.device_get &&
+      g->rt->vm.device_get(&dev, g->ordinal) != HIPPO__GPU_SUCCESS)
+    dev = g->ordinal; /* CUdevice is the ordinal in every release */
+  err = c->primary_retain(&g->primary, dev);
+  if (err != HIPPO__GPU_SUCCESS || !g->primary) {
+    g->primary = NULL;
+    return hippo__error_wrap(
+        hippo__gpu_vm_fail(g->rt, err ? err : HIPPO__GPU_UNKNOWN,
+                           "DevicePrimaryCtxRetain", NULL),
+        "%s device %d", g->rt->name, (int)g->ordinal);
+  }
+  g->primary_device = dev;
+  return HIPPO_SUCCESS;
+}
+
 /* Opens device `ordinal` of a loaded runtime. */
 static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
                             uint64_t capacity, uint64_t alignment,
@@ -1872,7 +1979,9 @@ static hippo_status open_on(const hippo__gpu_rt *rt, int32_t ordinal,
   for (unsigned k = 0; k < HIPPO_CALL_KINDS; k++)
     atomic_init(&g->calls[k], 0);
   atomic_init(&g->armed, false);
-  st = gpu_mem_info(&g->base, NULL, &tot);
+  st = primary_open(g);
+  if (st == HIPPO_SUCCESS)
+    st = gpu_mem_info(&g->base, NULL, &tot);
   if (st != HIPPO_SUCCESS) {
     gpu_destroy(&g->base);
     return st;

@@ -88,6 +88,18 @@ static const sym vm_syms[] = {
     {NULL, "cuGetErrorName", AT(vm.error_name), false},
     {NULL, "cuGetErrorString", AT(vm.error_string), false},
 };
+
+/* CUDA's context calls (gpu_rt.h hippo__gpu_ctx_calls): the entry point
+ * only, so an old driver library's unversioned ABI never serves them. */
+static const sym ctx_syms[] = {
+    {NULL, "cuCtxGetCurrent", AT(ctx.get_current), false},
+    {NULL, "cuCtxPushCurrent", AT(ctx.push), false},
+    {NULL, "cuCtxPopCurrent", AT(ctx.pop), false},
+    {NULL, "cuDevicePrimaryCtxRetain", AT(ctx.primary_retain), false},
+    {NULL, "cuDevicePrimaryCtxRelease", AT(ctx.primary_release), false},
+    {NULL, "cuStreamGetCtx", AT(ctx.stream_ctx), false},
+    {NULL, "cuCtxGetDevice", AT(ctx.get_device), false},
+};
 #undef AT
 
 /* ---- the process-wide cache ------------------------------------------------- */
@@ -206,8 +218,9 @@ static void *driver_library(void) {
   return driver_lib = lib;
 }
 
-/* Fills rt->vm from lib (never fails: a call not found leaves vm.missing
- * naming it, and no virtual memory). */
+/* Fills rt->vm (and on CUDA rt->ctx) from lib (never fails: a VMM call
+ * not found leaves vm.missing naming it, and no virtual memory; a context
+ * call not found is NULL). */
 static void fill_vm(hippo__gpu_rt *rt, void *lib) {
   bool hip = rt->flavor == HIPPO__GPU_HIP;
   hippo__gpu_vm_calls *vm = &rt->vm;
@@ -232,6 +245,12 @@ static void fill_vm(hippo__gpu_rt *rt, void *lib) {
     if (obj && via && !strcmp(vm->via, "none"))
       vm->via = via;
     store(rt, vm_syms[i].at, obj);
+  }
+  for (size_t i = 0; !hip && i < sizeof ctx_syms / sizeof *ctx_syms; i++) {
+    const char *via = NULL;
+    char why[sizeof vm->missing];
+    store(rt, ctx_syms[i].at,
+          driver_call(lib, ctx_syms[i].cuda, &via, why, sizeof why));
   }
 }
 
@@ -366,6 +385,7 @@ static const struct {
     {3, "hipErrorNotInitialized", "cudaErrorInitializationError"},
     {34, NULL, "cudaErrorStubLibrary"}, /* HIP has no 34, 46 */
     {35, "hipErrorInsufficientDriver", "cudaErrorInsufficientDriver"},
+    {36, NULL, "cudaErrorCallRequiresNewerDriver"},
     {46, NULL, "cudaErrorDevicesUnavailable"},
     {100, "hipErrorNoDevice", "cudaErrorNoDevice"},
     {101, "hipErrorInvalidDevice", "cudaErrorInvalidDevice"},

@@ -47,6 +47,8 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__GPU_INIT_ERROR 3
 #define HIPPO__GPU_STUB_LIBRARY 34         /* CUDA: libcuda is a stub */
 #define HIPPO__GPU_INSUFFICIENT_DRIVER 35
+#define HIPPO__GPU_CALL_NEEDS_DRIVER 36 /* CUDA: the call needs a newer
+                                           driver than the one installed */
 #define HIPPO__GPU_DEVICES_UNAVAILABLE 46  /* CUDA: every device busy or
                                               unavailable */
 #define HIPPO__GPU_NO_DEVICE 100
@@ -194,6 +196,24 @@ typedef struct hippo__gpu_vm_calls {
   int (*error_string)(int err, const char **text);
 } hippo__gpu_vm_calls;
 
+/* CUDA: the driver's context calls, through the runtime's entry point only
+ * (CUDA 11.3 on; never from libcuda by name, whose unversioned symbols
+ * are older ABIs); all optional.  With the first five the backend makes
+ * its device current by pushing that device's primary context and pops
+ * it after, so the thread's runtime device is never set (backend_hip.c
+ * enter); the last two name the device of a stream when the runtime has
+ * no cudaStreamGetDevice (before CUDA 12.8).  Contexts are opaque
+ * pointers; a CUdevice is an int. */
+typedef struct hippo__gpu_ctx_calls {
+  int (*get_current)(void **ctx);                /* cuCtxGetCurrent */
+  int (*push)(void *ctx);                        /* cuCtxPushCurrent */
+  int (*pop)(void **ctx);                        /* cuCtxPopCurrent */
+  int (*primary_retain)(void **ctx, int device); /* cuDevicePrimaryCtxRetain */
+  int (*primary_release)(int device);          /* cuDevicePrimaryCtxRelease */
+  int (*stream_ctx)(void *stream, void **ctx);   /* cuStreamGetCtx */
+  int (*get_device)(int *device);                /* cuCtxGetDevice */
+} hippo__gpu_ctx_calls;
+
 /* The calls.  Every field is set once loaded; `optional` ones may be NULL
  * (an older runtime): error names, versions, the device of a stream, the
  * device name. */
@@ -241,6 +261,7 @@ typedef struct hippo__gpu_rt {
   int (*device_sync)(void);    /* hipDeviceSynchronize, cudaDeviceSynchronize */
   /* virtual memory: found at load, never required (see above) */
   hippo__gpu_vm_calls vm;
+  hippo__gpu_ctx_calls ctx; /* CUDA only (see above) */
 } hippo__gpu_rt;
 
 /* The runtime of `flavor`, loaded once.  HIPPO_NO_DEVICE when no library

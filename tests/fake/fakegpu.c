@@ -37,6 +37,14 @@
  *                       long after it freed, all outside the lock: a slow
  *                       driver, so that calls of several threads overlap
  *                       (tests/test-stress.c)
+ * Contexts, as CUDA 12 keeps them: a device's primary context is created
+ * by SetDevice, by cuDevicePrimaryCtxRetain, or by the first Malloc,
+ * MemGetInfo or StreamCreateWithFlags of a thread without one (on its
+ * runtime device: SetDevice's, 0 until set), and lives on.  Each thread
+ * has a context stack (cuCtxPushCurrent, cuCtxPopCurrent; SetDevice
+ * replaces its top): the runtime's calls and GetDevice go to the top
+ * context's device, else to the thread's runtime device; GetDevice
+ * creates nothing.  cuDevicePrimaryCtxGetState says which exist.
  * The thread's last error (GetLastError, PeekAtLastError) is what the
  * last failing Malloc, EventQuery or StreamIsCapturing answered, as a
  * runtime keeps it; the legacy default stream (NULL), asked whether it
@@ -47,6 +55,15 @@
  *                       that fits in it (any thread's, any smaller size)
  *                       gets its address back, as a driver reuses address
  *                       space (default 0: freed to the host)
+ *   FAKE_GPU_TAKEN      devices (ordinals, comma-separated) in
+ *                       exclusive-process mode and taken by another
+ *                       process: their compute mode reads 3, and creating
+ *                       their context answers 46 (cudaErrorDevicesUnavailable,
+ *                       CUresult CUDA_ERROR_DEVICE_UNAVAILABLE), as
+ *                       cudaSetDevice documents
+ *   FAKE_GPU_STREAM_DEVICE  "old": cudaStreamGetDevice answers 36
+ *                       (cudaErrorCallRequiresNewerDriver: a 12.8 runtime
+ *                       on an older driver; before 12.8 there is no call)
  *   FAKE_GPU_VERSION    what RuntimeGetVersion answers (default 60000000
  *                       for HIP, 13000 for CUDA); HIP below 50300000 reads
  *                       hipMemAllocationProp in HIP 5.2's layout and has
@@ -128,8 +145,9 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NODEV = 100,
-       E_BADDEV = 101, E_HANDLE = 400, E_NOT_READY = 600,
+enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NEWER_DRIVER = 36,
+       E_UNAVAILABLE = 46, E_NODEV = 100, E_BADDEV = 101, E_CONTEXT = 201,
+       E_HANDLE = 400, E_NOT_READY = 600,
        E_NOT_SUPPORTED = 801,
        E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901,
        E_CAPTURE_IMPLICIT = 906 };
@@ -205,7 +223,12 @@ static falloc *allocs;
 static falloc *reusable; /* freed, kept for FAKE_GPU_REUSE */
 static size_t used[64];
 static unsigned long long next_capture = 1;
-static _Thread_local int current;
+static _Thread_local int current;     /* the runtime device: SetDevice's */
+static _Thread_local int ctx_top[8];  /* the context stack: devices */
+static _Thread_local int ctx_depth;
+static bool ctx_live[64];             /* primary contexts (under mu) */
+static int ctx_refs[64];              /* their retains */
+static char ctx_obj[64];              /* &ctx_obj[d]: device d's context */
 static _Thread_local int thread_mode; /* MODE_GLOBAL until exchanged */
 static _Thread_local int last_error;  /* GetLastError's */
 
@@ -369,15 +392,59 @@ EXPORT int FN(GetDeviceCount)(int *count) {
   return *count ? OK : E_NODEV;
 }
 
+/* ---- contexts (see the head of this file) ---- */
+
+/* The device the thread's runtime calls go to. */
+static int dev_now(void) {
+  return ctx_depth ? ctx_top[ctx_depth - 1] : current;
+}
+
+/* Whether FAKE_GPU_TAKEN names dev. */
+static bool taken(int dev) {
+  const char *v = getenv("FAKE_GPU_TAKEN");
+  for (char *end; v && *v; v = *end ? end + 1 : end) {
+    long d = strtol(v, &end, 10);
+    if (end == v)
+      return false;
+    if (d == dev)
+      return true;
+  }
+  return false;
+}
+
+/* Device dev's primary context, created if none (the lock held). */
+static int ctx_create(int dev) {
+  if (!ctx_live[dev] && taken(dev))
+    return E_UNAVAILABLE;
+  ctx_live[dev] = true;
+  return OK;
+}
+
+/* A context for a runtime call (the lock held): the thread's current one,
+ * else its runtime device's, created and made current. */
+static int need_ctx(void) {
+  int err = ctx_depth ? OK : ctx_create(current);
+  if (err == OK && !ctx_depth)
+    ctx_top[ctx_depth++] = current;
+  return err;
+}
+
 EXPORT int FN(GetDevice)(int *dev) {
-  *dev = current;
+  *dev = dev_now();
   return OK;
 }
 
 EXPORT int FN(SetDevice)(int dev) {
+  int err;
   if (dev < 0 || dev >= devices())
     return E_BADDEV;
+  pthread_mutex_lock(&mu);
+  err = ctx_create(dev);
+  pthread_mutex_unlock(&mu);
+  if (err != OK)
+    return err;
   current = dev;
+  ctx_top[ctx_depth ? ctx_depth - 1 : ctx_depth++] = dev;
   return OK;
 }
 
@@ -387,7 +454,7 @@ EXPORT int FN(DeviceGetAttribute)(int *value, int attr, int dev) {
   if (attr == ATTR_TEX)
     *value = (int)env_u64("FAKE_GPU_ALIGNMENT", 256);
   else if (attr == ATTR_MODE)
-    *value = !strcmp(fail_mode(), "prohibited") ? 2 : 0;
+    *value = !strcmp(fail_mode(), "prohibited") ? 2 : taken(dev) ? 3 : 0;
   else if (attr == ATTR_MAJOR)
     *value = 9;
   else if (attr == ATTR_MINOR)
@@ -403,11 +470,14 @@ EXPORT int FN(DeviceGetAttribute)(int *value, int attr, int dev) {
 
 EXPORT int FN(MemGetInfo)(size_t *free_bytes, size_t *total) {
   uint64_t mem = env_u64("FAKE_GPU_MEMORY", UINT64_C(1) << 30);
+  int err;
   pthread_mutex_lock(&mu);
-  *total = mem;
-  *free_bytes = mem - used[current];
+  if ((err = need_ctx()) == OK) {
+    *total = mem;
+    *free_bytes = mem - used[dev_now()];
+  }
   pthread_mutex_unlock(&mu);
-  return OK;
+  return err;
 }
 
 EXPORT int FN(RuntimeGetVersion)(int *v) {
@@ -502,7 +572,11 @@ static int malloc_answer(void **p, size_t size) {
     pthread_mutex_unlock(&mu);
     return E_CAPTURE_UNSUPPORTED;
   }
-  if (size > mem - used[current]) {
+  if (need_ctx() != OK) {
+    pthread_mutex_unlock(&mu);
+    return E_UNAVAILABLE;
+  }
+  if (size > mem - used[dev_now()]) {
     pthread_mutex_unlock(&mu);
     return E_OOM;
   }
@@ -511,10 +585,10 @@ static int malloc_answer(void **p, size_t size) {
     pthread_mutex_unlock(&mu);
     return E_OOM;
   }
-  a->device = current;
+  a->device = dev_now();
   a->next = allocs;
   allocs = a;
-  used[current] += size;
+  used[a->device] += size;
   *p = a->p;
   pthread_mutex_unlock(&mu);
   return OK;
@@ -625,8 +699,13 @@ EXPORT int FN(StreamCreateWithFlags)(void **out, unsigned flags) {
     return E_OOM;
   s->flags = flags;
   s->magic = STREAM_MAGIC;
-  s->device = current;
   pthread_mutex_lock(&mu);
+  if (need_ctx() != OK) {
+    pthread_mutex_unlock(&mu);
+    free(s);
+    return E_UNAVAILABLE;
+  }
+  s->device = dev_now();
   s->next = streams;
   streams = s;
   pthread_mutex_unlock(&mu);
@@ -678,10 +757,15 @@ EXPORT int hipStreamGetDevice(void *stream, int *dev) {
 EXPORT int cudaStreamGetDevice(void *stream, int *dev) {
 #endif
   fstream *s;
+#if defined(FAKE_CUDA)
+  const char *old = getenv("FAKE_GPU_STREAM_DEVICE");
+  if (old && !strcmp(old, "old"))
+    return E_NEWER_DRIVER;
+#endif
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
   if (s)
-    *dev = stream ? s->device : current;
+    *dev = stream ? s->device : dev_now();
   pthread_mutex_unlock(&mu);
   return s ? OK : E_NOSTREAM;
 }
@@ -696,7 +780,7 @@ EXPORT int FN(StreamIsCapturing)(void *stream, int *status) {
     *status = s->capturing ? 1 : 0;
   if (s && !stream) /* the legacy stream: a blocking stream capturing? */
     for (fstream *o = streams; o; o = o->next)
-      if (o->capturing && !(o->flags & 1) && o->device == current)
+      if (o->capturing && !(o->flags & 1) && o->device == dev_now())
         err = E_CAPTURE_IMPLICIT;
   pthread_mutex_unlock(&mu);
   return answer(err);
@@ -1466,6 +1550,100 @@ static int cu_device_get_attribute(int *value, int attr, int dev) {
   *value = !no_vmm_attr();
   return OK;
 }
+/* The context calls (see the head of this file). */
+static int ctx_dev(const void *ctx) { /* its device, or -1 */
+  const char *c = ctx;
+  return c >= ctx_obj && c < ctx_obj + devices() && ctx_live[c - ctx_obj]
+             ? (int)(c - ctx_obj)
+             : -1;
+}
+static int cu_ctx_get_current(void **ctx) {
+  if (!ctx)
+    return E_VALUE;
+  *ctx = ctx_depth ? &ctx_obj[ctx_top[ctx_depth - 1]] : NULL;
+  return OK;
+}
+static int cu_ctx_push(void *ctx) {
+  int dev;
+  pthread_mutex_lock(&mu);
+  dev = ctx_dev(ctx);
+  pthread_mutex_unlock(&mu);
+  if (dev < 0 || ctx_depth == 8)
+    return dev < 0 ? E_CONTEXT : E_OOM;
+  ctx_top[ctx_depth++] = dev;
+  return OK;
+}
+static int cu_ctx_pop(void **ctx) {
+  if (!ctx_depth)
+    return E_CONTEXT;
+  ctx_depth--;
+  if (ctx)
+    *ctx = &ctx_obj[ctx_top[ctx_depth]];
+  return OK;
+}
+static int cu_primary_retain(void **ctx, int dev) {
+  int err;
+  if (!ctx)
+    return E_VALUE;
+  if (dev < 0 || dev >= devices())
+    return E_BADDEV;
+  pthread_mutex_lock(&mu);
+  if ((err = ctx_create(dev)) == OK) {
+    ctx_refs[dev]++;
+    *ctx = &ctx_obj[dev];
+  }
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+static int cu_primary_release(int dev) {
+  int err = E_CONTEXT;
+  if (dev < 0 || dev >= devices())
+    return E_BADDEV;
+  pthread_mutex_lock(&mu);
+  if (ctx_refs[dev] > 0) {
+    ctx_refs[dev]--; /* the context lives on: the runtime holds it too */
+    err = OK;
+  }
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+static int cu_primary_state(int dev, unsigned *flags, int *active) {
+  if (!flags || !active)
+    return E_VALUE;
+  if (dev < 0 || dev >= devices())
+    return E_BADDEV;
+  pthread_mutex_lock(&mu);
+  *flags = 0;
+  *active = ctx_live[dev];
+  pthread_mutex_unlock(&mu);
+  return OK;
+}
+static int cu_stream_get_ctx(void *stream, void **ctx) {
+  fstream *s;
+  int err = OK;
+  if (!ctx)
+    return E_VALUE;
+  pthread_mutex_lock(&mu);
+  s = stream_of(stream);
+  if (!s)
+    err = E_HANDLE;
+  else if (s != &default_stream)
+    *ctx = &ctx_obj[s->device];
+  else if (!ctx_depth) /* the legacy stream: the current context's */
+    err = E_CONTEXT;
+  else
+    *ctx = &ctx_obj[ctx_top[ctx_depth - 1]];
+  pthread_mutex_unlock(&mu);
+  return err;
+}
+static int cu_ctx_get_device(int *dev) {
+  if (!dev)
+    return E_VALUE;
+  if (!ctx_depth)
+    return E_CONTEXT;
+  *dev = ctx_top[ctx_depth - 1];
+  return OK;
+}
 static int cu_get_error_name(int err, const char **name) {
   static const struct {
     int err;
@@ -1511,6 +1689,14 @@ static const struct {
     {"cuDeviceGetAttribute", 2000, (void (*)(void))cu_device_get_attribute},
     {"cuGetErrorName", 6000, (void (*)(void))cu_get_error_name},
     {"cuGetErrorString", 6000, (void (*)(void))cu_get_error_string},
+    {"cuCtxGetCurrent", 4000, (void (*)(void))cu_ctx_get_current},
+    {"cuCtxPushCurrent", 4000, (void (*)(void))cu_ctx_push},
+    {"cuCtxPopCurrent", 4000, (void (*)(void))cu_ctx_pop},
+    {"cuDevicePrimaryCtxRetain", 7000, (void (*)(void))cu_primary_retain},
+    {"cuDevicePrimaryCtxRelease", 11000, (void (*)(void))cu_primary_release},
+    {"cuDevicePrimaryCtxGetState", 7000, (void (*)(void))cu_primary_state},
+    {"cuStreamGetCtx", 9020, (void (*)(void))cu_stream_get_ctx},
+    {"cuCtxGetDevice", 2000, (void (*)(void))cu_ctx_get_device},
 };
 
 /* As NVIDIA's libcuda.so.1 serves them (loaded as the driver library,

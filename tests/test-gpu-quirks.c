@@ -1,0 +1,226 @@
+/* test-gpu-quirks.c -- the HIP backend (src/backend_hip.c) against the
+ * real runtimes' less obvious behaviour (issue 40), on the stand-ins
+ * (tests/fake/fakegpu.c: libfakehip.so, libfakecudart.so, paths in
+ * $FAKE_HIP_LIB and $FAKE_CUDA_LIB, set by make check), each taught what
+ * the real runtime does:
+ *  - CUDA 12's SetDevice creates the device's primary context, and fails
+ *    on a device exclusive-process and taken (FAKE_GPU_TAKEN): a thread
+ *    that never chose a device uses hippo on device 1 while device 0 is
+ *    taken, and no context appears on device 0, every call succeeds, and
+ *    the thread's device and context stack are what they were (item 2);
+ *  - without cudaStreamGetDevice (FAKE_GPU_STREAM_DEVICE=old), a stream of
+ *    another device is still refused, named by its context (item 11);
+ *  - ROCm passes a reservation's alignment on to an HSA call that ignores
+ *    it (FAKE_GPU_VM_ALIGN): hippo's ranges are aligned all the same
+ *    (item 5);
+ *  - ROCm before 7 caps one hipMemCreate (FAKE_GPU_VERSION below 7), and
+ *    map calls take offset 0 only: a VIRTUAL reservation larger than the
+ *    cap is mapped as several physical allocations (item 13).
+ *
+ * Every test starts and ends with no runtime loaded and none of the
+ * variables below set.
+ */
+#include <config.h>
+
+#include <check.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "device.h"
+#include "emutest.h"
+#include "gpu_rt.h"
+
+/* A library that does not exist. */
+#define NOLIB "/nonexistent/hippo-test/libnone.so"
+
+static const char *const env_vars[] = {
+    "HIPPO_GPU_RUNTIME",      "HIPPO_HIP_LIBRARY", "HIPPO_CUDA_LIBRARY",
+    "FAKE_GPU_DEVICES",       "FAKE_GPU_TAKEN",    "FAKE_GPU_STREAM_DEVICE",
+    "FAKE_GPU_VM_ALIGN",      "FAKE_GPU_VERSION",  "FAKE_GPU_MEMORY",
+    "FAKE_GPU_VM_GRANULARITY", "FAKE_GPU_VM_CREATE_MAX", NULL};
+
+static void clean(void) {
+  hippo__gpu_rt_forget();
+  for (const char *const *v = env_vars; *v; v++)
+    unsetenv(*v);
+}
+
+/* Only the stand-in of `flavor` loads. */
+static void use(enum hippo__gpu_flavor flavor) {
+  bool hip = flavor == HIPPO__GPU_HIP;
+  setenv("HIPPO_GPU_RUNTIME", hip ? "hip" : "cuda", 1);
+  setenv("HIPPO_HIP_LIBRARY", hip ? tu_fake_lib("FAKE_HIP_LIB") : NOLIB, 1);
+  setenv("HIPPO_CUDA_LIBRARY", hip ? NOLIB : tu_fake_lib("FAKE_CUDA_LIB"), 1);
+}
+
+static hippo__backend *gpu_new(int32_t ordinal) {
+  hippo__backend *be = NULL;
+  CK_CORE_OK(hippo__backend_hip_create(ordinal, 0, 0, &be));
+  return be;
+}
+
+/* A driver call of the CUDA stand-in, as hippo reaches it (the runtime
+ * loaded first). */
+static void *driver_fn(const char *name) {
+  typedef int (*entry_fn)(const char *, void **, unsigned long long, int *);
+  const hippo__gpu_rt *rt;
+  void *lib = hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt) != HIPPO_SUCCESS
+                  ? NULL
+                  : dlopen(tu_fake_lib("FAKE_CUDA_LIB"), RTLD_NOW | RTLD_NOLOAD);
+  void *fn = NULL, *entry;
+  int status = -1;
+  ck_assert_ptr_nonnull(lib);
+  entry = dlsym(lib, "cudaGetDriverEntryPoint");
+  ck_assert_ptr_nonnull(entry);
+  ck_assert_int_eq(((entry_fn)(uintptr_t)entry)(name, &fn, 0, &status), 0);
+  ck_assert_int_eq(status, 0);
+  dlclose(lib);
+  return fn;
+}
+
+/* ---- item 2: the caller's device, on CUDA ------------------------------ */
+
+/* What a thread that never chose a device saw of hippo on device 1. */
+typedef struct fresh_thread {
+  hippo_status open, use, close;
+  char error[512];
+  int device_after;  /* GetDevice once hippo is done */
+  void *ctx_after;   /* cuCtxGetCurrent once hippo is done */
+  int active[2];     /* cuDevicePrimaryCtxGetState of devices 0 and 1 */
+} fresh_thread;
+
+static void *fresh_run(void *arg) {
+  fresh_thread *t = arg;
+  int (*get_current)(void **) = (int (*)(void **))(uintptr_t)driver_fn(
+      "cuCtxGetCurrent");
+  int (*state)(int, unsigned *, int *) =
+      (int (*)(int, unsigned *, int *))(uintptr_t)driver_fn(
+          "cuDevicePrimaryCtxGetState");
+  const hippo__gpu_rt *rt = NULL;
+  hippo__backend *be = NULL;
+  uint64_t addr = 0;
+  void *s = NULL;
+  unsigned flags;
+
+  t->open = hippo__backend_hip_create(1, 0, 0, &be);
+  if (t->open == HIPPO_SUCCESS) {
+    t->use = be->ops->page_alloc(be, 4096, &addr);
+    if (t->use == HIPPO_SUCCESS)
+      t->use = be->ops->emu_stream_create(be, &s);
+    if (t->use == HIPPO_SUCCESS)
+      t->use = be->ops->copy(be, s, addr, addr + 2048, 64);
+    if (t->use == HIPPO_SUCCESS)
+      t->use = be->ops->emu_stream_destroy(be, s);
+    if (t->use == HIPPO_SUCCESS)
+      t->use = be->ops->page_free(be, addr, 4096);
+    be->ops->destroy(be);
+  }
+  snprintf(t->error, sizeof t->error, "%s", hippo__error_get());
+  (void)hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt);
+  t->device_after = -1;
+  (void)rt->get_device(&t->device_after);
+  (void)get_current(&t->ctx_after);
+  (void)state(0, &flags, &t->active[0]);
+  (void)state(1, &flags, &t->active[1]);
+  return NULL;
+}
+
+/* A thread that never set a device calls into hippo on device 1 of two,
+ * device 0 exclusive-process and taken by another process: CUDA 12's
+ * SetDevice would create device 0's context to put the thread back, and
+ * fail.  Every call succeeds, no context is created on device 0, and the
+ * thread's device (0, never chosen) and its context stack (empty) are
+ * what they were. */
+START_TEST(test_fresh_thread_device_kept) {
+  fresh_thread t;
+  pthread_t th;
+  memset(&t, 0, sizeof t);
+  use(HIPPO__GPU_CUDA);
+  setenv("FAKE_GPU_DEVICES", "2", 1);
+  setenv("FAKE_GPU_TAKEN", "0", 1);
+  ck_assert_int_eq(pthread_create(&th, NULL, fresh_run, &t), 0);
+  ck_assert_int_eq(pthread_join(th, NULL), 0);
+  ck_assert_msg(t.open == HIPPO_SUCCESS && t.use == HIPPO_SUCCESS,
+                "open %s, use %s: %s", hippo__status_name(t.open),
+                hippo__status_name(t.use), t.error);
+  ck_assert_int_eq(t.device_after, 0);
+  ck_assert_ptr_null(t.ctx_after);
+  ck_assert_int_eq(t.active[0], 0); /* none created on device 0 */
+  ck_assert_int_eq(t.active[1], 1);
+}
+END_TEST
+
+/* A thread on device 0 (its context current) uses hippo on device 1: it
+ * is on device 0 after, its context the current one again. */
+START_TEST(test_chosen_device_kept) {
+  int (*get_current)(void **);
+  const hippo__gpu_rt *rt;
+  hippo__backend *be;
+  void *before = NULL, *after = NULL;
+  int dev = -1;
+  use(HIPPO__GPU_CUDA);
+  setenv("FAKE_GPU_DEVICES", "2", 1);
+  get_current = (int (*)(void **))(uintptr_t)driver_fn("cuCtxGetCurrent");
+  CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_CUDA, &rt));
+  ck_assert_int_eq(rt->set_device(0), 0);
+  ck_assert_int_eq(get_current(&before), 0);
+  ck_assert_ptr_nonnull(before);
+  be = gpu_new(1);
+  CK_CORE_OK(be->ops->page_free(be, page_new(be, 4096), 4096));
+  ck_assert_int_eq(rt->get_device(&dev), 0);
+  ck_assert_int_eq(dev, 0);
+  ck_assert_int_eq(get_current(&after), 0);
+  ck_assert_ptr_eq(before, after);
+  be->ops->destroy(be);
+}
+END_TEST
+
+/* ---- item 11: a stream of another device without cudaStreamGetDevice --- */
+
+/* cudaStreamGetDevice answers CallRequiresNewerDriver (a 12.8 runtime on
+ * an older driver; before 12.8 there is none): the stream's context
+ * names its device, and a stream of device 1 attached to device 0 is
+ * refused with the clear status, one of device 0 taken. */
+START_TEST(test_stream_device_from_context) {
+  hippo_device *dev0, *dev1;
+  hippo_device_desc d;
+  hippo_stream *s = NULL;
+  void *n0 = NULL, *n1 = NULL;
+  use(HIPPO__GPU_CUDA);
+  setenv("FAKE_GPU_DEVICES", "2", 1);
+  setenv("FAKE_GPU_STREAM_DEVICE", "old", 1);
+  TU_SIZED(d);
+  d.backend = HIPPO_BACKEND_HIP;
+  CK_CORE_OK(hippo__device_open(&d, NULL, NULL, NULL, &dev0));
+  d.hip_device = 1;
+  CK_CORE_OK(hippo__device_open(&d, NULL, NULL, NULL, &dev1));
+  CK_CORE_OK(dev1->be->ops->emu_stream_create(dev1->be, &n1));
+  CK_CORE_OK(dev0->be->ops->emu_stream_create(dev0->be, &n0));
+  CK_CORE_FAILS(hippo__stream_attach(dev0, n1, &s), HIPPO_INVALID_ARGUMENT,
+                "belongs to device 1, this hippo device is CUDA device 0");
+  ck_assert_ptr_null(s);
+  CK_CORE_FAILS(dev1->be->ops->stream_check(dev1->be, n0),
+                HIPPO_INVALID_ARGUMENT, "belongs to device 0");
+  CK_CORE_OK(dev1->be->ops->stream_check(dev1->be, (void *)1)); /* legacy */
+  CK_CORE_OK(hippo__stream_attach(dev0, n0, &s));
+  CK_CORE_OK(hippo__stream_detach(s));
+  CK_CORE_OK(hippo__emu_stream_destroy(dev0, n0));
+  CK_CORE_OK(hippo__emu_stream_destroy(dev1, n1));
+  CK_CORE_OK(hippo__device_close(dev0));
+  CK_CORE_OK(hippo__device_close(dev1));
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("gpu-quirks");
+  TCase *tc = tcase_create("issue 40");
+  tcase_add_checked_fixture(tc, clean, clean);
+  tcase_add_test(tc, test_fresh_thread_device_kept);
+  tcase_add_test(tc, test_chosen_device_kept);
+  tcase_add_test(tc, test_stream_device_from_context);
+  suite_add_tcase(s, tc);
+  return tu_run(s);
+}
