@@ -75,6 +75,8 @@ typedef struct gpu_page {
  * memory for its run ran out counts without a run). */
 typedef struct vm_range {
   uint64_t addr, size;
+  uint64_t base, reserved; /* the driver's reservation, holding the range
+                              (larger where it ignored the alignment) */
   uint64_t mapped;
   hippo__vm_runs runs;
 } vm_range;
@@ -1018,7 +1020,8 @@ static hippo_status not_granular(const gpu_backend *g, const char *call,
 static hippo_status gpu_vm_reserve(hippo__backend *be, uint64_t size,
                                    uint64_t align, uint64_t *addr) {
   gpu_backend *g = gpu_of(be);
-  uint64_t gran = g->vm_granularity;
+  uint64_t gran = g->vm_granularity, over = 0, at;
+  const char *call = "MemAddressReserve";
   void *p = NULL;
   dev_scope sc;
   hippo_status st;
@@ -1054,9 +1057,24 @@ static hippo_status gpu_vm_reserve(hippo__backend *be, uint64_t size,
     relaxed_scope rs; /* a capture may run (base.vm_captures) */
     relax(g, &rs);
     err = g->rt->vm.reserve(&p, (size_t)size, (size_t)align, NULL, 0);
+    /* ROCm passes the alignment to an HSA reserve that takes none (clr
+     * hip_vm.cpp hipMemAddressReserve, rocdevice.cpp virtualAlloc): a
+     * misaligned answer is given back and `align` more reserved, the
+     * range aligned inside it by hand (issue 40 item 5) */
+    if (err == HIPPO__GPU_SUCCESS && p && (uintptr_t)p % align) {
+      over = align;
+      err = g->rt->vm.free_range(p, (size_t)size);
+      call = "MemAddressFree (of a range it answered misaligned)";
+      if (err == HIPPO__GPU_SUCCESS) {
+        p = NULL;
+        err = g->rt->vm.reserve(&p, (size_t)(size + over), (size_t)align,
+                                NULL, 0);
+        call = "MemAddressReserve (again, one alignment larger)";
+      }
+    }
     unrelax(g, &rs);
   }
-  st = err != HIPPO__GPU_SUCCESS ? vm_fail(g, err, "MemAddressReserve")
+  st = err != HIPPO__GPU_SUCCESS ? vm_fail(g, err, call)
        : !p ? hippo__error_set(HIPPO_BACKEND_ERROR,
                                "%s %sMemAddressReserve returned address 0",
                                g->rt->name, g->rt->vm.prefix)
@@ -1067,17 +1085,20 @@ static hippo_status gpu_vm_reserve(hippo__backend *be, uint64_t size,
                            (unsigned long long)size);
     goto out;
   }
+  at = ((uint64_t)(uintptr_t)p + align - 1) & ~(align - 1);
   pthread_mutex_lock(&g->lock);
   i = 0;
-  while (i < g->nranges && g->ranges[i].addr < (uint64_t)(uintptr_t)p)
+  while (i < g->nranges && g->ranges[i].addr < at)
     i++;
   memmove(&g->ranges[i + 1], &g->ranges[i],
           (g->nranges - i) * sizeof *g->ranges);
-  g->ranges[i] = (vm_range){.addr = (uint64_t)(uintptr_t)p, .size = size};
+  g->ranges[i] = (vm_range){.addr = at, .size = size,
+                            .base = (uint64_t)(uintptr_t)p,
+                            .reserved = size + over};
   g->nranges++;
   g->bytes_virtual += size;
   pthread_mutex_unlock(&g->lock);
-  *addr = (uint64_t)(uintptr_t)p;
+  *addr = at;
 out:
   pthread_mutex_unlock(&g->vm_lock);
   return st;
@@ -1119,7 +1140,8 @@ static hippo_status gpu_vm_release(hippo__backend *be, uint64_t addr,
   }
   if ((st = vm_enter(g, "vm_release", &sc)))
     goto out;
-  err = g->rt->vm.free_range((void *)(uintptr_t)addr, (size_t)size);
+  err = g->rt->vm.free_range((void *)(uintptr_t)g->ranges[i].base,
+                             (size_t)g->ranges[i].reserved);
   st = leave(g, &sc,
              err != HIPPO__GPU_SUCCESS ? vm_fail(g, err, "MemAddressFree")
                                        : HIPPO_SUCCESS);
@@ -1402,8 +1424,8 @@ static void vm_fini(gpu_backend *g) {
     for (size_t i = 0; i < g->norphans; i++)
       (void)vm->release(g->orphans[i].handle);
     for (size_t i = 0; i < g->nranges; i++)
-      (void)vm->free_range((void *)(uintptr_t)g->ranges[i].addr,
-                           (size_t)g->ranges[i].size);
+      (void)vm->free_range((void *)(uintptr_t)g->ranges[i].base,
+                           (size_t)g->ranges[i].reserved);
     (void)leave(g, &sc, HIPPO_SUCCESS);
   }
   for (size_t i = 0; i < g->nranges; i++)

@@ -214,6 +214,60 @@ START_TEST(test_stream_device_from_context) {
 }
 END_TEST
 
+/* ---- item 5: the reserved range's alignment ------------------------------ */
+
+#define G (2 * MiB) /* the stand-ins' default granularity */
+
+/* A range of `size` aligned to `align` while the stand-in's reserve
+ * answers addresses aligned to `given` only: aligned all the same,
+ * granules map at both its ends and hold bytes, and it goes back whole
+ * (the stand-in frees only the reservation it gave). */
+static void aligned_range(hippo__backend *be, uint64_t size, uint64_t align,
+                          const char *given) {
+  uint64_t r = 0, done = 0;
+  unsigned char in[16] = "aligned by hand", out[16];
+  setenv("FAKE_GPU_VM_ALIGN", given, 1);
+  CK_CORE_OK(be->ops->vm_reserve(be, size, align, &r));
+  ck_assert_msg(r % align == 0, "range %#llx, alignment %llu (given %s)",
+                (unsigned long long)r, (unsigned long long)align, given);
+  CK_CORE_OK(be->ops->vm_map(be, r, G, G));
+  CK_CORE_OK(be->ops->vm_map(be, r + size - G, G, G));
+  CK_CORE_OK(be->ops->emu_write(be, r + size - 16, in, 16));
+  CK_CORE_OK(be->ops->emu_read(be, r + size - 16, out, 16));
+  ck_assert_mem_eq(in, out, 16);
+  CK_CORE_OK(be->ops->vm_unmap(be, r, G, G, true, &done));
+  CK_CORE_OK(be->ops->vm_unmap(be, r + size - G, G, G, true, &done));
+  CK_CORE_OK(be->ops->vm_release(be, r, size));
+  ck_assert_uint_eq(counters_of(be).bytes_virtual, 0);
+}
+
+/* ROCm's hipMemAddressReserve passes the alignment to an HSA call that
+ * has none: a range asked aligned to 4 granules comes back aligned to
+ * one, and one asked aligned to the granule comes back aligned to a 4 KiB
+ * page.  hippo's ranges are aligned all the same.  A size that is no
+ * multiple of the granularity is refused before the runtime is asked,
+ * whose answer (hipErrorMemoryAllocation) would read as out of memory. */
+START_TEST(test_reserve_alignment) {
+  const hippo__gpu_rt *rt;
+  hippo__backend *be;
+  uint64_t r = 0;
+  void *p = NULL;
+  use(HIPPO__GPU_HIP);
+  be = gpu_new(0);
+  ck_assert_ptr_nonnull(be->ops->vm_reserve);
+  aligned_range(be, 8 * G, 4 * G, "2097152");
+  aligned_range(be, 3 * G, G, "4096");
+  aligned_range(be, 4 * G, 2 * G, "1048576");
+  CK_CORE_FAILS(be->ops->vm_reserve(be, G + 4096, G, &r),
+                HIPPO_INVALID_ARGUMENT, "is not a positive multiple of the "
+                "granule");
+  CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_HIP, &rt));
+  ck_assert_int_eq(rt->vm.reserve(&p, G + 4096, 0, NULL, 0),
+                   HIPPO__GPU_OUT_OF_MEMORY);
+  be->ops->destroy(be);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gpu-quirks");
   TCase *tc = tcase_create("issue 40");
@@ -221,6 +275,7 @@ int main(void) {
   tcase_add_test(tc, test_fresh_thread_device_kept);
   tcase_add_test(tc, test_chosen_device_kept);
   tcase_add_test(tc, test_stream_device_from_context);
+  tcase_add_test(tc, test_reserve_alignment);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -94,6 +94,13 @@
  * whole mappings, the allocation properties' fields, the access
  * descriptor), answering InvalidValue (1) otherwise.
  *   FAKE_GPU_VM_GRANULARITY  the granularity (default 2 MiB)
+ *   FAKE_GPU_VM_ALIGN   N: the reserve ignores the alignment asked, as
+ *                       ROCm's does (clr passes it to an HSA call that has
+ *                       none), and answers an address that is a multiple
+ *                       of N but not of 2N.  HIP's reserve answers
+ *                       hipErrorMemoryAllocation (2) for a size not a
+ *                       multiple of the granularity or an alignment not a
+ *                       power of two (clr hip_vm.cpp), CUDA's InvalidValue
  *   FAKE_GPU_NO_VMM     1: no virtual memory (the support attribute answers
  *                       0, every VMM call NotSupported, 801); "calls": the
  *                       attribute says yes but the calls answer 801
@@ -1145,7 +1152,7 @@ static int vm_granularity(size_t *g, const void *prop, int option) {
 
 static int vm_reserve(void **ptr, size_t size, size_t align, void *addr,
                       unsigned long long flags) {
-  size_t gran = granularity();
+  size_t gran = granularity(), ignored;
   uintptr_t base, start;
   vres *r;
   char *m;
@@ -1160,11 +1167,18 @@ static int vm_reserve(void **ptr, size_t size, size_t align, void *addr,
     return E_OOM;
   }
   pthread_mutex_unlock(&mu);
-  if (!ptr || size == 0 || size % gran || flags ||
-      (align & (align - 1)) != 0)
+  if (!ptr || flags)
     return E_VALUE;
+  if (size == 0 || size % gran || (align & (align - 1)) != 0)
+#if defined(FAKE_HIP)
+    return E_OOM;
+#else
+    return E_VALUE;
+#endif
   if (align < gran)
     align = gran;
+  if ((ignored = (size_t)env_u64("FAKE_GPU_VM_ALIGN", 0)) != 0)
+    align = 2 * ignored; /* start below: a multiple of N, not of 2N */
   m = mmap(NULL, size + align, PROT_NONE,
            MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   r = malloc(sizeof *r);
@@ -1176,6 +1190,11 @@ static int vm_reserve(void **ptr, size_t size, size_t align, void *addr,
   }
   base = (uintptr_t)m;
   start = (base + align - 1) & ~(uintptr_t)(align - 1);
+  if (ignored) {
+    size_t room = align; /* the mapping is size + 2N: shift within it */
+    start = start + ignored <= base + room ? start + ignored
+                                           : start - ignored;
+  }
   if (start > base)
     munmap(m, start - base);
   if (base + align > start)
