@@ -82,11 +82,13 @@ typedef struct vm_range {
 } vm_range;
 
 /* A mapped granule: its physical allocation (one per granule, mapped whole
- * at offset 0), in an open-addressing table keyed by the address (0:
- * an empty slot). */
+ * at offset 0) -- or, larger than one allocation may be (vm_part), its
+ * parts, each vm_part bytes but the last -- in an open-addressing table
+ * keyed by the address (0: an empty slot). */
 typedef struct vm_granule {
   uint64_t addr, size;
-  unsigned long long handle;
+  unsigned long long handle; /* the (first part's) allocation */
+  unsigned long long *more;  /* the other parts' (NULL: none) */
 } vm_granule;
 
 /* A physical allocation unmapped whose release the runtime refused: still
@@ -131,6 +133,7 @@ typedef struct gpu_backend {
    * base.vm_why. */
   bool vm;
   uint64_t vm_granularity; /* the driver's minimum */
+  uint64_t vm_part;        /* the largest physical allocation (0: any) */
   int vm_device;           /* the location id: CUDA's CUdevice, HIP's
                               ordinal */
   union {
@@ -763,10 +766,11 @@ static hippo_status gpu_mem_info(hippo__backend *be, uint64_t *free_bytes,
  * own physical allocation -- hipMemCreate of `granule` bytes, hipMemMap of
  * it whole at the granule's address, hipMemSetAccess read-write for the
  * device -- so granules go back one by one: vm_unmap is hipMemUnmap and
- * hipMemRelease of each.  A table (granule address -> handle) finds the
- * handle again; each range keeps its mapped runs, so copies and
- * emu_read/emu_write inside mapped granules are accepted like those inside
- * pages.  Mapped bytes are held bytes (bytes_held, the budget, mem_info).
+ * hipMemRelease of each (on HIP before 7 a granule larger than 256 MiB is
+ * several allocations, vm_part: map_one).  A table (granule address ->
+ * handle) finds the handle again; each range keeps its mapped runs, so
+ * copies and emu_read/emu_write inside mapped granules are accepted like
+ * those inside pages.  Mapped bytes are held bytes (bytes_held, the budget, mem_info).
  *
  * Every call's status is checked; a failure names the call in last_error
  * ("HIP hipMemMap failed: ...", "CUDA cuMemMap failed: ...").  vm_map is
@@ -785,9 +789,10 @@ static hippo_status gpu_mem_info(hippo__backend *be, uint64_t *free_bytes,
  *
  * Calls are counted as on HOST and DRY: vm_reserve and vm_release one
  * HIPPO_CALL_VM_RANGE each, one HIPPO_CALL_VM_MAP per allocation created
- * and mapped, one HIPPO_CALL_VM_ACCESS per map call (access is set once
- * over its span), one HIPPO_CALL_VM_UNMAP per allocation unmapped and
- * released; an injected fault fails that
+ * and mapped (a granule in parts counts once), one HIPPO_CALL_VM_ACCESS
+ * per map call (access is set once over its span), one
+ * HIPPO_CALL_VM_UNMAP per allocation unmapped and released; an injected
+ * fault fails that
  * call with nothing changed (vm_map gives back what the call had mapped,
  * vm_unmap stops there and says how far it got). */
 
@@ -911,7 +916,7 @@ static void gran_del(gpu_backend *g, vm_granule *e) {
     g->granules[i] = g->granules[j];
     i = j;
   }
-  g->granules[i] = (vm_granule){0, 0, 0};
+  g->granules[i] = (vm_granule){0, 0, 0, NULL};
   g->ngranules--;
 }
 
@@ -920,27 +925,25 @@ static void gran_del(gpu_backend *g, vm_granule *e) {
 static bool orphan_keep(gpu_backend *g, unsigned long long handle,
                         uint64_t size);
 
-/* One physical allocation of `granule` bytes: created and mapped whole
- * at `at` (the caller sets access over the call's span).  On failure what
+/* One physical allocation of `size` bytes: created and mapped whole at
+ * `at` (the caller sets access over the call's span).  On failure what
  * it took is given back; *orphaned counts the bytes of an allocation the
  * runtime would not release, kept held (an orphan). */
-static hippo_status map_one(gpu_backend *g, uint64_t at, uint64_t granule,
-                            unsigned long long *handle, uint64_t *orphaned) {
+static hippo_status map_part(gpu_backend *g, uint64_t at, uint64_t size,
+                             unsigned long long *handle, uint64_t *orphaned) {
   const hippo__gpu_vm_calls *vm = &g->rt->vm;
-  void *p = (void *)(uintptr_t)at;
   unsigned long long h = 0;
   hippo_status st;
-  int err;
-  err = vm->create(&h, (size_t)granule, &g->vm_prop, 0);
+  int err = vm->create(&h, (size_t)size, &g->vm_prop, 0);
   if (err != HIPPO__GPU_SUCCESS)
     return vm_fail(g, err, "MemCreate");
-  err = vm->map(p, (size_t)granule, 0, h, 0);
+  err = vm->map((void *)(uintptr_t)at, (size_t)size, 0, h, 0);
   if (err != HIPPO__GPU_SUCCESS) {
     st = vm_fail(g, err, "MemMap");
     if (vm->release(h) != HIPPO__GPU_SUCCESS) {
       pthread_mutex_lock(&g->lock);
-      if (orphan_keep(g, h, granule))
-        *orphaned += granule;
+      if (orphan_keep(g, h, size))
+        *orphaned += size;
       pthread_mutex_unlock(&g->lock);
     }
     return st;
@@ -949,24 +952,97 @@ static hippo_status map_one(gpu_backend *g, uint64_t at, uint64_t granule,
   return HIPPO_SUCCESS;
 }
 
+/* Parts of granule e: how many, and part i's handle and size. */
+static size_t parts(const gpu_backend *g, uint64_t size) {
+  return g->vm_part && size > g->vm_part
+             ? (size_t)((size + g->vm_part - 1) / g->vm_part)
+             : 1;
+}
+static unsigned long long *part_handle(vm_granule *e, size_t i) {
+  return i ? &e->more[i - 1] : &e->handle;
+}
+static uint64_t part_size(const gpu_backend *g, const vm_granule *e,
+                          size_t i) {
+  uint64_t left = e->size - i * g->vm_part;
+  return parts(g, e->size) == 1 ? e->size
+         : left < g->vm_part    ? left
+                                : g->vm_part;
+}
+
+/* Granule e (addr, size set) created and mapped, in parts where it is
+ * larger than one allocation may be (HIP before 7: vm_part), all or
+ * nothing, as map_part. */
+static hippo_status map_one(gpu_backend *g, vm_granule *e,
+                            uint64_t *orphaned) {
+  size_t n = parts(g, e->size), i;
+  hippo_status st = HIPPO_SUCCESS;
+  e->more = n > 1 ? calloc(n - 1, sizeof *e->more) : NULL;
+  if (n > 1 && !e->more)
+    return hippo__error_set(HIPPO_OUT_OF_MEMORY, "%s vm_map: out of host "
+                            "memory for %zu parts", g->rt->name, n);
+  for (i = 0; i < n && st == HIPPO_SUCCESS; i++)
+    st = map_part(g, e->addr + i * g->vm_part, part_size(g, e, i),
+                  part_handle(e, i), orphaned);
+  for (i--; st != HIPPO_SUCCESS && i-- > 0;) { /* the parts mapped go */
+    uint64_t at = e->addr + i * g->vm_part, size = part_size(g, e, i);
+    (void)g->rt->vm.unmap((void *)(uintptr_t)at, (size_t)size);
+    if (g->rt->vm.release(*part_handle(e, i)) != HIPPO__GPU_SUCCESS) {
+      pthread_mutex_lock(&g->lock);
+      if (orphan_keep(g, *part_handle(e, i), size))
+        *orphaned += size;
+      pthread_mutex_unlock(&g->lock);
+    }
+  }
+  if (st != HIPPO_SUCCESS) {
+    free(e->more);
+    e->more = NULL;
+  }
+  return st;
+}
+
 enum { UNMAPPED, UNMAP_REFUSED, RELEASE_REFUSED };
 
-/* One granule given back: unmapped, its allocation released.  *res:
- * UNMAPPED, UNMAP_REFUSED (still mapped) or RELEASE_REFUSED (unmapped, the
- * handle still held), the status saying why. */
-static hippo_status unmap_one(gpu_backend *g, uint64_t at, uint64_t granule,
-                              unsigned long long handle, int *res) {
+/* Granule e given back: its parts unmapped, then released.  *res:
+ * UNMAPPED, UNMAP_REFUSED (still mapped: parts unmapped before the
+ * refusal are mapped again, with access) or RELEASE_REFUSED (unmapped;
+ * *kept bytes of parts still held, orphans), the status saying why. */
+static hippo_status unmap_one(gpu_backend *g, vm_granule *e, int *res,
+                              uint64_t *kept) {
   const hippo__gpu_vm_calls *vm = &g->rt->vm;
-  int err = vm->unmap((void *)(uintptr_t)at, (size_t)granule);
+  hippo_status st = HIPPO_SUCCESS;
+  size_t n = parts(g, e->size), i;
+  int err = HIPPO__GPU_SUCCESS;
   *res = UNMAP_REFUSED;
-  if (err != HIPPO__GPU_SUCCESS)
-    return vm_fail(g, err, "MemUnmap");
-  *res = RELEASE_REFUSED;
-  err = vm->release(handle);
-  if (err != HIPPO__GPU_SUCCESS)
-    return vm_fail(g, err, "MemRelease");
+  *kept = 0;
+  for (i = 0; i < n && err == HIPPO__GPU_SUCCESS; i++)
+    err = vm->unmap((void *)(uintptr_t)(e->addr + i * g->vm_part),
+                    (size_t)part_size(g, e, i));
+  if (err != HIPPO__GPU_SUCCESS) {
+    st = vm_fail(g, err, "MemUnmap");
+    for (i--; i-- > 0;) {
+      uint64_t at = e->addr + i * g->vm_part, size = part_size(g, e, i);
+      if (vm->map((void *)(uintptr_t)at, (size_t)size, 0,
+                  *part_handle(e, i), 0) == HIPPO__GPU_SUCCESS)
+        (void)vm->set_access((void *)(uintptr_t)at, (size_t)size,
+                             &g->vm_access, 1);
+    }
+    return st;
+  }
   *res = UNMAPPED;
-  return HIPPO_SUCCESS;
+  for (i = 0; i < n; i++) {
+    uint64_t size = part_size(g, e, i);
+    if ((err = vm->release(*part_handle(e, i))) == HIPPO__GPU_SUCCESS)
+      continue;
+    st = vm_fail(g, err, "MemRelease");
+    *res = RELEASE_REFUSED;
+    pthread_mutex_lock(&g->lock);
+    if (orphan_keep(g, *part_handle(e, i), size))
+      *kept += size;
+    pthread_mutex_unlock(&g->lock);
+  }
+  free(e->more);
+  e->more = NULL;
+  return st;
 }
 
 /* A handle unmapped but not released is kept (its bytes stay held).
@@ -1190,7 +1266,7 @@ static hippo_status span_check(const gpu_backend *g, const char *call,
 static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
                                uint64_t size, uint64_t granule) {
   gpu_backend *g = gpu_of(be);
-  unsigned long long *hs = NULL;
+  vm_granule *hs = NULL; /* the call's granules */
   uint64_t n = 0, k = 0, kept = 0;
   size_t ri = 0;
   bool entered = false;
@@ -1242,7 +1318,8 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
   for (; st == HIPPO_SUCCESS && k < n; k++) {
     if ((st = call_named(g, HIPPO_CALL_VM_MAP, "vm_map")))
       break;
-    st = map_one(g, addr + k * granule, granule, &hs[k], &kept);
+    hs[k] = (vm_granule){addr + k * granule, granule, 0, NULL};
+    st = map_one(g, &hs[k], &kept);
     if (st) {
       st = hippo__error_wrap(st, "%s vm_map: allocation %#llx of %llu B",
                              g->rt->name,
@@ -1270,25 +1347,25 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
     uint64_t stuck = 0;
     hippo__error_keep(&why);
     while (k-- > 0) {
-      uint64_t at = addr + k * granule;
+      uint64_t at = addr + k * granule, held = 0;
       int res;
       /* counted as the unmap it is (no fault injected into an undo) */
       atomic_fetch_add_explicit(&g->calls[HIPPO_CALL_VM_UNMAP], 1,
                                 memory_order_relaxed);
-      (void)unmap_one(g, at, granule, hs[k], &res);
+      (void)unmap_one(g, &hs[k], &res, &held);
       pthread_mutex_lock(&g->lock);
       if (res == UNMAP_REFUSED) { /* still mapped: recorded as such */
         vm_range *r = &g->ranges[ri];
         if (hippo__vm_runs_room(&r->runs, 1))
           hippo__vm_runs_add(&r->runs, at, at + granule);
         r->mapped += granule;
-        gran_put(g, (vm_granule){at, granule, hs[k]});
+        gran_put(g, hs[k]);
         g->bytes_mapped += granule;
         g->granules_mapped++;
         kept += granule;
         stuck++;
-      } else if (res == RELEASE_REFUSED && orphan_keep(g, hs[k], granule)) {
-        kept += granule;
+      } else {
+        kept += held;
       }
       pthread_mutex_unlock(&g->lock);
     }
@@ -1305,7 +1382,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
     hippo__vm_runs_add(&g->ranges[ri].runs, addr, addr + size);
     g->ranges[ri].mapped += size;
     for (k = 0; k < n; k++)
-      gran_put(g, (vm_granule){addr + k * granule, granule, hs[k]});
+      gran_put(g, hs[k]);
     g->bytes_mapped += size;
     g->granules_mapped += n;
   } else {
@@ -1371,12 +1448,13 @@ static hippo_status gpu_vm_unmap(hippo__backend *be, uint64_t addr,
                              g->rt->name);
   }
   while (st == HIPPO_SUCCESS && at < addr + size) {
+    uint64_t held = 0;
     vm_granule *e;
     int res;
     if ((st = call_named(g, HIPPO_CALL_VM_UNMAP, "vm_unmap")))
       break;
     e = gran_find(g, at);
-    st = unmap_one(g, at, granule, e->handle, &res);
+    st = unmap_one(g, e, &res, &held);
     if (st)
       st = hippo__error_wrap(st, "%s vm_unmap: granule %#llx of %llu B%s",
                              g->rt->name, (unsigned long long)at,
@@ -1392,8 +1470,7 @@ static hippo_status gpu_vm_unmap(hippo__backend *be, uint64_t addr,
     g->ranges[ri].mapped -= granule;
     g->bytes_mapped -= granule;
     g->granules_mapped--;
-    if (res == UNMAPPED || !orphan_keep(g, e->handle, granule))
-      g->bytes_held -= granule;
+    g->bytes_held -= granule - held;
     gran_del(g, e);
     pthread_mutex_unlock(&g->lock);
     at += granule;
@@ -1415,13 +1492,12 @@ static void vm_fini(gpu_backend *g) {
     if (g->ngranules)
       (void)g->rt->device_sync(); /* neither unmap waits for all streams */
     for (size_t i = 0; i < g->cap_granules; i++) {
-      const vm_granule *e = &g->granules[i];
-      if (e->addr &&
-          vm->unmap((void *)(uintptr_t)e->addr, (size_t)e->size) ==
-              HIPPO__GPU_SUCCESS)
-        (void)vm->release(e->handle);
+      uint64_t held;
+      int res;
+      if (g->granules[i].addr)
+        (void)unmap_one(g, &g->granules[i], &res, &held);
     }
-    for (size_t i = 0; i < g->norphans; i++)
+    for (size_t i = 0; i < g->norphans; i++) /* those just made too */
       (void)vm->release(g->orphans[i].handle);
     for (size_t i = 0; i < g->nranges; i++)
       (void)vm->free_range((void *)(uintptr_t)g->ranges[i].base,
@@ -1430,10 +1506,14 @@ static void vm_fini(gpu_backend *g) {
   }
   for (size_t i = 0; i < g->nranges; i++)
     hippo__vm_runs_free(&g->ranges[i].runs);
+  for (size_t i = 0; i < g->cap_granules; i++)
+    free(g->granules[i].more); /* a granule left mapped */
   free(g->ranges);
   free(g->granules);
   free(g->orphans);
 }
+
+#define HIP6_PART_MAX (UINT64_C(256) << 20)
 
 /* Whether the device has virtual memory, decided once at open: every call
  * loaded, the device says so (HIP 5.3 and later, CUDA: the attribute), and
@@ -1524,6 +1604,12 @@ static void vm_probe(gpu_backend *g) {
   } else {
     g->vm = true;
     g->vm_granularity = gran;
+    /* ROCm before 7: one hipMemCreate of at most HIP6_PART_MAX (vLLM's
+     * cumem_allocator.cpp creates in 256 MiB chunks on ROCm; clr
+     * hip_vm.cpp answers hipErrorOutOfMemory above its own maximum):
+     * larger granules are mapped in parts (issue 40 item 13) */
+    if (hip && rt->version < HIPPO__HIP_V7)
+      g->vm_part = HIP6_PART_MAX < gran ? gran : HIP6_PART_MAX / gran * gran;
     why[0] = '\0';
   }
   hippo__error_restore(&kept);

@@ -115,6 +115,7 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
  * include/hip/hip_runtime_api.h at rocm-5.2.0, 5.3.0 .. 5.7.0, 6.0.0 ..
  * 6.3 and ROCm 7 (rocm-systems), and CUDA 13.0's cuda.h. */
 #define HIPPO__HIP_VMM_V53 50300000 /* hipRuntimeGetVersion of HIP 5.3.0 */
+#define HIPPO__HIP_V7 70000000     /* hipRuntimeGetVersion of HIP 7.0.0 */
 #define HIPPO__HIP_ATTR_VMM_SUPPORTED 89   /* HIP 5.3 and later */
 #define HIPPO__CU_ATTR_VMM_SUPPORTED 102   /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
 #define HIPPO__GPU_MEM_ALLOCATION_PINNED 1 /* hipMemAllocationTypePinned */

@@ -32,6 +32,7 @@
 #include "device.h"
 #include "emutest.h"
 #include "gpu_rt.h"
+#include "manager.h"
 
 /* A library that does not exist. */
 #define NOLIB "/nonexistent/hippo-test/libnone.so"
@@ -40,7 +41,8 @@ static const char *const env_vars[] = {
     "HIPPO_GPU_RUNTIME",      "HIPPO_HIP_LIBRARY", "HIPPO_CUDA_LIBRARY",
     "FAKE_GPU_DEVICES",       "FAKE_GPU_TAKEN",    "FAKE_GPU_STREAM_DEVICE",
     "FAKE_GPU_VM_ALIGN",      "FAKE_GPU_VERSION",  "FAKE_GPU_MEMORY",
-    "FAKE_GPU_VM_GRANULARITY", "FAKE_GPU_VM_CREATE_MAX", NULL};
+    "FAKE_GPU_VM_GRANULARITY", "FAKE_GPU_VM_CREATE_MAX", "FAKE_GPU_FAIL",
+    NULL};
 
 static void clean(void) {
   hippo__gpu_rt_forget();
@@ -268,6 +270,84 @@ START_TEST(test_reserve_alignment) {
 }
 END_TEST
 
+/* ---- item 13: one hipMemCreate's size before ROCm 7 --------------------- */
+
+/* The stand-in device's free bytes, asked of the runtime itself. */
+static uint64_t device_free(void) {
+  const hippo__gpu_rt *rt = NULL;
+  size_t fr = 0, tot = 0;
+  CK_CORE_OK(hippo__gpu_rt_load(HIPPO__GPU_HIP, &rt));
+  ck_assert_int_eq(rt->mem_info(&fr, &tot), HIPPO__GPU_SUCCESS);
+  return fr;
+}
+
+/* HIP 6.3 caps one hipMemCreate (the stand-in at 256 MiB): an allocation
+ * of 640 MiB is mapped as three, its bytes whole across their seams, and
+ * goes back whole; a VIRTUAL reservation of 600 MiB succeeds the same
+ * way.  Every map call takes offset 0 (the stand-in refuses another). */
+START_TEST(test_create_cap_before_rocm7) {
+  const uint64_t big = 640 * MiB, part = 256 * MiB;
+  unsigned char in[32], out[32];
+  hippo_device_desc d;
+  hippo_device *dev;
+  hippo_stream *s = NULL;
+  hippo_handle h = 0;
+  tu_layout l;
+  hippo__backend *be;
+  uint64_t r = 0, done = 0, mem = 2 * GiB, size = 0;
+  void *ptr = NULL;
+  use(HIPPO__GPU_HIP);
+  setenv("FAKE_GPU_VERSION", "60300000", 1);
+  setenv("FAKE_GPU_MEMORY", "2147483648", 1);
+  be = gpu_new(0);
+  CK_CORE_OK(be->ops->vm_reserve(be, GiB, G, &r));
+  CK_CORE_OK(be->ops->vm_map(be, r, big, big));
+  ck_assert_uint_eq(device_free(), mem - big);
+  for (unsigned i = 0; i < sizeof in; i++)
+    in[i] = (unsigned char)(i * 7 + 3);
+  for (uint64_t seam = part; seam < big; seam += part) {
+    CK_CORE_OK(be->ops->emu_write(be, r + seam - 16, in, sizeof in));
+    CK_CORE_OK(be->ops->emu_read(be, r + seam - 16, out, sizeof out));
+    ck_assert_mem_eq(in, out, sizeof in);
+  }
+  ck_assert_uint_eq(counters_of(be).bytes_mapped, big);
+  CK_CORE_FAILS(be->ops->vm_unmap(be, r, part, part, true, &done),
+                HIPPO_INVALID_ARGUMENT, "is not mapped whole");
+  /* the second part's unmap refused: the first is mapped back, bytes and
+   * all, and the allocation stays whole */
+  setenv("FAKE_GPU_FAIL", "vmunmap:2", 1);
+  CK_CORE_FAILS(be->ops->vm_unmap(be, r, big, big, true, &done),
+                HIPPO_BACKEND_ERROR, "hipMemUnmap failed");
+  unsetenv("FAKE_GPU_FAIL");
+  ck_assert_uint_eq(done, 0);
+  CK_CORE_OK(be->ops->emu_read(be, r + part - 16, out, sizeof out));
+  ck_assert_mem_eq(in, out, sizeof in);
+  CK_CORE_OK(be->ops->vm_unmap(be, r, big, big, true, &done));
+  ck_assert_uint_eq(done, big);
+  ck_assert_uint_eq(device_free(), mem);
+  CK_CORE_OK(be->ops->vm_map(be, r, big, big)); /* destroy gives it back */
+  be->ops->destroy(be);
+  ck_assert_uint_eq(device_free(), mem);
+
+  TU_SIZED(d);
+  d.backend = HIPPO_BACKEND_HIP;
+  CK_CORE_OK(hippo__device_open(
+      &d, tu_layout_preset(&l, HIPPO_PRESET_VIRTUAL), NULL, NULL, &dev));
+  CK_CORE_OK(hippo__stream_attach(dev, NULL, &s));
+  CK_CORE_OK(hippo__reserve(s, 600 * MiB, HIPPO_MODE_AUTO, &h));
+  CK_CORE_OK(hippo__resolve(s, h, &ptr, &size));
+  ck_assert_uint_ge(size, 600 * MiB);
+  ck_assert_uint_le(device_free(), mem - 600 * MiB);
+  CK_CORE_OK(dev->be->ops->emu_write(dev->be,
+                                     (uint64_t)(uintptr_t)ptr + size - 32,
+                                     in, sizeof in));
+  CK_CORE_OK(hippo__release(s, h));
+  CK_CORE_OK(hippo__stream_detach(s));
+  CK_CORE_OK(hippo__device_close(dev));
+  ck_assert_uint_eq(device_free(), mem);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gpu-quirks");
   TCase *tc = tcase_create("issue 40");
@@ -276,6 +356,7 @@ int main(void) {
   tcase_add_test(tc, test_chosen_device_kept);
   tcase_add_test(tc, test_stream_device_from_context);
   tcase_add_test(tc, test_reserve_alignment);
+  tcase_add_test(tc, test_create_cap_before_rocm7);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

@@ -92,7 +92,12 @@
  * queued on unmapped memory faults when its stream runs.  The calls check
  * what a driver checks (sizes and offsets multiples of the granularity,
  * whole mappings, the allocation properties' fields, the access
- * descriptor), answering InvalidValue (1) otherwise.
+ * descriptor; a map's offset 0, as cuMemMap documents and clr's hipMemMap
+ * checks), answering InvalidValue (1) otherwise.  HIP before 7
+ * (FAKE_GPU_VERSION) caps one hipMemCreate at FAKE_GPU_VM_CREATE_MAX
+ * (default 256 MiB, the chunk vLLM's cumem_allocator.cpp creates on
+ * ROCm), answering OutOfMemory above it, as clr does above its own
+ * maximum.
  *   FAKE_GPU_VM_GRANULARITY  the granularity (default 2 MiB)
  *   FAKE_GPU_VM_ALIGN   N: the reserve ignores the alignment asked, as
  *                       ROCm's does (clr passes it to an HSA call that has
@@ -1137,6 +1142,15 @@ static int prop_device(const void *prop) {
   return dev;
 }
 
+/* The largest hipMemCreate: FAKE_GPU_VM_CREATE_MAX on HIP before 7. */
+static uint64_t create_max(void) {
+#if defined(FAKE_HIP)
+  if (version() < 70000000)
+    return env_u64("FAKE_GPU_VM_CREATE_MAX", UINT64_C(256) << 20);
+#endif
+  return UINT64_MAX;
+}
+
 static int vm_granularity(size_t *g, const void *prop, int option) {
   int err = OK;
   pthread_mutex_lock(&mu);
@@ -1251,7 +1265,8 @@ static int vm_create(unsigned long long *handle, size_t size,
     pthread_mutex_unlock(&mu);
     return E_VALUE;
   }
-  if (vm_fails("vmcreate") || size > mem - used[dev]) {
+  if (vm_fails("vmcreate") || size > mem - used[dev] ||
+      size > create_max()) {
     pthread_mutex_unlock(&mu);
     return E_OOM;
   }
@@ -1344,8 +1359,8 @@ static int vm_map(void *ptr, size_t size, size_t offset,
     goto out;
 #endif
   h = handle_of(handle);
-  if (!h || !p || size == 0 || size % gran || offset % gran || flags ||
-      offset > h->size || size > h->size - offset || !res_of(p, size) ||
+  if (!h || !p || size == 0 || size % gran || offset || flags ||
+      size > h->size || !res_of(p, size) ||
       (uintptr_t)p % gran || vm_fails("vmmap")) {
     err = E_VALUE;
     goto out;
@@ -1356,8 +1371,8 @@ static int vm_map(void *ptr, size_t size, size_t offset,
       goto out;
     }
   m = malloc(sizeof *m);
-  if (!m || mmap(p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd,
-                 (off_t)offset) == MAP_FAILED) {
+  if (!m || mmap(p, size, PROT_NONE, MAP_SHARED | MAP_FIXED, h->fd, 0) ==
+                MAP_FAILED) {
     free(m);
     err = E_OOM;
     goto out;
