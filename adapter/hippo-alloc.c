@@ -10,10 +10,14 @@
  *   / 2 after every insertion (the table grows first, the only allocation
  *   on the allocation path); every live entry (ptr != 0) is reachable
  *   from its home slot without crossing an empty slot; each names a live
- *   hippo reservation of `s` whose address is ptr; streams[0 .. nstreams)
- *   are attached, each native once; dev is NULL only after set_fraction
- *   could open neither the new device nor the old one again (no stream,
- *   no entry then; the next allocation tries to open it).
+ *   hippo reservation of `s` whose address is ptr, of `size` bytes
+ *   requested; in_use is the sum of the live entries' sizes, peak_in_use
+ *   >= in_use (the device-wide peak since the last reset: exact, where
+ *   hippo's device usage sums its streams' peaks); streams[0 .. nstreams)
+ *   are attached, each native once, `live` counting the entries of its
+ *   stream; dev is NULL only after set_fraction could open neither the
+ *   new device nor the old one again (no stream, no entry then; the next
+ *   allocation tries to open it).
  *
  * The devices are published in `devices[]` once open (an atomic pointer,
  * read without a lock); opening, reopening (set_fraction) and closing take
@@ -40,11 +44,13 @@ typedef struct entry {
   uintptr_t ptr; /* 0: empty slot */
   hippo_handle h;
   hippo_stream *s;
+  uint64_t size; /* requested */
 } entry;
 
 typedef struct native_stream {
   void *native;
   hippo_stream *s;
+  uint64_t live; /* entries of this stream */
 } native_stream;
 
 typedef struct adapter_device {
@@ -56,7 +62,9 @@ typedef struct adapter_device {
   uint32_t nstreams, streams_cap;
   entry *table;
   uint64_t table_cap, count;
+  uint64_t in_use, peak_in_use;
   uint64_t foreign_frees, failed_allocs;
+  uint64_t oom_retries; /* out of memory retried after a device cleanup */
 } adapter_device;
 
 static pthread_mutex_t g_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -176,6 +184,31 @@ static void close_hippo(adapter_device *d) {
   if (d->table)
     memset(d->table, 0, d->table_cap * sizeof *d->table);
   d->count = 0;
+  d->in_use = 0;
+}
+
+/* The attached stream of hippo stream s (device lock held). */
+static native_stream *stream_of(adapter_device *d, const hippo_stream *s) {
+  for (uint32_t i = 0; i < d->nstreams; i++)
+    if (d->streams[i].s == s)
+      return &d->streams[i];
+  return NULL;
+}
+
+/* Every stream but `keep` that holds no live block is detached (its
+ * range and pools go back; it is attached again when next seen): a
+ * stream PyTorch or CuPy used once and left keeps nothing (device lock
+ * held).  A detach that fails keeps the stream. */
+static void detach_idle(adapter_device *d, const hippo_stream *keep) {
+  uint32_t kept = 0;
+  for (uint32_t i = 0; i < d->nstreams; i++) {
+    native_stream *n = &d->streams[i];
+    if (n->live == 0 && n->s != keep &&
+        g_api->stream_detach(n->s) == HIPPO_SUCCESS)
+      continue;
+    d->streams[kept++] = *n;
+  }
+  d->nstreams = kept;
 }
 
 /* The adapter device of `ordinal`, opened on first use; NULL with the
@@ -242,7 +275,7 @@ static hippo_stream *stream_get(adapter_device *d, void *native) {
         g_api->last_error());
     return NULL;
   }
-  d->streams[d->nstreams++] = (native_stream){native, s};
+  d->streams[d->nstreams++] = (native_stream){native, s, 0};
   return s;
 }
 
@@ -334,6 +367,17 @@ void *hippo_alloc(size_t size, int device, void *stream) {
   if (!s || !table_room(d))
     goto failed;
   st = g_api->reserve(s, size, HIPPO_MODE_AUTO, &h);
+  if (st == HIPPO_OUT_OF_MEMORY) {
+    /* hippo's ladder gave back what this stream held empty; what the
+     * device's other streams keep idle (their granules, their empty
+     * pages, the streams no block holds) goes too, and the reservation
+     * is tried once more, as PyTorch frees its cached blocks before it
+     * raises (the cleanup waits for the streams' work) */
+    d->oom_retries++;
+    (void)g_api->cleanup(d->dev, NULL);
+    detach_idle(d, s);
+    st = g_api->reserve(s, size, HIPPO_MODE_AUTO, &h);
+  }
   if (st == HIPPO_SUCCESS)
     st = g_api->resolve(s, h, &ptr, NULL);
   if (st != HIPPO_SUCCESS) {
@@ -343,7 +387,11 @@ void *hippo_alloc(size_t size, int device, void *stream) {
       (void)g_api->release(s, h);
     goto failed;
   }
-  table_put(d, (entry){(uintptr_t)ptr, h, s});
+  table_put(d, (entry){(uintptr_t)ptr, h, s, size});
+  stream_of(d, s)->live++;
+  d->in_use += size;
+  if (d->in_use > d->peak_in_use)
+    d->peak_in_use = d->in_use;
   pthread_mutex_unlock(&d->lock);
   return ptr;
 failed:
@@ -375,6 +423,10 @@ void hippo_free(void *ptr, size_t size, int device, void *stream) {
     say(true, "free(%p, device %d): %s; the block stays allocated", ptr,
         device, g_api->last_error());
   } else {
+    native_stream *n = stream_of(d, e->s);
+    if (n)
+      n->live--;
+    d->in_use -= e->size;
     table_remove(d, e);
   }
   pthread_mutex_unlock(&d->lock);
@@ -409,6 +461,8 @@ void hippo_alloc_empty_cache(void) {
     pthread_mutex_lock(&d->lock);
     if (d->dev && g_api->cleanup(d->dev, NULL) != HIPPO_SUCCESS)
       say(true, "empty_cache (device %d): %s", i, g_api->last_error());
+    if (d->dev)
+      detach_idle(d, NULL);
     pthread_mutex_unlock(&d->lock);
   }
 }
@@ -493,11 +547,15 @@ hippo_status hippo_alloc_usage(int device, hippo_usage *out) {
   return st;
 }
 
+/* The figures: the adapter's own (exact, device-wide: the live blocks'
+ * bytes and their peak, the streams, the counts) first, then hippo's
+ * device usage (what it holds from the driver). */
 uint64_t hippo_alloc_figure(int device, const char *name) {
   static const char *const names[] = {
-      "allocations",  "bytes_in_use",  "peak_bytes_in_use",
-      "bytes_reserved", "peak_bytes_reserved", "bytes_virtual",
-      "streams",      "foreign_frees", "failed_allocs"};
+      "allocations",   "bytes_in_use",  "peak_bytes_in_use", "streams",
+      "foreign_frees", "failed_allocs", "oom_retries",       "bytes_reserved",
+      "peak_bytes_reserved", "bytes_virtual"};
+  enum { OWN = 7 }; /* names[0 .. OWN) are the adapter's */
   adapter_device *d = device_open_only(device);
   hippo_usage u;
   size_t k = 0;
@@ -508,23 +566,33 @@ uint64_t hippo_alloc_figure(int device, const char *name) {
     return UINT64_MAX;
   if (!d)
     return 0;
-  if (k >= 6) {
-    uint64_t v;
+  if (k < OWN) {
+    uint64_t v[OWN];
     pthread_mutex_lock(&d->lock);
-    v = k == 6 ? d->nstreams : k == 7 ? d->foreign_frees : d->failed_allocs;
+    v[0] = d->count;
+    v[1] = d->in_use;
+    v[2] = d->peak_in_use;
+    v[3] = d->nstreams;
+    v[4] = d->foreign_frees;
+    v[5] = d->failed_allocs;
+    v[6] = d->oom_retries;
     pthread_mutex_unlock(&d->lock);
-    return v;
+    return v[k];
   }
   if (hippo_alloc_usage(device, &u) != HIPPO_SUCCESS)
     return 0;
-  switch (k) {
-  case 0: return u.allocations;
-  case 1: return u.bytes_in_use;
-  case 2: return u.peak_bytes_in_use;
-  case 3: return u.bytes_reserved;
-  case 4: return u.peak_bytes_reserved;
-  default: return u.bytes_virtual;
-  }
+  return k == OWN       ? u.bytes_reserved
+         : k == OWN + 1 ? u.peak_bytes_reserved
+                        : u.bytes_virtual;
+}
+
+void hippo_alloc_reset_peak(int device) {
+  adapter_device *d = device_open_only(device);
+  if (!d)
+    return;
+  pthread_mutex_lock(&d->lock);
+  d->peak_in_use = d->in_use;
+  pthread_mutex_unlock(&d->lock);
 }
 
 hippo_status hippo_alloc_device(int device, const hippo_api **api,

@@ -57,9 +57,9 @@ def cupy():
     return a
 
 
-FIGURES = ("allocations", "bytes_in_use", "peak_bytes_in_use",
-           "bytes_reserved", "peak_bytes_reserved", "bytes_virtual",
-           "streams", "foreign_frees", "failed_allocs")
+FIGURES = ("allocations", "bytes_in_use", "peak_bytes_in_use", "streams",
+           "foreign_frees", "failed_allocs", "oom_retries", "bytes_reserved",
+           "peak_bytes_reserved", "bytes_virtual")
 
 
 def figure(name, device=0):
@@ -69,6 +69,11 @@ def figure(name, device=0):
         raise ValueError("hippo_alloc.figure: %r is not a figure (%s)"
                          % (name, ", ".join(FIGURES)))
     return lib.hippo_alloc_figure(device, name.encode())
+
+
+def reset_peak(device=0):
+    """peak_bytes_in_use starts again from bytes_in_use."""
+    lib.hippo_alloc_reset_peak(device)
 
 
 def last_error():

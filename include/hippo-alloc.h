@@ -26,7 +26,9 @@
  *   HIPPO_ALLOC_QUIET     set: nothing is printed to stderr
  *
  * Every failure is NULL from an allocation, with the reason in
- * hippo_alloc_last_error(); nothing already handed out is touched.  A free
+ * hippo_alloc_last_error(); nothing already handed out is touched.  Out
+ * of memory is tried once more after what every stream of the device
+ * holds idle went back and the streams no block is on were detached.  A free
  * of a pointer hippo did not hand out is counted (figure
  * "foreign_frees"), reported and ignored.  All functions are thread-safe.
  */
@@ -53,7 +55,9 @@ void hippo_free(void *ptr, size_t size, int device, void *stream);
  *   device opens at its first allocation); a count outside 1 to 64 is
  *   reported.
  * empty_cache: hippo's cleanup of every open device: empty pages and idle
- *   granules go back to the driver (it waits for the streams' work).
+ *   granules go back to the driver (it waits for the streams' work), and
+ *   every stream no live block is on is detached (attached again when
+ *   next seen).
  * set_fraction: the device holds at most fraction x its memory; taken at
  *   once while the device holds no live allocation (it is opened again
  *   with that budget), else refused (reported).
@@ -72,12 +76,19 @@ void hippo_cupy_free(void *param, void *ptr, int device);
 /* Why the calling thread's last failure failed ("" if none). */
 const char *hippo_alloc_last_error(void);
 
-/* A figure of device `device`: "allocations", "bytes_in_use",
- * "peak_bytes_in_use", "bytes_reserved" (held from the driver: mapped
- * granules under the virtual layout), "peak_bytes_reserved",
- * "bytes_virtual", "streams", "foreign_frees", "failed_allocs".  0 for a
+/* A figure of device `device`: the adapter's own, exact over the whole
+ * device: "allocations", "bytes_in_use" (bytes requested by the live
+ * blocks), "peak_bytes_in_use" (their peak since the last reset),
+ * "streams" (attached now), "foreign_frees", "failed_allocs",
+ * "oom_retries" (allocations retried after out of memory); and hippo's:
+ * "bytes_reserved" (held from the driver: mapped granules under the
+ * virtual layout), "peak_bytes_reserved", "bytes_virtual".  0 for a
  * device not open; UINT64_MAX for a name it does not know. */
 uint64_t hippo_alloc_figure(int device, const char *name);
+
+/* peak_bytes_in_use starts again from bytes_in_use (PyTorch's
+ * reset_peak_memory_stats). */
+void hippo_alloc_reset_peak(int device);
 
 /* hippo's usage of the whole device (hippo.h); HIPPO_INVALID_ARGUMENT for
  * a device not open. */

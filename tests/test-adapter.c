@@ -38,6 +38,7 @@ static struct {
   void (*cupy_free)(void *, void *, int);
   const char *(*last_error)(void);
   uint64_t (*figure)(int, const char *);
+  void (*reset_peak)(int);
   hippo_status (*usage)(int, hippo_usage *);
   hippo_status (*device)(int, const hippo_api **, hippo_device **);
   uint64_t (*close)(void);
@@ -81,6 +82,7 @@ static void setup(void) {
   *(void **)&A.cupy_free = sym("hippo_cupy_free");
   *(void **)&A.last_error = sym("hippo_alloc_last_error");
   *(void **)&A.figure = sym("hippo_alloc_figure");
+  *(void **)&A.reset_peak = sym("hippo_alloc_reset_peak");
   *(void **)&A.usage = sym("hippo_alloc_usage");
   *(void **)&A.device = sym("hippo_alloc_device");
   *(void **)&A.close = sym("hippo_alloc_close");
@@ -492,6 +494,112 @@ START_TEST(test_init_takes_a_count) {
 }
 END_TEST
 
+/* The peak of bytes in use is the device's, exact: 8 MiB on one stream
+ * freed, then 8 MiB on another, peak at 8 MiB (hippo's device usage sums
+ * the streams' peaks: 16); reset_peak starts it again from what is live. */
+START_TEST(test_device_wide_peak) {
+  const hippo_api *api;
+  hippo_device *dev;
+  void *s1, *s2, *p, *q;
+  hippo_usage u;
+  A.init(1);
+  api = api_of(&dev);
+  CK_OK(api, tu_emu(api)->stream_create(dev, &s1));
+  CK_OK(api, tu_emu(api)->stream_create(dev, &s2));
+  p = A.alloc(8 * MiB, 0, s1);
+  ck_assert_ptr_nonnull(p);
+  A.free(p, 8 * MiB, 0, s1);
+  q = A.alloc(8 * MiB, 0, s2);
+  ck_assert_ptr_nonnull(q);
+  ck_assert_uint_eq(A.figure(0, "bytes_in_use"), 8 * MiB);
+  ck_assert_uint_eq(A.figure(0, "peak_bytes_in_use"), 8 * MiB);
+  ck_assert_int_eq(A.usage(0, &u), HIPPO_SUCCESS);
+  ck_assert_uint_eq(u.peak_bytes_in_use, 16 * MiB); /* the streams' sum */
+  p = A.alloc(MiB, 0, s1);
+  ck_assert_uint_eq(A.figure(0, "peak_bytes_in_use"), 9 * MiB);
+  A.free(q, 8 * MiB, 0, s2);
+  A.reset_peak(0);
+  ck_assert_uint_eq(A.figure(0, "peak_bytes_in_use"), MiB);
+  A.free(p, MiB, 0, s1);
+  ck_assert_uint_eq(A.figure(0, "peak_bytes_in_use"), MiB);
+  A.reset_peak(0);
+  ck_assert_uint_eq(A.figure(0, "peak_bytes_in_use"), 0);
+  ck_assert_uint_eq(A.figure(0, "allocations"), 0);
+  A.reset_peak(7); /* a device not open: nothing */
+  CK_OK(api, api->check(dev));
+}
+END_TEST
+
+/* Out of memory takes what the device's other streams keep idle: two
+ * streams each held 24 MiB and freed it (their granules stay mapped, the
+ * cache), so a third stream's 32 MiB does not fit 64 MiB until they go:
+ * the adapter gives every stream's idle memory back, detaches the
+ * streams no block is on, and tries once more.  A block still live on
+ * another stream keeps its stream and its bytes. */
+START_TEST(test_out_of_memory_takes_other_streams) {
+  const hippo_api *api;
+  hippo_device *dev;
+  void *s[4], *p, *keep;
+  block kb = {.size = 4096, .seed = 11};
+  if (tu_backend() == HIPPO_BACKEND_HIP)
+    return; /* the stand-ins' memory is theirs to size */
+  setenv("HIPPO_ALLOC_CAPACITY", "64M", 1);
+  A.init(1);
+  api = api_of(&dev);
+  for (int k = 0; k < 4; k++)
+    CK_OK(api, tu_emu(api)->stream_create(dev, &s[k]));
+  kb.p = keep = A.alloc(kb.size, 0, s[3]);
+  ck_assert_ptr_nonnull(keep);
+  pattern(api, dev, &kb);
+  for (int k = 0; k < 2; k++) {
+    p = A.alloc(24 * MiB, 0, s[k]);
+    ck_assert_msg(p != NULL, "%s", A.last_error());
+    A.free(p, 24 * MiB, 0, s[k]);
+  }
+  ck_assert_uint_ge(A.figure(0, "bytes_reserved"), 48 * MiB);
+  ck_assert_uint_eq(A.figure(0, "streams"), 3);
+  p = A.alloc(32 * MiB, 0, s[2]);
+  ck_assert_msg(p != NULL, "%s", A.last_error());
+  ck_assert_uint_eq(A.figure(0, "oom_retries"), 1);
+  ck_assert_uint_eq(A.figure(0, "failed_allocs"), 0);
+  ck_assert_uint_eq(A.figure(0, "streams"), 2); /* s[2] and s[3] */
+  verify(api, dev, &kb);
+  A.free(p, 32 * MiB, 0, s[2]);
+  A.free(keep, kb.size, 0, s[3]);
+  CK_OK(api, api->check(dev));
+}
+END_TEST
+
+/* empty_cache detaches every stream no live block is on; a stream seen
+ * again is attached again. */
+START_TEST(test_empty_cache_detaches_idle_streams) {
+  const hippo_api *api;
+  hippo_device *dev;
+  void *s1, *s2, *p, *q;
+  A.init(1);
+  api = api_of(&dev);
+  CK_OK(api, tu_emu(api)->stream_create(dev, &s1));
+  CK_OK(api, tu_emu(api)->stream_create(dev, &s2));
+  p = A.alloc(MiB, 0, s1);
+  q = A.alloc(MiB, 0, s2);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_ptr_nonnull(q);
+  A.free(p, MiB, 0, s1);
+  ck_assert_uint_eq(A.figure(0, "streams"), 2);
+  A.empty_cache();
+  ck_assert_uint_eq(A.figure(0, "streams"), 1);
+  p = A.alloc(MiB, 0, s1);
+  ck_assert_ptr_nonnull(p);
+  ck_assert_uint_eq(A.figure(0, "streams"), 2);
+  A.free(p, MiB, 0, s1);
+  A.free(q, MiB, 0, s2);
+  A.empty_cache();
+  ck_assert_uint_eq(A.figure(0, "streams"), 0);
+  ck_assert_uint_eq(A.figure(0, "bytes_reserved"), 0);
+  CK_OK(api, api->check(dev));
+}
+END_TEST
+
 START_TEST(test_threads) {
   const hippo_api *api;
   hippo_device *dev;
@@ -531,6 +639,9 @@ static Suite *adapter_suite(void) {
   tcase_add_test(tc, test_cupy_pair);
   tcase_add_test(tc, test_threads);
   tcase_add_test(tc, test_init_takes_a_count);
+  tcase_add_test(tc, test_device_wide_peak);
+  tcase_add_test(tc, test_out_of_memory_takes_other_streams);
+  tcase_add_test(tc, test_empty_cache_detaches_idle_streams);
   suite_add_tcase(s, tc);
   return s;
 }
