@@ -5,13 +5,16 @@
     hippo_alloc.cupy()     # or, for CuPy
     hippo_alloc.figure("peak_bytes_reserved")
 
-The library is $HIPPO_ALLOC_LIB, else libhippo-alloc.so on the loader's
-path (pkg-config --variable=adapter hippo names the installed one).
+The library is $HIPPO_ALLOC_LIB, else the one installed beside this module
+(make install names it by its path), else libhippo-alloc.so on the
+loader's path (pkg-config --variable=adapter hippo names the installed
+one).
 """
 import ctypes
 import os
 
-_path = os.environ.get("HIPPO_ALLOC_LIB", "libhippo-alloc.so")
+_DEFAULT_LIB = "libhippo-alloc.so"
+_path = os.environ.get("HIPPO_ALLOC_LIB", _DEFAULT_LIB)
 try:
     lib = ctypes.CDLL(_path)
 except OSError as e:

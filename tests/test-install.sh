@@ -129,6 +129,16 @@ has "$dest$adapter" "libhippo-alloc.so (pkg-config --variable=adapter)"
 has "$dest$includedir/hippo-alloc.h" "hippo-alloc.h in includedir"
 has "$dest$pythondir/hippo_alloc.py" \
   "hippo_alloc.py (pkg-config --variable=pythondir)"
+if grep -q "^_DEFAULT_LIB = \"$adapter\"\$" "$dest$pythondir/hippo_alloc.py" \
+  2>/dev/null; then
+  pass "the installed hippo_alloc.py loads the installed adapter by its path"
+else fail "the installed hippo_alloc.py does not name $adapter"; fi
+case $pythondir in
+  */site-packages|*/dist-packages) pass "pythondir is a site folder: $pythondir" ;;
+  *) if command -v python3 >/dev/null 2>&1; then
+       fail "pythondir $pythondir is no site folder although python3 is here"
+     else pass "no python3: pythondir $pythondir"; fi ;;
+esac
 exported=$(${NM:-nm} -D --defined-only "$dest$adapter" 2>/dev/null |
   awk '$2 == "T" { print $3 }' | grep -v '^hippo_\(alloc\|free\|cupy_\)' )
 if [ -f "$dest$adapter" ] && [ -z "$exported" ]; then
