@@ -2,6 +2,7 @@
 #include <config.h>
 
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +20,44 @@ static const char *const hip_libs[] = {
 static const char *const cuda_libs[] = {
     "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so",
     "/usr/local/cuda/lib64/libcudart.so", NULL};
+
+/* The file names of each flavor's runtime begin so (the list above). */
+static const char hip_stem[] = "libamdhip64.so";
+static const char cuda_stem[] = "libcudart.so";
+
+/* A runtime the process has loaded already (a framework's: PyTorch's
+ * wheels load libcudart.so.12 or .13 from their own folder, ROCm's
+ * libamdhip64.so.6 or .7): its path, the first loaded object whose file
+ * name begins with the flavor's stem, so hippo calls the runtime the
+ * framework calls (a stream of one HIP runtime is no stream of another)
+ * instead of loading a second one. */
+typedef struct loaded_find {
+  const char *stem;
+  char path[512];
+} loaded_find;
+
+static int loaded_one(struct dl_phdr_info *info, size_t size, void *arg) {
+  loaded_find *f = arg;
+  const char *name = info->dlpi_name, *base;
+  size_t n = strlen(f->stem);
+  (void)size;
+  if (!name || !*name)
+    return 0;
+  base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  if (strncmp(base, f->stem, n) != 0 || (base[n] != '\0' && base[n] != '.'))
+    return 0;
+  snprintf(f->path, sizeof f->path, "%s", name);
+  return 1;
+}
+
+static bool loaded_runtime(const char *stem, char *path, size_t cap) {
+  loaded_find f = {.stem = stem};
+  if (!dl_iterate_phdr(loaded_one, &f))
+    return false;
+  snprintf(path, cap, "%s", f.path);
+  return true;
+}
 
 /* One call: its name in each runtime, where it goes, whether required. */
 typedef struct sym {
@@ -278,7 +317,8 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
   const char *env = getenv(hip ? "HIPPO_HIP_LIBRARY" : "HIPPO_CUDA_LIBRARY");
   const char *const *names = hip ? hip_libs : cuda_libs;
   const char *one[2] = {env, NULL};
-  char tried[1024];
+  char tried[1024], present[512];
+  const char **list = NULL;
   size_t at = 0;
   hippo__gpu_rt *rt = &loaded[flavor - 1];
 
@@ -289,8 +329,21 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
     return HIPPO_SUCCESS;
   }
   tried[0] = '\0';
-  if (env && *env)
+  if (env && *env) {
     names = one;
+  } else if (loaded_runtime(hip ? hip_stem : cuda_stem, present,
+                            sizeof present)) {
+    /* the process's own runtime first, then the usual list */
+    size_t n = 0;
+    while (names[n])
+      n++;
+    list = malloc((n + 2) * sizeof *list);
+    if (list) {
+      list[0] = present;
+      memcpy(list + 1, names, (n + 1) * sizeof *list);
+      names = list;
+    }
+  }
   for (; *names; names++) {
     char why[200];
     void *lib = dlopen(*names, RTLD_NOW | RTLD_LOCAL);
@@ -316,6 +369,7 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
         libs[flavor - 1] = lib;
         *out = rt;
         pthread_mutex_unlock(&load_lock);
+        free(list);
         return HIPPO_SUCCESS;
       }
       dlclose(lib);
@@ -325,6 +379,7 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
                              at ? "; " : "", *names, why);
   }
   pthread_mutex_unlock(&load_lock);
+  free(list);
   return hippo__error_set(
       HIPPO_NO_DEVICE,
       "no %s runtime could be loaded (%s)%s", hip ? "HIP" : "CUDA", tried,

@@ -15,7 +15,10 @@
  *    (item 5);
  *  - ROCm before 7 caps one hipMemCreate (FAKE_GPU_VERSION below 7), and
  *    map calls take offset 0 only: a VIRTUAL reservation larger than the
- *    cap is mapped as several physical allocations (item 13).
+ *    cap is mapped as several physical allocations (item 13);
+ *  - a runtime the process loaded already (a framework's, under its own
+ *    folder and soname) is the one hippo loads, not a second one from its
+ *    list (issue 39 item 10).
  *
  * Every test starts and ends with no runtime loaded and none of the
  * variables below set.
@@ -24,6 +27,8 @@
 
 #include <check.h>
 #include <dlfcn.h>
+#include <link.h>
+#include <unistd.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -348,6 +353,52 @@ START_TEST(test_create_cap_before_rocm7) {
 }
 END_TEST
 
+/* Whether an object whose file name begins with `stem` is loaded. */
+static int stem_found(struct dl_phdr_info *info, size_t size, void *arg) {
+  const char *name = info->dlpi_name, *base;
+  (void)size;
+  if (!name || !*name)
+    return 0;
+  base = strrchr(name, '/');
+  base = base ? base + 1 : name;
+  return strncmp(base, arg, strlen(arg)) == 0;
+}
+
+/* The runtime a framework loaded (here the stand-in, through a link
+ * named as PyTorch's wheels name theirs) is the one hippo takes when no
+ * HIPPO_*_LIBRARY names one, over its own list (which finds Debian's
+ * ROCm 5 on this machine, and would take libcudart.so.13 before .12):
+ * on ROCm a stream of one runtime is no stream of another.  Both
+ * flavors. */
+START_TEST(test_takes_the_loaded_runtime) {
+  static const char *const stems[] = {"libamdhip64.so", "libcudart.so"};
+  static const char *const names[] = {"libamdhip64.so.6", "libcudart.so.12"};
+  enum hippo__gpu_flavor fl = _i == 0 ? HIPPO__GPU_HIP : HIPPO__GPU_CUDA;
+  const char *fake = tu_fake_lib(_i == 0 ? "FAKE_HIP_LIB" : "FAKE_CUDA_LIB");
+  char dir[] = "/tmp/hippo-loaded-XXXXXX", link[512];
+  const hippo__gpu_rt *rt = NULL;
+  void *framework;
+  if (dl_iterate_phdr(stem_found, (void *)stems[_i])) {
+    printf("SKIP: a %s is loaded already\n", stems[_i]);
+    return;
+  }
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  snprintf(link, sizeof link, "%s/%s", dir, names[_i]);
+  ck_assert_int_eq(symlink(fake, link), 0);
+  framework = dlopen(link, RTLD_NOW | RTLD_LOCAL);
+  ck_assert_msg(framework != NULL, "%s", dlerror());
+  CK_CORE_OK(hippo__gpu_rt_load(fl, &rt));
+  ck_assert_str_eq(rt->path, link);
+  hippo__gpu_rt_forget();
+  /* named, the variable wins: a library that does not exist fails */
+  setenv(_i == 0 ? "HIPPO_HIP_LIBRARY" : "HIPPO_CUDA_LIBRARY", NOLIB, 1);
+  CK_CORE_STATUS(hippo__gpu_rt_load(fl, &rt), HIPPO_NO_DEVICE);
+  dlclose(framework);
+  unlink(link);
+  rmdir(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gpu-quirks");
   TCase *tc = tcase_create("issue 40");
@@ -357,6 +408,7 @@ int main(void) {
   tcase_add_test(tc, test_stream_device_from_context);
   tcase_add_test(tc, test_reserve_alignment);
   tcase_add_test(tc, test_create_cap_before_rocm7);
+  tcase_add_loop_test(tc, test_takes_the_loaded_runtime, 0, 2);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }
