@@ -120,6 +120,7 @@ static hippo_status describe(int ordinal, uint64_t capacity,
   const char *backend = getenv("HIPPO_ALLOC_BACKEND");
   const char *spec = getenv("HIPPO_ALLOC_LAYOUT");
   const char *cap = getenv("HIPPO_ALLOC_CAPACITY");
+  const char *graphs = getenv("HIPPO_ALLOC_GRAPHS");
   char why[256];
   memset(desc, 0, sizeof *desc);
   desc->struct_size = sizeof *desc;
@@ -130,6 +131,15 @@ static hippo_status describe(int ordinal, uint64_t capacity,
    * cost a need check each, and on the ADAPTIVE fallback a driver free
    * at an allocation */
   desc->flags = HIPPO_DEVICE_NO_MOVE;
+  /* host: the framework frees a block only once no graph uses it
+   * (PyTorch's MemPool route: a graph's pool lives as long as the graph),
+   * so hippo keeps nothing for captures it cannot be told are gone */
+  if (graphs && !strcmp(graphs, "host"))
+    desc->flags |= HIPPO_DEVICE_HOST_GRAPHS;
+  else if (graphs && *graphs && strcmp(graphs, "hippo")) {
+    say(true, "HIPPO_ALLOC_GRAPHS=%s: host or hippo", graphs);
+    return HIPPO_INVALID_ARGUMENT;
+  }
   if (backend && *backend && !tool_parse_backend(backend, &desc->backend)) {
     say(true, "HIPPO_ALLOC_BACKEND=%s: not a backend (auto, hip, host or "
               "dry)", backend);

@@ -23,6 +23,13 @@
  *                         LAYOUT SPECS); default "virtual"
  *   HIPPO_ALLOC_CAPACITY  host/dry: emulated memory (bytes, K/M/G/T);
  *                         hip: a budget (0 or unset: the whole device)
+ *   HIPPO_ALLOC_GRAPHS    hippo (default): what a capture reserved and
+ *                         freed stays out of use until graph_retire
+ *                         (hippo's guard; through hippo_alloc_device);
+ *                         host: the framework frees only what no graph
+ *                         uses (PyTorch's MemPool route, which
+ *                         hippo_alloc.torch() sets): hippo keeps nothing
+ *                         for captures (HIPPO_DEVICE_HOST_GRAPHS)
  *   HIPPO_ALLOC_QUIET     set: nothing is printed to stderr
  *
  * Every failure is NULL from an allocation, with the reason in

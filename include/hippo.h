@@ -195,6 +195,15 @@ typedef uint32_t hippo_backend;
                                    still give back idle granules, ARENA's
                                    outdated pages go once empty.  For
                                    runtimes that keep raw pointers */
+#define HIPPO_DEVICE_HOST_GRAPHS 8u /* the host runtime releases a block
+                                       only once no graph may use it (as
+                                       PyTorch's caching allocator keeps a
+                                       graph's pool until the graph goes):
+                                       captures take no holds, so what a
+                                       capture released is reused at once
+                                       and graph_retire has nothing to
+                                       retire.  Pages still stay while a
+                                       stream captures */
 
 /* Pool kinds (hippo_pool_options.kind, hippo_pool_report.kind). */
 #define HIPPO_POOL_SLICED 1u     /* pages carved into slices */

@@ -69,7 +69,8 @@ hippo_status hippo__device_open(const hippo_device_desc *desc,
   hippo__backend *be;
   hippo_status st;
   const uint32_t known = HIPPO_DEVICE_FIXED_LAYOUT |
-                         HIPPO_DEVICE_AUTO_RELOCATE | HIPPO_DEVICE_NO_MOVE;
+                         HIPPO_DEVICE_AUTO_RELOCATE | HIPPO_DEVICE_NO_MOVE |
+                         HIPPO_DEVICE_HOST_GRAPHS;
   if (desc->flags & ~known)
     return hippo__error_set(HIPPO_INVALID_ARGUMENT,
                             "device_open: unknown flags %#x",

@@ -203,9 +203,12 @@ static inline hippo_status hippo__stream_capture(const hippo_stream *s,
 hippo_status hippo__stream_announce(hippo_stream *s,
                                     hippo_capture_announcement what);
 /* A hold of capture `cid` on slice `slice` of pool `pool` (guard.h,
- * hippo__guard_take), counted by the stream. */
+ * hippo__guard_take), counted by the stream; none where the host runtime
+ * keeps its graphs' memory itself (HIPPO_DEVICE_HOST_GRAPHS). */
 static inline void hippo__manager_guard_take(hippo_stream *s, uint64_t cid,
                                              uint32_t pool, uint32_t slice) {
+  if (s->env->flags & HIPPO_DEVICE_HOST_GRAPHS)
+    return;
   if (hippo__guard_take(s->env->graphs, cid, s, pool, s->pools[pool], slice))
     s->holds++;
 }

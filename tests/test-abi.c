@@ -444,10 +444,10 @@ START_TEST(test_desc_null) {
   CK_STATUS(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT);
   CK_ERROR_HAS(api, "backend");
   d = dry_desc();
-  d.flags = 8; /* FIXED_LAYOUT (1), AUTO_RELOCATE (2), NO_MOVE (4) are
-                  known */
+  d.flags = 16; /* FIXED_LAYOUT (1), AUTO_RELOCATE (2), NO_MOVE (4),
+                   HOST_GRAPHS (8) are known */
   CK_STATUS(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT);
-  CK_ERROR_HAS(api, "flags 0x8");
+  CK_ERROR_HAS(api, "flags 0x10");
   d = dry_desc();
   d.alignment = 384;
   CK_STATUS(api, api->device_open(&d, &dev), HIPPO_INVALID_ARGUMENT);

@@ -54,7 +54,7 @@ static void *sym(const char *name) {
  * make check-valgrind runs them, keeps one process). */
 static const char *const env_vars[] = {
     "HIPPO_ALLOC_LAYOUT", "HIPPO_ALLOC_BACKEND", "HIPPO_ALLOC_CAPACITY",
-    "HIPPO_PLUGIN", "HIPPO_ALLOC_QUIET"};
+    "HIPPO_PLUGIN", "HIPPO_ALLOC_QUIET", "HIPPO_ALLOC_GRAPHS"};
 enum { NENV = sizeof env_vars / sizeof *env_vars };
 static char *env_saved[NENV];
 
@@ -600,6 +600,56 @@ START_TEST(test_empty_cache_detaches_idle_streams) {
 }
 END_TEST
 
+/* A capture as PyTorch's MemPool route makes one: blocks allocated,
+ * freed and allocated again while the stream captures (a graph's private
+ * pool reuses its freed blocks), then freed once the graph is gone.
+ * HIPPO_ALLOC_GRAPHS=host: the block freed inside the capture serves the
+ * next allocation at once, and after the graph's blocks are freed
+ * empty_cache gives every byte back; hippo's guard (the default) keeps
+ * the capture's blocks out of use and held, since nothing retires the
+ * graph. */
+START_TEST(test_graphs_kept_by_the_framework) {
+  const hippo_api *api;
+  hippo_device *dev;
+  void *n, *warm, *p, *q;
+  uint64_t id;
+  bool host = _i == 0;
+  if (tu_backend() == HIPPO_BACKEND_HIP)
+    return; /* the stand-ins' captures: test-gpu-device */
+  setenv("HIPPO_ALLOC_GRAPHS", host ? "host" : "hippo", 1);
+  A.init(1);
+  api = api_of(&dev);
+  CK_OK(api, tu_emu(api)->stream_create(dev, &n));
+  warm = A.alloc(4 * MiB, 0, n); /* the warm-up maps the granules */
+  ck_assert_ptr_nonnull(warm);
+  A.free(warm, 4 * MiB, 0, n);
+  CK_OK(api, tu_emu(api)->capture_begin(dev, n, &id));
+  p = A.alloc(MiB, 0, n);
+  ck_assert_msg(p != NULL, "%s", A.last_error());
+  A.free(p, MiB, 0, n); /* a temporary of the graph */
+  q = A.alloc(MiB, 0, n);
+  ck_assert_msg(q != NULL, "%s", A.last_error());
+  if (host)
+    ck_assert_ptr_eq(q, p);
+  else
+    ck_assert_ptr_ne(q, p);
+  CK_OK(api, tu_emu(api)->capture_end(dev, n));
+  A.free(q, MiB, 0, n); /* the graph went */
+  ck_assert_uint_eq(tu_usage(api, dev, NULL).bytes_guarded,
+                    host ? 0 : 2 * MiB);
+  A.empty_cache();
+  if (host) {
+    ck_assert_uint_eq(A.figure(0, "bytes_reserved"), 0);
+  } else {
+    ck_assert_uint_gt(A.figure(0, "bytes_reserved"), 0);
+    CK_OK(api, api->graph_retire(dev, id));
+    A.empty_cache();
+    ck_assert_uint_eq(A.figure(0, "bytes_reserved"), 0);
+  }
+  CK_OK(api, api->check(dev));
+}
+END_TEST
+
 START_TEST(test_threads) {
   const hippo_api *api;
   hippo_device *dev;
@@ -642,6 +692,7 @@ static Suite *adapter_suite(void) {
   tcase_add_test(tc, test_device_wide_peak);
   tcase_add_test(tc, test_out_of_memory_takes_other_streams);
   tcase_add_test(tc, test_empty_cache_detaches_idle_streams);
+  tcase_add_loop_test(tc, test_graphs_kept_by_the_framework, 0, 2);
   suite_add_tcase(s, tc);
   return s;
 }
