@@ -359,6 +359,23 @@ static void table_remove(adapter_device *d, entry *e) {
 
 /* ---- the frameworks' calls -------------------------------------------------- */
 
+/* HIPPO_ALLOC_OOM=abort: a route whose framework checks no NULL (PyTorch's
+ * change_current_allocator, pytorch#133280; CuPy's CFunctionAllocator)
+ * would hand a block at address 0 to a kernel, whose fault kills the
+ * context later and elsewhere: the process stops here instead, with
+ * hippo's message (the thread's error). */
+static void stop_if_asked(size_t size, int device) {
+  const char *oom = getenv("HIPPO_ALLOC_OOM");
+  if (!oom || strcmp(oom, "abort") != 0)
+    return;
+  fprintf(stderr,
+          "hippo-alloc: alloc(%zu B, device %d) failed: %s\n"
+          "hippo-alloc: stopping (HIPPO_ALLOC_OOM=abort): this framework "
+          "route would use a NULL block\n",
+          size, device, t_error);
+  abort();
+}
+
 void *hippo_alloc(size_t size, int device, void *stream) {
   adapter_device *d;
   hippo_stream *s;
@@ -368,8 +385,10 @@ void *hippo_alloc(size_t size, int device, void *stream) {
   if (size == 0)
     return NULL;
   d = device_get(device);
-  if (!d)
+  if (!d) {
+    stop_if_asked(size, device);
     return NULL;
+  }
   pthread_mutex_lock(&d->lock);
   if (!d->dev && open_hippo(d, 0) != HIPPO_SUCCESS) /* set_fraction's */
     goto failed;
@@ -407,6 +426,7 @@ void *hippo_alloc(size_t size, int device, void *stream) {
 failed:
   d->failed_allocs++;
   pthread_mutex_unlock(&d->lock);
+  stop_if_asked(size, device);
   return NULL;
 }
 

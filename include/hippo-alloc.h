@@ -30,6 +30,10 @@
  *                         uses (PyTorch's MemPool route, which
  *                         hippo_alloc.torch() sets): hippo keeps nothing
  *                         for captures (HIPPO_DEVICE_HOST_GRAPHS)
+ *   HIPPO_ALLOC_OOM       abort: a failed allocation stops the process
+ *                         with hippo's message instead of answering NULL
+ *                         (routes whose framework checks no NULL:
+ *                         hippo_alloc.py sets it for them)
  *   HIPPO_ALLOC_QUIET     set: nothing is printed to stderr
  *
  * Every failure is NULL from an allocation, with the reason in

@@ -13,7 +13,10 @@
 #include <check.h>
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -54,7 +57,8 @@ static void *sym(const char *name) {
  * make check-valgrind runs them, keeps one process). */
 static const char *const env_vars[] = {
     "HIPPO_ALLOC_LAYOUT", "HIPPO_ALLOC_BACKEND", "HIPPO_ALLOC_CAPACITY",
-    "HIPPO_PLUGIN", "HIPPO_ALLOC_QUIET", "HIPPO_ALLOC_GRAPHS"};
+    "HIPPO_PLUGIN", "HIPPO_ALLOC_QUIET", "HIPPO_ALLOC_GRAPHS",
+    "HIPPO_ALLOC_OOM"};
 enum { NENV = sizeof env_vars / sizeof *env_vars };
 static char *env_saved[NENV];
 
@@ -650,6 +654,34 @@ START_TEST(test_graphs_kept_by_the_framework) {
 }
 END_TEST
 
+/* HIPPO_ALLOC_OOM=abort (the routes whose framework checks no NULL):
+ * an allocation that fails stops the process with hippo's message
+ * (SIGABRT, in a child), and one that succeeds is served as ever. */
+START_TEST(test_oom_abort) {
+  pid_t pid;
+  int status = 0;
+  setenv("HIPPO_ALLOC_OOM", "abort", 1);
+  setenv("HIPPO_ALLOC_CAPACITY", "64M", 1);
+  A.init(1);
+  {
+    void *p = A.alloc(MiB, 0, NULL);
+    ck_assert_ptr_nonnull(p);
+    A.free(p, MiB, 0, NULL);
+  }
+  fflush(NULL);
+  pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) {
+    /* the device holds 64 MiB (HOST; a stand-in's memory is larger) */
+    (void)A.alloc((size_t)1 << 40, 0, NULL);
+    _exit(0); /* not reached: the allocation stops the process */
+  }
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT,
+                "the child ended with status %#x, not SIGABRT", status);
+}
+END_TEST
+
 START_TEST(test_threads) {
   const hippo_api *api;
   hippo_device *dev;
@@ -693,6 +725,7 @@ static Suite *adapter_suite(void) {
   tcase_add_test(tc, test_out_of_memory_takes_other_streams);
   tcase_add_test(tc, test_empty_cache_detaches_idle_streams);
   tcase_add_loop_test(tc, test_graphs_kept_by_the_framework, 0, 2);
+  tcase_add_test(tc, test_oom_abort);
   suite_add_tcase(s, tc);
   return s;
 }
