@@ -31,7 +31,7 @@ progs=${HIPPO_SUITE_PROGS:-"test-abi test-status test-device test-manager test-l
        test-relocation test-guard test-faults test-hostile test-stress
        test-fuzz test-hip test-gpu-device test-virtual test-virtual-limits
        test-virtual-budget
-       test-adapter"}
+       test-adapter test-frameworks"}
 
 HIPPO_TEST_BACKEND=hip
 export HIPPO_TEST_BACKEND
