@@ -7,15 +7,23 @@ first CUDA allocation):
   torch-default  a small deterministic training loop (4 transformer
                  layers, AdamW, 50 steps, fixed seeds) on PyTorch's own
                  allocator: its losses, steps/s, max_memory_reserved
-  torch-hippo    the same loop with hippo as the allocator
-                 (CUDAPluggableAllocator): identical losses, hippo's peak
-                 footprint against the default run's, steps/s
-  torch-mempool  the same under torch.cuda.MemPool(hippo): PyTorch's
-                 caching allocator on top, hippo serving its segments
-  torch-graph    a CUDA graph captured and replayed in a MemPool on hippo:
-                 replays equal the eager result
-  cupy-default, cupy-hippo  an array workload on CuPy's allocator and on
-                 hippo's pair: identical results
+  torch-expandable  the same with expandable_segments:True: the footprint
+                 hippo's is held against
+  torch-hippo    the same loop after hippo_alloc.torch() (the MemPool
+                 route, every thread): identical losses,
+                 torch.cuda.max_memory_allocated() logged at every step
+                 (PyTorch's statistics work), hippo's peak against both
+  torch-pluggable  the same after hippo_alloc.torch(route="pluggable")
+  torch-oom      under hippo_alloc.torch(): a batch too large raises
+                 torch.OutOfMemoryError, caught, and training resumes
+                 with a smaller batch
+  torch-compile  torch.compile(mode="reduce-overhead") under
+                 hippo_alloc.torch(): outputs equal the eager model's
+  torch-graph    a CUDA graph captured and replayed in a MemPool on hippo
+                 (under hippo_alloc.torch()): replays equal the eager result
+  cupy-default, cupy-hippo  an array workload on two CuPy streams on
+                 CuPy's allocator and after hippo_alloc.cupy() (each block
+                 on CuPy's current stream): identical results
 Prints one JSON line per case and a summary; exit 0 all passed, 1 one
 failed, 77 no PyTorch or no GPU (nothing checked: a rehearsal stops here).
 It installs hippo through the adapter's own module (adapter/hippo_alloc.py),
@@ -54,7 +62,7 @@ def model_and_data(torch):
     return model, data.cuda(), vocab
 
 
-def train(torch):
+def train(torch, log=None):
     model, data, vocab = model_and_data(torch)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
     losses = []
@@ -68,8 +76,35 @@ def train(torch):
         loss.backward()
         opt.step()
         losses.append(loss.item())
+        if log is not None:  # what a training framework logs each step
+            log.append(torch.cuda.max_memory_allocated())
+            torch.cuda.reset_peak_memory_stats()
     torch.cuda.synchronize()
     return losses, STEPS / (time.perf_counter() - t0)
+
+
+def oom_then_smaller(torch):
+    """A batch too large raises torch.OutOfMemoryError; the loop catches
+    it and goes on with a smaller one (as a user's auto-batch-size does)."""
+    model, data, vocab = model_and_data(torch)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    free, total = torch.cuda.mem_get_info()
+    caught = False
+    try:
+        hog = torch.empty(int(total * 2), dtype=torch.uint8, device="cuda")
+        del hog
+    except torch.OutOfMemoryError:
+        caught = True
+    losses = []
+    for step in range(5):
+        x, y = data[step, :8, :-1], data[step, :8, 1:]
+        loss = torch.nn.functional.cross_entropy(
+            model(x).reshape(-1, vocab), y.reshape(-1))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return caught, losses
 
 
 def case(name):
@@ -81,18 +116,39 @@ def case(name):
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         out["torch"] = torch.__version__
-        h = shipped() if name != "torch-default" else None
-        if name == "torch-default":
+        plain = name in ("torch-default", "torch-expandable")
+        h = None if plain else shipped()
+        if plain:
             out["losses"], out["steps_per_s"] = train(torch)
             out["peak"] = torch.cuda.max_memory_reserved()
         elif name == "torch-hippo":
             h.torch()
+            log = []
+            out["losses"], out["steps_per_s"] = train(torch, log)
+            out["max_allocated_per_step"] = log
+            out["torch_max_reserved"] = torch.cuda.max_memory_reserved()
+        elif name == "torch-pluggable":
+            h.torch(route="pluggable")
             out["losses"], out["steps_per_s"] = train(torch)
-        elif name == "torch-mempool":
-            pool = torch.cuda.MemPool(h.pluggable()._allocator)
-            with torch.cuda.use_mem_pool(pool):
-                out["losses"], out["steps_per_s"] = train(torch)
+        elif name == "torch-oom":
+            h.torch()
+            out["caught"], out["losses"] = oom_then_smaller(torch)
+        elif name == "torch-compile":
+            h.torch()
+            model, data, vocab = model_and_data(torch)
+            x = data[0, :, :-1].clone()
+            with torch.no_grad():
+                eager = model(x).clone()
+                compiled = torch.compile(model, mode="reduce-overhead")
+                same = True
+                for _ in range(4):
+                    y = compiled(x)
+                    torch.cuda.synchronize()
+                    same = same and bool(torch.allclose(y, eager, rtol=1e-4,
+                                                        atol=1e-4))
+            out["outputs_equal"] = same
         else:  # torch-graph
+            h.torch()
             pool = torch.cuda.MemPool(h.pluggable()._allocator)
             model, data, vocab = model_and_data(torch)
             x = data[0, :, :-1].clone()
@@ -130,12 +186,24 @@ def case(name):
         if name == "cupy-hippo":
             h = shipped()
             h.cupy()
+        # two non-blocking streams, each allocating and freeing its own
+        # temporaries while the other runs: a block freed on one and
+        # reused on the other must wait for the first's work
         rs = cupy.random.RandomState(7)
-        acc = cupy.zeros((512, 512), dtype=cupy.float64)
+        streams = [cupy.cuda.Stream(non_blocking=True) for _ in range(2)]
+        accs = []
+        for k, st in enumerate(streams):
+            with st:
+                accs.append(cupy.zeros((512, 512), dtype=cupy.float64))
         for i in range(40):
-            m = rs.standard_normal((512, 512))
-            acc += (m @ m.T) / (i + 1)
-            del m
+            for k, st in enumerate(streams):
+                with st:
+                    m = rs.standard_normal((512, 512)) + k
+                    accs[k] += (m @ m.T) / (i + 1)
+                    del m
+        for st in streams:
+            st.synchronize()
+        acc = accs[0] + accs[1]
         out["checksum"] = float(cupy.asnumpy(acc).sum())
         out["digest"] = cupy.asnumpy(acc).tobytes().hex()[:64]
         if name == "cupy-hippo":
@@ -185,11 +253,16 @@ def main():
     print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, "
           f"{torch.cuda.get_device_name(0)}")
     res, bad = {}, []
-    cases = ["torch-default", "torch-hippo", "torch-mempool", "torch-graph",
+    cases = ["torch-default", "torch-expandable", "torch-hippo",
+             "torch-pluggable", "torch-oom", "torch-compile", "torch-graph",
              "cupy-default", "cupy-hippo"]
     for name in cases:
+        env = dict(os.environ)
+        if name == "torch-expandable":
+            env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         p = subprocess.run([sys.executable, __file__, "--case", name],
-                           capture_output=True, text=True, timeout=300)
+                           capture_output=True, text=True, timeout=300,
+                           env=env)
         line = (p.stdout.strip().splitlines() or [""])[-1]
         if p.returncode != 0 or not line.startswith("{"):
             tail = (p.stderr or p.stdout).strip().splitlines()[-6:]
@@ -203,17 +276,42 @@ def main():
         res[name] = json.loads(line)
         print(line)
     d = res.get("torch-default")
-    for name in ("torch-hippo", "torch-mempool"):
+    x = res.get("torch-expandable")
+    for name in ("torch-hippo", "torch-pluggable"):
         r = res.get(name)
         if d and r:
             same = r["losses"] == d["losses"]
+            vs_x = (f", {r['peak'] / x['peak']:.3f} x expandable_segments' "
+                    f"{x['peak']} B" if x else "")
             print(f"{name}: losses {'identical' if same else 'DIFFER'}; peak "
                   f"{r['peak']} B = {r['peak'] / d['peak']:.3f} x the "
-                  f"default's max_memory_reserved {d['peak']} B (peak live "
-                  f"{r['peak_live']} B); {r['steps_per_s']:.1f} steps/s "
+                  f"default's max_memory_reserved {d['peak']} B{vs_x} (peak "
+                  f"live {r['peak_live']} B); {r['steps_per_s']:.1f} steps/s "
                   f"against {d['steps_per_s']:.1f}")
-            if not same or r["failed"] or r["foreign"]:
+            if not same or r["foreign"]:
                 bad.append(name)
+    r = res.get("torch-hippo")
+    if r:
+        logged = r.get("max_allocated_per_step", [])
+        ok = len(logged) == STEPS and all(v > 0 for v in logged)
+        print(f"torch-hippo: max_memory_allocated logged at {len(logged)} "
+              f"steps{'' if ok else ' (MISSING)'}; PyTorch's "
+              f"max_memory_reserved {r['torch_max_reserved']} B")
+        if not ok:
+            bad.append("torch-hippo statistics")
+    o = res.get("torch-oom")
+    if o:
+        ok = o["caught"] and len(o["losses"]) == 5
+        print(f"torch-oom: torch.OutOfMemoryError "
+              f"{'caught, 5 steps after' if ok else 'NOT caught'}")
+        if not ok:
+            bad.append("torch-oom")
+    c2 = res.get("torch-compile")
+    if c2:
+        print(f"torch-compile: reduce-overhead outputs "
+              f"{'equal' if c2['outputs_equal'] else 'DIFFER'}")
+        if not c2["outputs_equal"]:
+            bad.append("torch-compile")
     g = res.get("torch-graph")
     if g:
         print(f"torch-graph: replays {'equal' if g['replays_equal'] else 'DIFFER'}"
