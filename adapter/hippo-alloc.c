@@ -63,6 +63,8 @@ typedef struct adapter_device {
   entry *table;
   uint64_t table_cap, count;
   uint64_t in_use, peak_in_use;
+  uint64_t limit; /* set_fraction's cap on in_use while blocks were live
+                     (0: none; the device's budget does it otherwise) */
   uint64_t foreign_frees, failed_allocs;
   uint64_t oom_retries; /* out of memory retried after a device cleanup */
 } adapter_device;
@@ -392,6 +394,14 @@ void *hippo_alloc(size_t size, int device, void *stream) {
   pthread_mutex_lock(&d->lock);
   if (!d->dev && open_hippo(d, 0) != HIPPO_SUCCESS) /* set_fraction's */
     goto failed;
+  if (d->limit && d->in_use + size > d->limit) {
+    say(false, "alloc(%zu B, device %d): out of memory: %llu B are in use "
+               "and the memory fraction allows %llu B "
+               "(set_per_process_memory_fraction)",
+        size, device, (unsigned long long)d->in_use,
+        (unsigned long long)d->limit);
+    goto failed;
+  }
   s = stream_get(d, stream);
   if (!s || !table_room(d))
     goto failed;
@@ -512,13 +522,15 @@ void hippo_alloc_set_fraction(double fraction, int device) {
   pthread_mutex_lock(&d->lock);
   budget = (uint64_t)(fraction * (double)d->total);
   if (d->count) {
-    say(true, "set_fraction(%g, device %d): %llu allocations are live; set "
-              "the fraction before the first allocation", fraction, device,
-        (unsigned long long)d->count);
+    /* blocks are live, so the device cannot open again with the budget:
+     * the cap holds the bytes in use instead (allocations past it fail as
+     * out of memory), and becomes the budget once none is live */
+    d->limit = budget;
   } else if (budget < 1u << 20) {
     say(true, "set_fraction(%g, device %d): %llu B is below 1 MiB", fraction,
         device, (unsigned long long)budget);
   } else {
+    d->limit = 0;
     close_hippo(d);
     /* not even the old device again: d stays, without a device, and the
      * next allocation tries to open it afresh (other threads may hold d) */

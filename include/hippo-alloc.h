@@ -69,9 +69,10 @@ void hippo_free(void *ptr, size_t size, int device, void *stream);
  *   granules go back to the driver (it waits for the streams' work), and
  *   every stream no live block is on is detached (attached again when
  *   next seen).
- * set_fraction: the device holds at most fraction x its memory; taken at
- *   once while the device holds no live allocation (it is opened again
- *   with that budget), else refused (reported).
+ * set_fraction: the device holds at most fraction x its memory: while it
+ *   holds no live allocation it is opened again with that budget; else
+ *   the live blocks' bytes are capped at it at once (an allocation past
+ *   it fails as out of memory).
  * record_stream: `stream` uses the block too (hippo's record_use): its
  *   bytes are reused only once the work stream had queued at the free has
  *   finished. */

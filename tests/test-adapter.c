@@ -410,8 +410,16 @@ START_TEST(test_set_fraction) {
   ck_assert_uint_eq(A.figure(0, "failed_allocs"), 1);
   p = A.alloc(total / 8, 0, NULL);
   ck_assert_ptr_nonnull(p);
-  A.set_fraction(0.5, 0);
-  ERROR_HAS("live");
+  /* with a block live the fraction caps the bytes in use at once */
+  A.set_fraction(0.15, 0);
+  ck_assert_ptr_null(A.alloc(total / 32, 0, NULL)); /* 1/8 + 1/32 > 0.15 */
+  ERROR_HAS("memory fraction");
+  ck_assert_uint_eq(A.figure(0, "failed_allocs"), 2);
+  {
+    void *q = A.alloc(total / 64, 0, NULL); /* 1/8 + 1/64 < 0.15 */
+    ck_assert_ptr_nonnull(q);
+    A.free(q, total / 64, 0, NULL);
+  }
   A.set_fraction(1.5, 0);
   ERROR_HAS("(0, 1]");
   ck_assert_uint_eq(A.figure(0, "allocations"), 1);
