@@ -49,7 +49,8 @@
  * not released; bytes_held is the pages' bytes + bytes_mapped + the
  * orphans' bytes (+ what a page_alloc or vm_map in flight reserved);
  * bytes_virtual is the ranges' sum; streams are the ones
- * emu_stream_create made and emu_stream_destroy did not destroy;
+ * emu_stream_create made and emu_stream_destroy did not destroy (io, the
+ * backend's own stream for emu_read and emu_write, is not one of them);
  * faults[k].at, when non-zero, is a future value of calls[k].
  */
 #include <config.h>
@@ -124,6 +125,7 @@ typedef struct gpu_backend {
                           cap_pages */
   void **streams;
   size_t nstreams, cap_streams;
+  void *io; /* emu_read and emu_write's own stream (NULL until the first) */
   size_t streams_coming; /* emu_stream_creates in the runtime, each
                             promised a record, as pages_coming */
   uint64_t bytes_held, peak_bytes_held, bytes_copied;
@@ -516,12 +518,36 @@ static hippo_status gpu_copy(hippo__backend *be, void *stream, uint64_t dst,
 
 static hippo_status gpu_stream_sync(hippo__backend *be, void *stream) {
   gpu_backend *g = gpu_of(be);
+  int cs = HIPPO__GPU_CAPTURE_NONE, err;
   dev_scope sc;
   hippo_status st;
-  int err;
 
   if ((st = begin(g, HIPPO_CALL_SYNC, "stream_sync", &sc)) != HIPPO_SUCCESS)
     return st;
+  /* A stream that captures is refused before the runtime is asked: its
+   * synchronize would invalidate the capture (clr hip_stream.cpp
+   * StreamCaptureOngoing; CUDA lists it among the operations a capture
+   * prohibits), and so would the legacy stream's while a blocking stream
+   * captures (906) -- hippo never breaks its caller's capture (issue 40
+   * item 8). */
+  err = g->rt->stream_is_capturing(stream, &cs);
+  if (err == HIPPO__GPU_CAPTURE_IMPLICIT)
+    handled(g->rt);
+  if (err == HIPPO__GPU_CAPTURE_IMPLICIT ||
+      (err == HIPPO__GPU_SUCCESS && cs != HIPPO__GPU_CAPTURE_NONE))
+    return leave(g, &sc,
+                 hippo__error_set(HIPPO_BACKEND_ERROR,
+                                  "%s stream_sync: stream %p %s; "
+                                  "synchronizing it would invalidate the "
+                                  "capture (%sStreamSynchronize answers "
+                                  "StreamCaptureUnsupported): end the "
+                                  "capture first",
+                                  g->rt->name, stream,
+                                  err == HIPPO__GPU_SUCCESS
+                                      ? "is capturing"
+                                      : "is the legacy stream, and a "
+                                        "blocking stream captures",
+                                  g->rt->prefix));
   atomic_fetch_add_explicit(&g->waits, 1, memory_order_relaxed);
   return leave(g, &sc,
                RT(g, g->rt->stream_sync(stream), "StreamSynchronize", NULL));
@@ -640,7 +666,21 @@ static hippo_status gpu_capture_status(hippo__backend *be, void *stream,
   if (err != HIPPO__GPU_SUCCESS)
     return leave(g, &sc, hippo__gpu_fail(g->rt, err, "StreamIsCapturing",
                                          NULL));
-  /* An invalidated capture has not ended yet: still capturing. */
+  /* An invalidated capture has not ended yet: still capturing, but with
+   * no id to hold for (both runtimes give the id of an active capture
+   * only: clr hip_graph.cpp hipStreamGetCaptureInfo_common), so the call
+   * is refused and nothing changes until the caller ends it (issue 40
+   * item 8) */
+  if (cs == HIPPO__GPU_CAPTURE_STATUS_INVALIDATED)
+    return leave(g, &sc,
+                 hippo__error_set(HIPPO_GRAPH_RECORDING,
+                                  "%s StreamIsCapturing: the runtime "
+                                  "invalidated the capture of stream %p "
+                                  "(status %d: a call the capture "
+                                  "prohibits was made); end it (%sStream"
+                                  "EndCapture answers StreamCapture"
+                                  "Invalidated), then retry",
+                                  g->rt->name, stream, cs, g->rt->prefix));
   *capturing = cs != HIPPO__GPU_CAPTURE_NONE;
   if (*capturing && capture_id) {
     err = g->rt->stream_capture_info(stream, &cs, &id, NULL, NULL, NULL,
@@ -1621,9 +1661,11 @@ static void gpu_destroy(hippo__backend *be) {
   /* What the caller left -- emulated streams, pages -- goes back to the
    * runtime, as HOST's does.  destroy reports nothing, so a failure here
    * only leaves that resource to the runtime's own teardown. */
-  if (g->nstreams && enter(g, "destroy", &sc) == HIPPO_SUCCESS) {
+  if ((g->nstreams || g->io) && enter(g, "destroy", &sc) == HIPPO_SUCCESS) {
     for (size_t i = 0; i < g->nstreams; i++) /* its work finishes first */
       (void)g->rt->stream_destroy(g->streams[i]);
+    if (g->io)
+      (void)g->rt->stream_destroy(g->io);
     (void)leave(g, &sc, HIPPO_SUCCESS);
   }
   vm_fini(g); /* granules, then ranges */
@@ -1847,12 +1889,59 @@ static hippo_status gpu_emu_inject_fault(hippo__backend *be,
   return st;
 }
 
+/* emu_read and emu_write: an async copy on the backend's own
+ * non-blocking stream (made at the first, destroyed with the backend) and
+ * a wait for that stream only, the thread's capture mode relaxed.  A
+ * blocking copy is refused while any stream of the process captures, in
+ * every mode, and invalidates every capture on ROCm (clr hip_memory.cpp
+ * hipMemcpy_common: CHECK_STREAM_CAPTURING in hip_internal.hpp answers
+ * hipErrorStreamCaptureImplicit, 906); CUDA's cudaMemcpy goes through the
+ * legacy stream, which breaks a blocking stream's capture the same way
+ * (cudaErrorStreamCaptureImplicit, driver_types.h).  A synchronize of a
+ * stream that does not capture is a potentially unsafe call while a
+ * capture in mode global runs (clr hip_stream.cpp StreamCaptureOngoing),
+ * which relaxed mode allows (issue 40 item 7).  The device is current. */
+static hippo_status host_copy(gpu_backend *g, void *dst, const void *src,
+                              uint64_t size, int kind, const char *what) {
+  relaxed_scope rs;
+  hippo_status st = HIPPO_SUCCESS;
+  void *io, *made = NULL;
+  int err;
+  pthread_mutex_lock(&g->lock);
+  io = g->io;
+  pthread_mutex_unlock(&g->lock);
+  if (!io) {
+    st = RT(g, g->rt->stream_create(&made, HIPPO__GPU_STREAM_NON_BLOCKING),
+            "StreamCreateWithFlags (for host reads and writes)", NULL);
+    if (st != HIPPO_SUCCESS)
+      return st;
+    pthread_mutex_lock(&g->lock);
+    if (!g->io) { /* else another thread's came first */
+      g->io = made;
+      made = NULL;
+    }
+    io = g->io;
+    pthread_mutex_unlock(&g->lock);
+    if (made)
+      (void)g->rt->stream_destroy(made);
+  }
+  relax(g, &rs);
+  err = g->rt->memcpy_async(dst, src, (size_t)size, kind, io);
+  if (err != HIPPO__GPU_SUCCESS)
+    st = hippo__gpu_fail(g->rt, err, "MemcpyAsync", NULL);
+  else if ((err = g->rt->stream_sync(io)) != HIPPO__GPU_SUCCESS)
+    st = hippo__gpu_fail(g->rt, err, "StreamSynchronize", NULL);
+  unrelax(g, &rs);
+  return st == HIPPO_SUCCESS
+             ? st
+             : hippo__error_wrap(st, "%s %s", g->rt->name, what);
+}
+
 static hippo_status gpu_emu_read(hippo__backend *be, uint64_t addr,
                                  void *host, uint64_t size) {
   gpu_backend *g = gpu_of(be);
   dev_scope sc;
   hippo_status st;
-  int err;
   if (size == 0)
     return HIPPO_SUCCESS;
   if ((st = inside(g, addr, size, "emu_read", "device_ptr")) !=
@@ -1860,10 +1949,8 @@ static hippo_status gpu_emu_read(hippo__backend *be, uint64_t addr,
       (st = enter(g, "emu_read", &sc)) != HIPPO_SUCCESS)
     return st;
   return leave(g, &sc,
-               RT(g,
-                  g->rt->memcpy_(host, (const void *)(uintptr_t)addr,
-                                 (size_t)size, HIPPO__GPU_MEMCPY_D2H),
-                  "Memcpy (device to host)", NULL));
+               host_copy(g, host, (const void *)(uintptr_t)addr, size,
+                         HIPPO__GPU_MEMCPY_D2H, "emu_read"));
 }
 
 static hippo_status gpu_emu_write(hippo__backend *be, uint64_t addr,
@@ -1871,27 +1958,16 @@ static hippo_status gpu_emu_write(hippo__backend *be, uint64_t addr,
   gpu_backend *g = gpu_of(be);
   dev_scope sc;
   hippo_status st;
-  int err;
   if (size == 0)
     return HIPPO_SUCCESS;
   if ((st = inside(g, addr, size, "emu_write", "device_ptr")) !=
           HIPPO_SUCCESS ||
       (st = enter(g, "emu_write", &sc)) != HIPPO_SUCCESS)
     return st;
-  st = RT(g,
-          g->rt->memcpy_((void *)(uintptr_t)addr, host, (size_t)size,
-                         HIPPO__GPU_MEMCPY_H2D),
-          "Memcpy (host to device)", NULL);
-  /* From pageable memory Memcpy returns once the bytes are staged; the
-   * DMA may still run on the default stream, which work on the
-   * non-blocking streams of emu_stream_create does not wait for.
-   * Synchronous means landed: wait for it. */
-  if (st == HIPPO_SUCCESS)
-    st = RT(g, g->rt->stream_sync(NULL),
-            "StreamSynchronize (default stream, after a host-to-device "
-            "Memcpy)",
-            NULL);
-  return leave(g, &sc, st);
+  /* landed once its stream is synchronized */
+  return leave(g, &sc,
+               host_copy(g, (void *)(uintptr_t)addr, host, size,
+                         HIPPO__GPU_MEMCPY_H2D, "emu_write"));
 }
 
 static hippo_status gpu_emu_counters(hippo__backend *be,

@@ -71,7 +71,8 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__GPU_EVENT_DISABLE_TIMING 2u
 #define HIPPO__GPU_STREAM_NON_BLOCKING 1u
 #define HIPPO__GPU_CAPTURE_NONE 0
-#define HIPPO__GPU_CAPTURE_RELAXED 2
+#define HIPPO__GPU_CAPTURE_RELAXED 2 /* a mode */
+#define HIPPO__GPU_CAPTURE_STATUS_INVALIDATED 2 /* a status: not ended yet */
 #define HIPPO__GPU_COMPUTE_PROHIBITED 2
 
 /* Device attributes: their numbers differ. */

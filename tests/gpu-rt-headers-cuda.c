@@ -44,6 +44,7 @@ int gpu_rt_headers_cuda(char *bad, size_t len) {
   SAME(HIPPO__GPU_COMPAT_UNSUPPORTED, cudaErrorCompatNotSupportedOnDevice);
   SAME(HIPPO__GPU_CAPTURE_UNSUPPORTED, cudaErrorStreamCaptureUnsupported);
   SAME(HIPPO__GPU_CAPTURE_INVALIDATED, cudaErrorStreamCaptureInvalidated);
+  SAME(HIPPO__GPU_CAPTURE_STATUS_INVALIDATED, cudaStreamCaptureStatusInvalidated);
   SAME(HIPPO__GPU_CAPTURE_IMPLICIT, cudaErrorStreamCaptureImplicit);
   SAME(HIPPO__GPU_UNKNOWN, cudaErrorUnknown);
   SAME(sizeof(int), sizeof(cudaError_t));

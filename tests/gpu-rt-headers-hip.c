@@ -46,6 +46,7 @@ int gpu_rt_headers_hip(char *bad, size_t len) {
   SAME(HIPPO__GPU_NOT_SUPPORTED, hipErrorNotSupported);
   SAME(HIPPO__GPU_CAPTURE_UNSUPPORTED, hipErrorStreamCaptureUnsupported);
   SAME(HIPPO__GPU_CAPTURE_INVALIDATED, hipErrorStreamCaptureInvalidated);
+  SAME(HIPPO__GPU_CAPTURE_STATUS_INVALIDATED, hipStreamCaptureStatusInvalidated);
   SAME(HIPPO__GPU_CAPTURE_IMPLICIT, hipErrorStreamCaptureImplicit);
   SAME(HIPPO__GPU_UNKNOWN, hipErrorUnknown);
   /* hippo calls through int-returning pointers: the enum is int-sized */

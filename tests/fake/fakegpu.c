@@ -23,6 +23,15 @@
  * EndCapture answers StreamCaptureInvalidated (901) and no graph.  A
  * thread whose mode is relaxed (2) may make them.
  *
+ * An invalidated capture runs on until EndCapture: StreamIsCapturing and
+ * StreamGetCaptureInfo answer status 2 (invalidated) and no id, work
+ * queued on the stream answers StreamCaptureInvalidated (901), as clr's
+ * hip_graph.cpp and STREAM_CAPTURE macro do.  Besides the unsafe calls,
+ * a capture is invalidated by a StreamSynchronize of its stream (900), by
+ * an EventQuery or EventSynchronize of an event last recorded in it
+ * (CapturedEvent, 907; clr hip_event.cpp), and by the blocking calls of
+ * sync_checks (HIP's Memcpy: every capture, 906).
+ *
  * Environment (read at each call that needs it):
  *   FAKE_GPU_DEVICES    devices (default 1; 0 answers NoDevice)
  *   FAKE_GPU_MEMORY     bytes per device (default 1 GiB)
@@ -162,7 +171,7 @@ enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NEWER_DRIVER = 36,
        E_HANDLE = 400, E_NOT_READY = 600,
        E_NOT_SUPPORTED = 801,
        E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901,
-       E_CAPTURE_IMPLICIT = 906 };
+       E_CAPTURE_IMPLICIT = 906, E_CAPTURED_EVENT = 907 };
 /* A handle that is no stream: CUDA's invalid handle (400); ROCm answers
  * hipErrorContextIsDestroyed (709) for a stream it does not know. */
 #if defined(FAKE_HIP)
@@ -211,6 +220,8 @@ typedef struct fstream {
 typedef struct fevent {
   uint32_t magic;
   fstream *stream; /* NULL: done */
+  fstream *captured; /* recorded in this stream's capture (capture_id) */
+  unsigned long long capture_id;
   uint64_t target; /* done once stream's base + done reaches it */
   struct fevent *next;
 } fevent;
@@ -322,6 +333,8 @@ static bool push(oplist *l, op o) {
 /* Queues o on s: into its capture's graph while it captures, else into its
  * queue (the queue's fields are the stream's own). */
 static int enqueue(fstream *s, op o) {
+  if (s->capturing && s->invalidated)
+    return E_CAPTURE_INVALIDATED; /* clr's STREAM_CAPTURE macro */
   if (s->capturing)
     return push(&s->graph->list, o) ? OK : E_OOM;
   {
@@ -370,6 +383,61 @@ static int unsafe_call(void) {
       err = E_CAPTURE_UNSUPPORTED;
     }
   }
+  return err;
+}
+
+/* A stream's capture status: 0 none, 1 active, 2 invalidated (the lock
+ * held). */
+static int capture_status(const fstream *s) {
+  return !s->capturing ? 0 : s->invalidated ? 2 : 1;
+}
+
+/* The event's last record was in a capture still active (the lock held):
+ * querying or waiting for it is refused with CapturedEvent (907) and
+ * invalidates that capture (clr hip_event.cpp ihipEventQuery,
+ * hipEventSynchronize; CUDA's cudaErrorCapturedEvent). */
+static bool captured_event(fevent *e) {
+  fstream *s = e->captured;
+  if (!s || !s->capturing || s->capture_id != e->capture_id ||
+      s->invalidated)
+    return false;
+  s->invalidated = true;
+  return true;
+}
+
+/* A blocking call -- Memcpy (legacy: true), a StreamSynchronize of stream
+ * s (legacy: the null stream's) -- while captures run (the lock held).
+ * HIP: Memcpy while any stream captures, in any mode, invalidates every
+ * capture and answers StreamCaptureImplicit (906; clr hip_memory.cpp
+ * hipMemcpy_common, CHECK_STREAM_CAPTURING in hip_internal.hpp); a
+ * StreamSynchronize of a stream that does not capture is refused (900)
+ * as a potentially unsafe call (clr hip_stream.cpp StreamCaptureOngoing),
+ * which the null stream is not asked (hipStreamSynchronize_common).
+ * CUDA: the legacy stream waits for the blocking streams, so a blocking
+ * stream of the device that captures is invalidated and the call answers
+ * 906 (cudaErrorStreamCaptureImplicit in driver_types.h). */
+static int dev_now(void);
+static int sync_checks(fstream *s, bool legacy) {
+  int err = OK;
+#if defined(FAKE_HIP)
+  if (legacy && !s) {
+    for (fstream *o = streams; o; o = o->next)
+      if (o->capturing) {
+        o->invalidated = true;
+        err = E_CAPTURE_IMPLICIT;
+      }
+  } else if (!legacy) {
+    err = unsafe_call();
+  }
+#else
+  (void)s;
+  if (legacy)
+    for (fstream *o = streams; o; o = o->next)
+      if (o->capturing && !(o->flags & 1) && o->device == dev_now()) {
+        o->invalidated = true;
+        err = E_CAPTURE_IMPLICIT;
+      }
+#endif
   return err;
 }
 
@@ -645,9 +713,14 @@ EXPORT int FN(Free)(void *p) {
 }
 
 EXPORT int FN(Memcpy)(void *dst, const void *src, size_t size, int kind) {
+  int err;
   (void)kind;
-  memmove(dst, src, size);
-  return OK;
+  pthread_mutex_lock(&mu);
+  err = sync_checks(NULL, true);
+  pthread_mutex_unlock(&mu);
+  if (err == OK)
+    memmove(dst, src, size);
+  return err;
 }
 
 EXPORT int FN(MemcpyAsync)(void *dst, const void *src, size_t size, int kind,
@@ -732,9 +805,12 @@ EXPORT int FN(StreamDestroy)(void *stream) {
     if (*link == stream) {
       fstream *s = *link;
       run(s, UINT64_MAX);
-      for (fevent *e = events; e; e = e->next)
+      for (fevent *e = events; e; e = e->next) {
         if (e->stream == s)
           e->stream = NULL;
+        if (e->captured == s)
+          e->captured = NULL;
+      }
       *link = s->next;
       s->magic = 0;
       if (s->graph) { /* destroyed while capturing: the capture is lost */
@@ -752,11 +828,21 @@ EXPORT int FN(StreamDestroy)(void *stream) {
 
 EXPORT int FN(StreamSynchronize)(void *stream) {
   fstream *s;
+  int err;
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
-  if (!s || s->capturing) {
+  if (!s) {
     pthread_mutex_unlock(&mu);
-    return s ? E_CAPTURE_UNSUPPORTED : E_NOSTREAM;
+    return E_NOSTREAM;
+  }
+  if (s->capturing) { /* prohibited: the capture is invalidated */
+    s->invalidated = true;
+    pthread_mutex_unlock(&mu);
+    return E_CAPTURE_UNSUPPORTED;
+  }
+  if ((err = sync_checks(s, stream == NULL)) != OK) {
+    pthread_mutex_unlock(&mu);
+    return err;
   }
   run(s, UINT64_MAX);
   pthread_mutex_unlock(&mu);
@@ -789,7 +875,7 @@ EXPORT int FN(StreamIsCapturing)(void *stream, int *status) {
   s = stream_of(stream);
   err = s ? OK : E_NOSTREAM;
   if (s)
-    *status = s->capturing ? 1 : 0;
+    *status = capture_status(s);
   if (s && !stream) /* the legacy stream: a blocking stream capturing? */
     for (fstream *o = streams; o; o = o->next)
       if (o->capturing && !(o->flags & 1) && o->device == dev_now())
@@ -805,10 +891,10 @@ EXPORT int FN(StreamGetCaptureInfo)(void *stream, int *status,
   (void)graph, (void)deps, (void)edges, (void)count;
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
-  if (s) {
-    *status = s->capturing ? 1 : 0;
+  if (s) { /* the id of an active capture only (clr hip_graph.cpp) */
+    *status = capture_status(s);
     if (id)
-      *id = s->capturing ? s->capture_id : 0;
+      *id = *status == 1 ? s->capture_id : 0;
   }
   pthread_mutex_unlock(&mu);
   return s ? OK : E_NOSTREAM;
@@ -969,6 +1055,12 @@ EXPORT int FN(EventRecord)(void *event, void *stream) {
     pthread_mutex_unlock(&mu);
     return E_HANDLE;
   }
+  if (s->capturing && s->invalidated) {
+    pthread_mutex_unlock(&mu);
+    return E_CAPTURE_INVALIDATED;
+  }
+  e->captured = s->capturing ? s : NULL;
+  e->capture_id = s->capturing ? s->capture_id : 0;
   if (!s->capturing) {
     e->stream = s;
     e->target = s->base + s->queued;
@@ -983,6 +1075,8 @@ EXPORT int FN(EventQuery)(void *event) {
   pthread_mutex_lock(&mu);
   if (!e || e->magic != EVENT_MAGIC)
     err = E_HANDLE;
+  else if (captured_event(e))
+    err = E_CAPTURED_EVENT;
   else if ((err = unsafe_call()) != OK)
     ;
   else
@@ -999,6 +1093,10 @@ EXPORT int FN(EventSynchronize)(void *event) {
   if (!e || e->magic != EVENT_MAGIC) {
     pthread_mutex_unlock(&mu);
     return E_HANDLE;
+  }
+  if (captured_event(e)) {
+    pthread_mutex_unlock(&mu);
+    return E_CAPTURED_EVENT;
   }
   if (unsafe_call() != OK) {
     pthread_mutex_unlock(&mu);
