@@ -138,10 +138,7 @@ typedef struct gpu_backend {
   uint64_t vm_part;        /* the largest physical allocation (0: any) */
   int vm_device;           /* the location id: CUDA's CUdevice, HIP's
                               ordinal */
-  union {
-    hippo__gpu_mem_prop cur;     /* HIP 5.3 and later, CUDA */
-    hippo__hip_mem_prop52 v52;   /* HIP 5.2 */
-  } vm_prop;
+  hippo__gpu_mem_prop vm_prop; /* what hipMemCreate/cuMemCreate get */
   hippo__gpu_mem_access vm_access;
   /* One VMM call of the device at a time (ROCm has had races between
    * concurrent map calls), and the registries' writers: taken before
@@ -1556,7 +1553,7 @@ static void vm_fini(gpu_backend *g) {
 #define HIP6_PART_MAX (UINT64_C(256) << 20)
 
 /* Whether the device has virtual memory, decided once at open: every call
- * loaded, the device says so (HIP 5.3 and later, CUDA: the attribute), and
+ * loaded, HIP 6.1 or later, the device says so (the attribute), and
  * the granularity is asked and usable.  Sets g->vm and what the calls
  * take, or g->base.vm_why. */
 static void vm_probe(gpu_backend *g) {
@@ -1583,10 +1580,24 @@ static void vm_probe(gpu_backend *g) {
              rt->path, rt->prefix);
     return;
   }
-  if (hip && rt->version <= 0) {
+  /* Before ROCm 6.1 the calls exist but do nothing on Linux: the ROCm
+   * device's virtualAlloc answers NULL, which hipMemAddressReserve returns
+   * as success; hipMemSetAccess checks its arguments and returns;
+   * hipMemMap does not look at its command's status (clr at rocm-6.0.2:
+   * hip_vm.cpp, rocdevice.cpp Device::virtualAlloc; the ROCm path came
+   * with "Initial VMM changes for ROCm path", first in rocm-6.1.0).  Debian
+   * 12's ROCm is 5.2.  So the version decides, not a round trip at every
+   * open (issue 40 item 4). */
+  if (hip && rt->version < HIPPO__HIP_VMM_V61) {
+    char v[48] = "unknown";
+    if (rt->version > 0)
+      snprintf(v, sizeof v, "%d.%d (%d)", rt->version / 10000000,
+               rt->version / 100000 % 100, rt->version);
     snprintf(why, wn,
-             "the HIP runtime's version is unknown: the layout of "
-             "hipMemAllocationProp cannot be chosen");
+             "HIP runtime version %s: ROCm before 6.1 answers success to "
+             "hipMemAddressReserve, hipMemMap and hipMemSetAccess without "
+             "doing them; 6.1 or later is needed",
+             v);
     return;
   }
   hippo__error_keep(&kept);
@@ -1603,22 +1614,15 @@ static void vm_probe(gpu_backend *g) {
   if (err == HIPPO__GPU_SUCCESS && !hip) {
     err = vm->device_attribute(&yes, HIPPO__CU_ATTR_VMM_SUPPORTED, dev);
     asked = "cuDeviceGetAttribute(VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)";
-  } else if (hip && rt->version >= HIPPO__HIP_VMM_V53) {
+  } else if (hip) {
     err = rt->device_attribute(&yes, HIPPO__HIP_ATTR_VMM_SUPPORTED, dev);
     asked = "hipDeviceGetAttribute(VirtualMemoryManagementSupported)";
   }
   g->vm_device = dev;
-  if (hip && rt->version < HIPPO__HIP_VMM_V53) {
-    g->vm_prop.v52 = (hippo__hip_mem_prop52){
-        .location = {HIPPO__GPU_MEM_LOCATION_DEVICE, dev},
-        .requested_handle_type = HIPPO__GPU_MEM_HANDLE_NONE,
-        .type = HIPPO__GPU_MEM_ALLOCATION_PINNED};
-  } else {
-    g->vm_prop.cur = (hippo__gpu_mem_prop){
-        .type = HIPPO__GPU_MEM_ALLOCATION_PINNED,
-        .requested_handle_types = HIPPO__GPU_MEM_HANDLE_NONE,
-        .location = {HIPPO__GPU_MEM_LOCATION_DEVICE, dev}};
-  }
+  g->vm_prop = (hippo__gpu_mem_prop){
+      .type = HIPPO__GPU_MEM_ALLOCATION_PINNED,
+      .requested_handle_types = HIPPO__GPU_MEM_HANDLE_NONE,
+      .location = {HIPPO__GPU_MEM_LOCATION_DEVICE, dev}};
   g->vm_access = (hippo__gpu_mem_access){
       {HIPPO__GPU_MEM_LOCATION_DEVICE, dev}, HIPPO__GPU_MEM_ACCESS_RW};
   if (err == HIPPO__GPU_SUCCESS && yes) {

@@ -102,20 +102,18 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
  * in the same registers; hippo declares the calls with HIP's types and a
  * handle as unsigned long long (tests/gpu-rt-headers-*.c check the sizes).
  *
- * hipMemAllocationProp changed layout in HIP 5.3 (the Debian 5.2 header:
- * {compressionType; location; requestedHandleType; type; usage;
- * win32HandleMetaData}); from 5.3 on it is CUDA's CUmemAllocationProp
+ * hipMemAllocationProp is CUDA's CUmemAllocationProp from HIP 5.3 on
  * ({type; requestedHandleTypes; location; win32HandleMetaData;
  * allocFlags{compressionType, gpuDirectRDMACapable, usage[, reserved[4]]}}:
  * HIP's allocFlags has no reserved bytes, the struct is 32 bytes either
- * way), and hipDeviceAttributeVirtualMemoryManagementSupported (89) appeared
- * with it.  hippo picks the layout from hipRuntimeGetVersion: below
- * HIPPO__HIP_VMM_V53 the 5.2 one (and no attribute to ask: there virtual
- * memory is taken as supported when every call loads, and the runtime's
- * hipErrorNotSupported says otherwise).  Checked against ROCm/HIP's
- * include/hip/hip_runtime_api.h at rocm-5.2.0, 5.3.0 .. 5.7.0, 6.0.0 ..
- * 6.3 and ROCm 7 (rocm-systems), and CUDA 13.0's cuda.h. */
-#define HIPPO__HIP_VMM_V53 50300000 /* hipRuntimeGetVersion of HIP 5.3.0 */
+ * way), with hipDeviceAttributeVirtualMemoryManagementSupported (89).
+ * hippo uses virtual memory on HIP 6.1 and later only (HIPPO__HIP_VMM_V61,
+ * from hipRuntimeGetVersion): before, ROCm's calls answer success without
+ * doing anything (backend_hip.c vm_probe), so HIP 5.2's older struct
+ * layout is never needed.  Checked against ROCm/HIP's
+ * include/hip/hip_runtime_api.h at rocm-5.3.0 .. 5.7.0, 6.0.0 .. 6.3 and
+ * ROCm 7 (rocm-systems), and CUDA 13.0's cuda.h. */
+#define HIPPO__HIP_VMM_V61 60100000 /* hipRuntimeGetVersion of HIP 6.1.0 */
 #define HIPPO__HIP_V7 70000000     /* hipRuntimeGetVersion of HIP 7.0.0 */
 #define HIPPO__HIP_ATTR_VMM_SUPPORTED 89   /* HIP 5.3 and later */
 #define HIPPO__CU_ATTR_VMM_SUPPORTED 102   /* CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
@@ -152,16 +150,6 @@ typedef struct hippo__gpu_mem_prop {
     unsigned char reserved[4]; /* CUDA's; padding in HIP's */
   } alloc_flags;
 } hippo__gpu_mem_prop;
-
-/* hipMemAllocationProp of HIP 5.2. */
-typedef struct hippo__hip_mem_prop52 {
-  unsigned char compression_type;
-  hippo__gpu_mem_location location;
-  int requested_handle_type;
-  int type;
-  unsigned short usage;
-  void *win32_handle_metadata;
-} hippo__hip_mem_prop52;
 
 /* hipMemAccessDesc, CUmemAccessDesc. */
 typedef struct hippo__gpu_mem_access {

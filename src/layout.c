@@ -218,10 +218,11 @@ static hippo_status resolve_virtual(uint32_t i, hippo_pool_options *o,
   if (!be->ops->vm_granularity)
     return hippo__error_set(HIPPO_UNSUPPORTED,
                             "layout pool %u (VIRTUAL): this device has no "
-                            "virtual memory (%s); use the VIRTUAL preset, "
-                            "which falls back to ADAPTIVE, or another pool "
-                            "kind",
-                            i, be->runtime);
+                            "virtual memory (%s%s%s); use the VIRTUAL "
+                            "preset, which falls back to ADAPTIVE, or "
+                            "another pool kind",
+                            i, be->runtime, be->vm_why[0] ? ": " : "",
+                            be->vm_why);
   st = be->ops->vm_granularity((hippo__backend *)(uintptr_t)be, &gran);
   if (st != HIPPO_SUCCESS)
     return hippo__error_wrap(st, "layout pool %u (VIRTUAL): asking the "

@@ -88,9 +88,9 @@ int gpu_rt_headers_hip(char *bad, size_t len) {
        offsetof(hipMemAccessDesc, location));
   SAME(offsetof(hippo__gpu_mem_access, flags),
        offsetof(hipMemAccessDesc, flags));
-  /* the version that changed hipMemAllocationProp, as HIP_VERSION counts */
-  SAME(HIPPO__HIP_VMM_V53, 5 * 10000000 + 3 * 100000);
-#if HIP_VERSION >= HIPPO__HIP_VMM_V53
+  /* the first version hippo maps on, as HIP_VERSION counts */
+  SAME(HIPPO__HIP_VMM_V61, 6 * 10000000 + 1 * 100000);
+#if HIP_VERSION >= 50300000
   /* HIP 5.3 and later: CUDA's layout, and the support attribute */
   SAME(HIPPO__HIP_ATTR_VMM_SUPPORTED,
        hipDeviceAttributeVirtualMemoryManagementSupported);
@@ -109,21 +109,6 @@ int gpu_rt_headers_hip(char *bad, size_t len) {
        offsetof(hipMemAllocationProp, allocFlags.gpuDirectRDMACapable));
   SAME(offsetof(hippo__gpu_mem_prop, alloc_flags.usage),
        offsetof(hipMemAllocationProp, allocFlags.usage));
-#else
-  /* HIP 5.2 (Debian's): the older layout, no support attribute */
-  SAME(sizeof(hippo__hip_mem_prop52), sizeof(hipMemAllocationProp));
-  SAME(offsetof(hippo__hip_mem_prop52, compression_type),
-       offsetof(hipMemAllocationProp, compressionType));
-  SAME(offsetof(hippo__hip_mem_prop52, location),
-       offsetof(hipMemAllocationProp, location));
-  SAME(offsetof(hippo__hip_mem_prop52, requested_handle_type),
-       offsetof(hipMemAllocationProp, requestedHandleType));
-  SAME(offsetof(hippo__hip_mem_prop52, type),
-       offsetof(hipMemAllocationProp, type));
-  SAME(offsetof(hippo__hip_mem_prop52, usage),
-       offsetof(hipMemAllocationProp, usage));
-  SAME(offsetof(hippo__hip_mem_prop52, win32_handle_metadata),
-       offsetof(hipMemAllocationProp, win32HandleMetaData));
 #endif
 #undef SAME
   /* hippo's name table (used when the runtime has no hipGetErrorName)

@@ -18,7 +18,10 @@
  *    cap is mapped as several physical allocations (item 13);
  *  - a runtime the process loaded already (a framework's, under its own
  *    folder and soname) is the one hippo loads, not a second one from its
- *    list (issue 39 item 10).
+ *    list (issue 39 item 10);
+ *  - ROCm before 6.1 answers success to its VMM calls and does nothing
+ *    (FAKE_GPU_VERSION below 6.1): hippo offers no virtual memory there,
+ *    saying why (item 4).
  *
  * Every test starts and ends with no runtime loaded and none of the
  * variables below set.
@@ -396,6 +399,60 @@ START_TEST(test_takes_the_loaded_runtime) {
   dlclose(framework);
   unlink(link);
   rmdir(dir);
+/* ---- item 4: ROCm before 6.1 ------------------------------------------- */
+
+/* ROCm 6.0 (FAKE_GPU_VERSION 6.0.32830): every VMM call answers success
+ * and does nothing -- the reserve answers address NULL, SetAccess and Map
+ * do nothing -- and the attribute says yes.  The device has no virtual
+ * memory, and says why naming the version: the VIRTUAL preset falls back
+ * to ADAPTIVE (device_info's note), reservations work from pages, and a
+ * custom layout with a VIRTUAL pool is refused.  Nothing is mapped, so
+ * nothing faults. */
+START_TEST(test_hollow_vmm_before_rocm61) {
+  const char *v = "6.0 (60032830)";
+  hippo_device_desc d;
+  hippo_device_info info;
+  hippo_device *dev;
+  hippo_stream *s = NULL;
+  hippo_handle h = 0;
+  hippo__backend *be;
+  unsigned char in[8] = "pages!", out[8];
+  void *ptr = NULL;
+  uint64_t size = 0;
+  tu_layout l;
+  use(HIPPO__GPU_HIP);
+  setenv("FAKE_GPU_VERSION", "60032830", 1);
+  be = gpu_new(0);
+  ck_assert_ptr_null(be->ops->vm_reserve);
+  ck_assert_ptr_null(be->ops->vm_map);
+  ck_assert_msg(strstr(be->vm_why, v) && strstr(be->vm_why, "6.1"), "%s",
+                be->vm_why);
+  be->ops->destroy(be);
+
+  TU_SIZED(d);
+  d.backend = HIPPO_BACKEND_HIP;
+  CK_CORE_OK(hippo__device_open(
+      &d, tu_layout_preset(&l, HIPPO_PRESET_VIRTUAL), NULL, NULL, &dev));
+  TU_SIZED(info);
+  CK_CORE_OK(hippo__device_info(dev, &info));
+  ck_assert_uint_eq(info.vm_granularity, 0);
+  ck_assert_msg(strstr(info.note, v), "%s", info.note);
+  CK_CORE_OK(hippo__stream_attach(dev, NULL, &s));
+  CK_CORE_OK(hippo__reserve(s, 3 * MiB, HIPPO_MODE_AUTO, &h));
+  CK_CORE_OK(hippo__resolve(s, h, &ptr, &size));
+  CK_CORE_OK(dev->be->ops->emu_write(dev->be, (uint64_t)(uintptr_t)ptr, in,
+                                     sizeof in));
+  CK_CORE_OK(dev->be->ops->emu_read(dev->be, (uint64_t)(uintptr_t)ptr, out,
+                                    sizeof out));
+  ck_assert_mem_eq(in, out, sizeof in);
+  CK_CORE_OK(hippo__release(s, h));
+  CK_CORE_OK(hippo__stream_detach(s));
+  CK_CORE_OK(hippo__device_close(dev));
+
+  tu_layout_init(&l);
+  tu_layout_add(&l, HIPPO_POOL_VIRTUAL);
+  CK_CORE_FAILS(hippo__device_open(&d, &l.layout, l.pools, NULL, &dev),
+                HIPPO_UNSUPPORTED, v);
 }
 END_TEST
 
@@ -409,6 +466,7 @@ int main(void) {
   tcase_add_test(tc, test_reserve_alignment);
   tcase_add_test(tc, test_create_cap_before_rocm7);
   tcase_add_loop_test(tc, test_takes_the_loaded_runtime, 0, 2);
+  tcase_add_test(tc, test_hollow_vmm_before_rocm61);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

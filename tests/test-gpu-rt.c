@@ -343,7 +343,7 @@ START_TEST(test_load_fills_table) {
   ck_assert_str_eq(hip->name, "HIP");
   ck_assert_str_eq(hip->prefix, "hip");
   ck_assert_str_eq(hip->path, fake_hip());
-  ck_assert_int_eq(hip->version, 60000000);
+  ck_assert_int_eq(hip->version, 60200000);
   ck_assert_int_eq(hip->attr_texture_alignment, 81);
   ck_assert_int_eq(hip->attr_compute_mode, 6);
   ck_assert_int_eq(hip->attr_cc_major, 23);
@@ -613,7 +613,7 @@ START_TEST(test_runtime_choice) {
   hippo__backend *be;
   runtimes(fake_hip(), fake_cuda());
   be = gpu_new(0, 0, 0); /* unset, both: HIP */
-  ck_assert_msg(strncmp(be->runtime, "HIP 60000000 (", 14) == 0, "%s",
+  ck_assert_msg(strncmp(be->runtime, "HIP 60200000 (", 14) == 0, "%s",
                 be->runtime);
   be->ops->destroy(be);
   env("HIPPO_GPU_RUNTIME", "cuda");
@@ -669,7 +669,7 @@ START_TEST(test_device_strings) {
   be = gpu_new(1, 0, 0);
   ck_assert_str_eq(be->device_name, "Fake HIP GPU 1");
   ck_assert_str_eq(be->arch, "cc 9.4");
-  snprintf(want, sizeof want, "HIP 60000000 (%.100s)", fake_hip());
+  snprintf(want, sizeof want, "HIP 60200000 (%.100s)", fake_hip());
   ck_assert_str_eq(be->runtime, want);
   ck_assert_str_eq(be->note, "");
   be->ops->destroy(be);
@@ -1062,7 +1062,7 @@ START_TEST(test_auto_with_gpu) {
   dev = device_open(HIPPO_BACKEND_AUTO, 0, 0, 0);
   i = info_of(dev);
   ck_assert_uint_eq(i.backend, HIPPO_BACKEND_HIP);
-  snprintf(want, sizeof want, "AUTO chose HIP: HIP 60000000 (%.100s)",
+  snprintf(want, sizeof want, "AUTO chose HIP: HIP 60200000 (%.100s)",
            fake_hip());
   ck_assert_str_eq(i.note, want);
   ck_assert_str_eq(i.name, "Fake HIP GPU 0");

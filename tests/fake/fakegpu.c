@@ -73,10 +73,16 @@
  *   FAKE_GPU_STREAM_DEVICE  "old": cudaStreamGetDevice answers 36
  *                       (cudaErrorCallRequiresNewerDriver: a 12.8 runtime
  *                       on an older driver; before 12.8 there is no call)
- *   FAKE_GPU_VERSION    what RuntimeGetVersion answers (default 60000000
+ *   FAKE_GPU_VERSION    what RuntimeGetVersion answers (default 60200000
  *                       for HIP, 13000 for CUDA); HIP below 50300000 reads
  *                       hipMemAllocationProp in HIP 5.2's layout and has
- *                       no attribute 89 (VirtualMemoryManagementSupported)
+ *                       no attribute 89 (VirtualMemoryManagementSupported);
+ *                       HIP below 60100000 has ROCm 5's and 6.0's virtual
+ *                       memory, which does nothing on Linux (clr at
+ *                       rocm-6.0.2): the reserve answers success and
+ *                       address NULL, SetAccess checks its arguments and
+ *                       does nothing, Map answers success and maps
+ *                       nothing
  *
  * Virtual memory, over host memory as hippo's HOST backend does it: HIP's
  * hipMemAddressReserve, hipMemAddressFree, hipMemCreate, hipMemRelease,
@@ -151,7 +157,7 @@
 #define ATTR_MAJOR 23
 #define ATTR_MINOR 61
 #define NAME "Fake HIP GPU"
-#define VERSION 60000000
+#define VERSION 60200000
 #elif defined(FAKE_CUDA)
 #define FN(x) cuda##x
 #define ATTR_TEX 14
@@ -1240,6 +1246,15 @@ static int prop_device(const void *prop) {
   return dev;
 }
 
+/* ROCm before 6.1: the VMM calls answer success and do nothing. */
+static bool vmm_hollow(void) {
+#if defined(FAKE_HIP)
+  return version() < 60100000;
+#else
+  return false;
+#endif
+}
+
 /* The largest hipMemCreate: FAKE_GPU_VM_CREATE_MAX on HIP before 7. */
 static uint64_t create_max(void) {
 #if defined(FAKE_HIP)
@@ -1281,6 +1296,10 @@ static int vm_reserve(void **ptr, size_t size, size_t align, void *addr,
   pthread_mutex_unlock(&mu);
   if (!ptr || flags)
     return E_VALUE;
+  if (vmm_hollow()) { /* rocm-6.0.2 hip_vm.cpp: virtualAlloc's NULL */
+    *ptr = NULL;
+    return OK;
+  }
   if (size == 0 || size % gran || (align & (align - 1)) != 0)
 #if defined(FAKE_HIP)
     return E_OOM;
@@ -1456,6 +1475,10 @@ static int vm_map(void *ptr, size_t size, size_t offset,
   if ((err = unsafe_call()) != OK)
     goto out;
 #endif
+  if (vmm_hollow()) { /* the command's status is never looked at */
+    err = p && handle && size && !offset && !flags ? OK : E_VALUE;
+    goto out;
+  }
   h = handle_of(handle);
   if (!h || !p || size == 0 || size % gran || offset || flags ||
       size > h->size || !res_of(p, size) ||
@@ -1507,6 +1530,8 @@ static int vm_set_access(void *ptr, size_t size, const vaccess *desc,
     err = E_VALUE;
     goto out;
   }
+  if (vmm_hollow()) /* rocm-6.0.2: the arguments checked, nothing done */
+    goto out;
   for (size_t i = 0; i < count; i++)
     if (desc[i].location.type != 1 || desc[i].location.id < 0 ||
         desc[i].location.id >= devices() ||
