@@ -972,6 +972,22 @@ static hippo_status map_part(gpu_backend *g, uint64_t at, uint64_t size,
   unsigned long long h = 0;
   hippo_status st;
   int err = vm->create(&h, (size_t)size, &g->vm_prop, 0);
+  if (err != HIPPO__GPU_SUCCESS && err != HIPPO__GPU_OUT_OF_MEMORY &&
+      (g->vm_prop.requested_handle_types ||
+       g->vm_prop.alloc_flags.gpu_direct_rdma_capable)) {
+    /* refused for the sharing asked (ROCm 6.1 refuses any handle type:
+     * clr hip_vm.cpp at rocm-6.1.0; drivers and containers without
+     * POSIX handles or RDMA): asked without, from now on, as PyTorch
+     * falls back on any answer but out of memory (vm_lock held) */
+    hippo__gpu_mem_prop plain = g->vm_prop;
+    plain.requested_handle_types = HIPPO__GPU_MEM_HANDLE_NONE;
+    plain.alloc_flags.gpu_direct_rdma_capable = 0;
+    if (g->rt->flavor == HIPPO__GPU_HIP)
+      handled(g->rt);
+    if ((err = vm->create(&h, (size_t)size, &plain, 0)) ==
+        HIPPO__GPU_SUCCESS)
+      g->vm_prop = plain;
+  }
   if (err != HIPPO__GPU_SUCCESS)
     return vm_fail(g, err, "MemCreate");
   err = vm->map((void *)(uintptr_t)at, (size_t)size, 0, h, 0);
@@ -1648,6 +1664,26 @@ static void vm_probe(gpu_backend *g) {
   } else {
     g->vm = true;
     g->vm_granularity = gran;
+    /* Shareable: a POSIX file descriptor handle, and on CUDA the RDMA
+     * flag, where the device says so (cuDeviceGetAttribute 103 and 110;
+     * HIP has no attribute: clr accepts the handle type from 6.2), as
+     * PyTorch's ExpandableSegment::map and NCCL's ncclCuMemAlloc ask;
+     * without them cuMemExportToShareableHandle, torch.multiprocessing's
+     * CUDA tensors, NCCL registration and GPUDirect RDMA fail on VIRTUAL
+     * memory.  map_part asks without where the create refuses (issue 40
+     * item 6). */
+    if (hip) {
+      g->vm_prop.requested_handle_types = HIPPO__GPU_MEM_HANDLE_POSIX_FD;
+    } else if (vm_enter(g, "virtual memory", &sc) == HIPPO_SUCCESS) {
+      int fd = 0, rdma = 0;
+      if (vm->device_attribute(&fd, HIPPO__CU_ATTR_POSIX_FD_SUPPORTED,
+                               dev) == HIPPO__GPU_SUCCESS && fd)
+        g->vm_prop.requested_handle_types = HIPPO__GPU_MEM_HANDLE_POSIX_FD;
+      if (vm->device_attribute(&rdma, HIPPO__CU_ATTR_RDMA_VMM_SUPPORTED,
+                               dev) == HIPPO__GPU_SUCCESS && rdma)
+        g->vm_prop.alloc_flags.gpu_direct_rdma_capable = 1;
+      (void)leave(g, &sc, HIPPO_SUCCESS);
+    }
     /* ROCm before 7: one hipMemCreate of at most HIP6_PART_MAX (vLLM's
      * cumem_allocator.cpp creates in 256 MiB chunks on ROCm; clr
      * hip_vm.cpp answers hipErrorOutOfMemory above its own maximum):

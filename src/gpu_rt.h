@@ -120,6 +120,9 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__GPU_MEM_ALLOCATION_PINNED 1 /* hipMemAllocationTypePinned */
 #define HIPPO__GPU_MEM_LOCATION_DEVICE 1   /* hipMemLocationTypeDevice */
 #define HIPPO__GPU_MEM_HANDLE_NONE 0       /* hipMemHandleTypeNone */
+#define HIPPO__GPU_MEM_HANDLE_POSIX_FD 1   /* ...PosixFileDescriptor */
+#define HIPPO__CU_ATTR_POSIX_FD_SUPPORTED 103 /* CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED */
+#define HIPPO__CU_ATTR_RDMA_VMM_SUPPORTED 110 /* CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED */
 #define HIPPO__GPU_MEM_ACCESS_RW 3         /* hipMemAccessFlagsProtReadWrite */
 #define HIPPO__GPU_MEM_GRANULARITY_MIN 0   /* ...GranularityMinimum */
 #define HIPPO__CUDA_ENTRY_VERSION 12000    /* cudaGetDriverEntryPointByVersion's */

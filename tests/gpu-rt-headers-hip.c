@@ -72,6 +72,7 @@ int gpu_rt_headers_hip(char *bad, size_t len) {
   SAME(HIPPO__GPU_MEM_ALLOCATION_PINNED, hipMemAllocationTypePinned);
   SAME(HIPPO__GPU_MEM_LOCATION_DEVICE, hipMemLocationTypeDevice);
   SAME(HIPPO__GPU_MEM_HANDLE_NONE, hipMemHandleTypeNone);
+  SAME(HIPPO__GPU_MEM_HANDLE_POSIX_FD, hipMemHandleTypePosixFileDescriptor);
   SAME(HIPPO__GPU_MEM_ACCESS_RW, hipMemAccessFlagsProtReadWrite);
   SAME(HIPPO__GPU_MEM_GRANULARITY_MIN, hipMemAllocationGranularityMinimum);
   SAME(sizeof(int), sizeof(hipMemAllocationType));

@@ -21,7 +21,10 @@
  *    list (issue 39 item 10);
  *  - ROCm before 6.1 answers success to its VMM calls and does nothing
  *    (FAKE_GPU_VERSION below 6.1): hippo offers no virtual memory there,
- *    saying why (item 4).
+ *    saying why (item 4);
+ *  - physical allocations ask for a shareable (POSIX file descriptor)
+ *    handle and the RDMA flag where the device has them, and fall back
+ *    where the create refuses (FAKE_GPU_VM_SHARE; item 6).
  *
  * Every test starts and ends with no runtime loaded and none of the
  * variables below set.
@@ -50,7 +53,7 @@ static const char *const env_vars[] = {
     "FAKE_GPU_DEVICES",       "FAKE_GPU_TAKEN",    "FAKE_GPU_STREAM_DEVICE",
     "FAKE_GPU_VM_ALIGN",      "FAKE_GPU_VERSION",  "FAKE_GPU_MEMORY",
     "FAKE_GPU_VM_GRANULARITY", "FAKE_GPU_VM_CREATE_MAX", "FAKE_GPU_FAIL",
-    NULL};
+    "FAKE_GPU_VM_SHARE",      NULL};
 
 static void clean(void) {
   hippo__gpu_rt_forget();
@@ -456,6 +459,75 @@ START_TEST(test_hollow_vmm_before_rocm61) {
 }
 END_TEST
 
+/* ---- item 6: shareable physical allocations ---------------------------- */
+
+/* What the stand-in's last create was asked for. */
+static void last_create(enum hippo__gpu_flavor flavor, int *handles,
+                        int *rdma) {
+  void *lib = dlopen(tu_fake_lib(flavor == HIPPO__GPU_HIP ? "FAKE_HIP_LIB"
+                                                          : "FAKE_CUDA_LIB"),
+                     RTLD_NOW | RTLD_NOLOAD);
+  void *fn;
+  ck_assert_ptr_nonnull(lib);
+  fn = dlsym(lib, "fakeGpuLastCreate");
+  ck_assert_ptr_nonnull(fn);
+  ((void (*)(int *, int *))(uintptr_t)fn)(handles, rdma);
+  dlclose(lib);
+}
+
+/* Two granules mapped (two creates), their bytes read back; what the
+ * creates asked for. */
+static void map_two(enum hippo__gpu_flavor flavor, int *handles, int *rdma) {
+  unsigned char in[8] = "shared", out[8];
+  hippo__backend *be = gpu_new(0);
+  uint64_t r = 0, done = 0;
+  ck_assert_ptr_nonnull(be->ops->vm_map);
+  CK_CORE_OK(be->ops->vm_reserve(be, 4 * G, G, &r));
+  CK_CORE_OK(be->ops->vm_map(be, r, G, G));
+  CK_CORE_OK(be->ops->vm_map(be, r + G, G, G));
+  CK_CORE_OK(be->ops->emu_write(be, r + G - 4, in, sizeof in));
+  CK_CORE_OK(be->ops->emu_read(be, r + G - 4, out, sizeof out));
+  ck_assert_mem_eq(in, out, sizeof in);
+  last_create(flavor, handles, rdma);
+  CK_CORE_OK(be->ops->vm_unmap(be, r, 2 * G, G, true, &done));
+  CK_CORE_OK(be->ops->vm_release(be, r, 4 * G));
+  be->ops->destroy(be);
+}
+
+/* Physical allocations ask for a POSIX file descriptor handle, and on
+ * CUDA the RDMA flag, where the device says it has them (as PyTorch's
+ * expandable segments and NCCL do); a create that refuses them (a
+ * container, ROCm 6.1) is asked again without, and so are the next; a
+ * CUDA device without them is never asked. */
+START_TEST(test_shareable_allocations) {
+  int handles = -1, rdma = -1;
+  for (int f = 0; f < 2; f++) {
+    enum hippo__gpu_flavor flavor = f ? HIPPO__GPU_CUDA : HIPPO__GPU_HIP;
+    use(flavor);
+    map_two(flavor, &handles, &rdma);
+    ck_assert_int_eq(handles, HIPPO__GPU_MEM_HANDLE_POSIX_FD);
+    ck_assert_int_eq(rdma, f); /* HIP has no attribute to ask */
+    clean();
+    use(flavor);
+    setenv("FAKE_GPU_VM_SHARE", "refuse", 1);
+    map_two(flavor, &handles, &rdma);
+    ck_assert_int_eq(handles, 0);
+    ck_assert_int_eq(rdma, 0);
+    clean();
+  }
+  use(HIPPO__GPU_HIP);
+  setenv("FAKE_GPU_VERSION", "60100000", 1); /* 6.1: no handle types */
+  map_two(HIPPO__GPU_HIP, &handles, &rdma);
+  ck_assert_int_eq(handles, 0);
+  clean();
+  use(HIPPO__GPU_CUDA);
+  setenv("FAKE_GPU_VM_SHARE", "none", 1);
+  map_two(HIPPO__GPU_CUDA, &handles, &rdma);
+  ck_assert_int_eq(handles, 0);
+  ck_assert_int_eq(rdma, 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gpu-quirks");
   TCase *tc = tcase_create("issue 40");
@@ -467,6 +539,7 @@ int main(void) {
   tcase_add_test(tc, test_create_cap_before_rocm7);
   tcase_add_loop_test(tc, test_takes_the_loaded_runtime, 0, 2);
   tcase_add_test(tc, test_hollow_vmm_before_rocm61);
+  tcase_add_test(tc, test_shareable_allocations);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

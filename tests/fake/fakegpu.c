@@ -121,6 +121,14 @@
  *                       hipErrorMemoryAllocation (2) for a size not a
  *                       multiple of the granularity or an alignment not a
  *                       power of two (clr hip_vm.cpp), CUDA's InvalidValue
+ *   FAKE_GPU_VM_SHARE   shareable allocations: by default the CUDA device
+ *                       says it has POSIX file descriptor handles and RDMA
+ *                       with VMM (attributes 103, 110), and a create may
+ *                       ask for them (HIP from 6.2: clr 6.1 answers
+ *                       NotSupported for any handle type); "refuse": the
+ *                       attributes say yes, but a create asking for either
+ *                       answers NotSupported (801); "none": they say no.
+ *                       fakeGpuLastCreate says what the last create asked
  *   FAKE_GPU_NO_VMM     1: no virtual memory (the support attribute answers
  *                       0, every VMM call NotSupported, 801); "calls": the
  *                       attribute says yes but the calls answer 801
@@ -1217,8 +1225,33 @@ static bool vm_fails(const char *mode) {
 
 /* The device an allocation's properties name, or -1 (a field a driver
  * would refuse): the layout of the runtime's version. */
+static int last_handles = -1, last_rdma = -1; /* the last create's */
+static int seen_handles, seen_rdma; /* prop_device's last properties */
+
+/* What the last create was asked for, -1 before any (tests read it). */
+EXPORT void fakeGpuLastCreate(int *handle_types, int *rdma) {
+  pthread_mutex_lock(&mu);
+  *handle_types = last_handles;
+  *rdma = last_rdma;
+  pthread_mutex_unlock(&mu);
+}
+
+/* Whether a create asking for sharing is refused: FAKE_GPU_VM_SHARE
+ * "refuse", or HIP before 6.2 asked any handle type (clr hip_vm.cpp at
+ * rocm-6.1.0 answers hipErrorNotSupported; VMM IPC came with 6.2). */
+static bool share_refused(int handles, int rdma) {
+  const char *v = getenv("FAKE_GPU_VM_SHARE");
+  if (v && !strcmp(v, "refuse"))
+    return handles || rdma;
+#if defined(FAKE_HIP)
+  return handles && version() < 60200000;
+#else
+  return false;
+#endif
+}
+
 static int prop_device(const void *prop) {
-  int type, handles, dev;
+  int type, handles, rdma = 0, dev;
   vloc loc;
   void *win32;
   if (!prop)
@@ -1238,11 +1271,15 @@ static int prop_device(const void *prop) {
     handles = p->handle_types;
     loc = p->location;
     win32 = p->win32;
+    rdma = p->rdma;
   }
   dev = loc.id;
-  if (type != 1 || handles != 0 || loc.type != 1 || win32 || dev < 0 ||
-      dev >= devices())
+  /* handle types: none or a POSIX file descriptor (1) */
+  if (type != 1 || (handles & ~1) || rdma > 1 || loc.type != 1 || win32 ||
+      dev < 0 || dev >= devices())
     return -1;
+  seen_handles = handles;
+  seen_rdma = rdma;
   return dev;
 }
 
@@ -1381,6 +1418,12 @@ static int vm_create(unsigned long long *handle, size_t size,
   if (!handle || dev < 0 || size == 0 || size % granularity() || flags) {
     pthread_mutex_unlock(&mu);
     return E_VALUE;
+  }
+  last_handles = seen_handles;
+  last_rdma = seen_rdma;
+  if (share_refused(last_handles, last_rdma)) {
+    pthread_mutex_unlock(&mu);
+    return E_NOT_SUPPORTED;
   }
   if (vm_fails("vmcreate") || size > mem - used[dev] ||
       size > create_max()) {
@@ -1702,6 +1745,11 @@ static int cu_device_get_attribute(int *value, int attr, int dev) {
     return E_VALUE;
   if (dev < 0 || dev >= devices())
     return E_BADDEV;
+  if (attr == 103 || attr == 110) { /* POSIX handles, RDMA with VMM */
+    const char *v = getenv("FAKE_GPU_VM_SHARE");
+    *value = !(v && !strcmp(v, "none"));
+    return OK;
+  }
   if (attr != 102) /* VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED */
     return E_VALUE;
   *value = !no_vmm_attr();
