@@ -139,7 +139,10 @@ typedef struct gpu_backend {
   int vm_device;           /* the location id: CUDA's CUdevice, HIP's
                               ordinal */
   hippo__gpu_mem_prop vm_prop; /* what hipMemCreate/cuMemCreate get */
-  hippo__gpu_mem_access vm_access;
+  /* vm_access: read-write for the device, then for every peer that can
+   * access its memory (vm_peers), set at once on each map */
+  hippo__gpu_mem_access vm_access[HIPPO__GPU_MAX_PEERS];
+  size_t vm_naccess;
   /* One VMM call of the device at a time (ROCm has had races between
    * concurrent map calls), and the registries' writers: taken before
    * `lock`, held across the driver's calls. */
@@ -1077,7 +1080,7 @@ static hippo_status unmap_one(gpu_backend *g, vm_granule *e, int *res,
       if (vm->map((void *)(uintptr_t)at, (size_t)size, 0,
                   *part_handle(e, i), 0) == HIPPO__GPU_SUCCESS)
         (void)vm->set_access((void *)(uintptr_t)at, (size_t)size,
-                             &g->vm_access, 1);
+                             g->vm_access, g->vm_naccess);
     }
     return st;
   }
@@ -1387,7 +1390,7 @@ static hippo_status gpu_vm_map(hippo__backend *be, uint64_t addr,
       (st = call_named(g, HIPPO_CALL_VM_ACCESS, "vm_map (set access)")) ==
           HIPPO_SUCCESS) {
     int err = g->rt->vm.set_access((void *)(uintptr_t)addr, (size_t)size,
-                                   &g->vm_access, 1);
+                                   g->vm_access, g->vm_naccess);
     if (err != HIPPO__GPU_SUCCESS)
       st = hippo__error_wrap(vm_fail(g, err, "MemSetAccess"),
                              "%s vm_map: [%#llx, +%llu)", g->rt->name,
@@ -1568,6 +1571,34 @@ static void vm_fini(gpu_backend *g) {
 
 #define HIP6_PART_MAX (UINT64_C(256) << 20)
 
+/* Every other device that can access this one's memory gets read-write
+ * access to each mapping too, as to this device's Malloc'd pages once
+ * peer access is enabled: without a descriptor of its own a peer's copies
+ * and kernels fault on VIRTUAL memory (cuMemSetAccess, hipMemSetAccess
+ * grant per device).  NCCL's ncclMemAlloc (src/allocator.cc) grants every
+ * device cudaDeviceCanAccessPeer allows; PyTorch's ExpandableSegment
+ * grants its peers_ (CUDACachingAllocator.cpp) -- issue 40 item 3.  A
+ * failed question leaves that device out.  The device current. */
+static void vm_peers(gpu_backend *g) {
+  const hippo__gpu_rt *rt = g->rt;
+  int count = 0;
+  if (!rt->device_can_access_peer ||
+      rt->get_device_count(&count) != HIPPO__GPU_SUCCESS)
+    return;
+  for (int i = 0; i < count && g->vm_naccess < HIPPO__GPU_MAX_PEERS; i++) {
+    int ok = 0, loc = i;
+    if (i == g->ordinal ||
+        rt->device_can_access_peer(&ok, i, g->ordinal) != HIPPO__GPU_SUCCESS ||
+        !ok ||
+        (rt->flavor == HIPPO__GPU_CUDA &&
+         rt->vm.device_get(&loc, i) != HIPPO__GPU_SUCCESS))
+      continue;
+    g->vm_access[g->vm_naccess++] = (hippo__gpu_mem_access){
+        {HIPPO__GPU_MEM_LOCATION_DEVICE, loc}, HIPPO__GPU_MEM_ACCESS_RW};
+  }
+  handled(rt); /* a refused question is no error of the caller's */
+}
+
 /* Whether the device has virtual memory, decided once at open: every call
  * loaded, HIP 6.1 or later, the device says so (the attribute), and
  * the granularity is asked and usable.  Sets g->vm and what the calls
@@ -1639,8 +1670,9 @@ static void vm_probe(gpu_backend *g) {
       .type = HIPPO__GPU_MEM_ALLOCATION_PINNED,
       .requested_handle_types = HIPPO__GPU_MEM_HANDLE_NONE,
       .location = {HIPPO__GPU_MEM_LOCATION_DEVICE, dev}};
-  g->vm_access = (hippo__gpu_mem_access){
+  g->vm_access[0] = (hippo__gpu_mem_access){
       {HIPPO__GPU_MEM_LOCATION_DEVICE, dev}, HIPPO__GPU_MEM_ACCESS_RW};
+  g->vm_naccess = 1;
   if (err == HIPPO__GPU_SUCCESS && yes) {
     err = vm->granularity(&gran, prop, HIPPO__GPU_MEM_GRANULARITY_MIN);
     asked = hip ? "hipMemGetAllocationGranularity"
@@ -1672,16 +1704,17 @@ static void vm_probe(gpu_backend *g) {
      * CUDA tensors, NCCL registration and GPUDirect RDMA fail on VIRTUAL
      * memory.  map_part asks without where the create refuses (issue 40
      * item 6). */
-    if (hip) {
+    if (hip)
       g->vm_prop.requested_handle_types = HIPPO__GPU_MEM_HANDLE_POSIX_FD;
-    } else if (vm_enter(g, "virtual memory", &sc) == HIPPO_SUCCESS) {
+    if (vm_enter(g, "virtual memory", &sc) == HIPPO_SUCCESS) {
       int fd = 0, rdma = 0;
-      if (vm->device_attribute(&fd, HIPPO__CU_ATTR_POSIX_FD_SUPPORTED,
-                               dev) == HIPPO__GPU_SUCCESS && fd)
+      if (!hip && vm->device_attribute(&fd, HIPPO__CU_ATTR_POSIX_FD_SUPPORTED,
+                                       dev) == HIPPO__GPU_SUCCESS && fd)
         g->vm_prop.requested_handle_types = HIPPO__GPU_MEM_HANDLE_POSIX_FD;
-      if (vm->device_attribute(&rdma, HIPPO__CU_ATTR_RDMA_VMM_SUPPORTED,
-                               dev) == HIPPO__GPU_SUCCESS && rdma)
+      if (!hip && vm->device_attribute(&rdma, HIPPO__CU_ATTR_RDMA_VMM_SUPPORTED,
+                                       dev) == HIPPO__GPU_SUCCESS && rdma)
         g->vm_prop.alloc_flags.gpu_direct_rdma_capable = 1;
+      vm_peers(g);
       (void)leave(g, &sc, HIPPO_SUCCESS);
     }
     /* ROCm before 7: one hipMemCreate of at most HIP6_PART_MAX (vLLM's

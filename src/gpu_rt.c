@@ -107,6 +107,8 @@ static const sym syms[] = {
      "cudaThreadExchangeStreamCaptureMode", AT(exchange_capture_mode), false},
     {"hipGetLastError", "cudaGetLastError", AT(get_last_error), false},
     {"hipDeviceSynchronize", "cudaDeviceSynchronize", AT(device_sync), false},
+    {"hipDeviceCanAccessPeer", "cudaDeviceCanAccessPeer",
+     AT(device_can_access_peer), false},
 };
 
 /* The virtual-memory calls (gpu_rt.h): HIP's names are the runtime's

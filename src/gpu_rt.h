@@ -134,6 +134,8 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__CU_INVALID_CONTEXT 201
 #define HIPPO__CU_NOT_PERMITTED 800
 
+#define HIPPO__GPU_MAX_PEERS 64 /* devices a mapping is made accessible to */
+
 /* hipMemLocation, CUmemLocation. */
 typedef struct hippo__gpu_mem_location {
   int type; /* HIPPO__GPU_MEM_LOCATION_DEVICE */
@@ -252,6 +254,7 @@ typedef struct hippo__gpu_rt {
   int (*exchange_capture_mode)(int *mode); /* the thread's capture mode */
   int (*get_last_error)(void); /* returns and resets the thread's last error */
   int (*device_sync)(void);    /* hipDeviceSynchronize, cudaDeviceSynchronize */
+  int (*device_can_access_peer)(int *can, int device, int peer);
   /* virtual memory: found at load, never required (see above) */
   hippo__gpu_vm_calls vm;
   hippo__gpu_ctx_calls ctx; /* CUDA only (see above) */

@@ -24,7 +24,10 @@
  *    saying why (item 4);
  *  - physical allocations ask for a shareable (POSIX file descriptor)
  *    handle and the RDMA flag where the device has them, and fall back
- *    where the create refuses (FAKE_GPU_VM_SHARE; item 6).
+ *    where the create refuses (FAKE_GPU_VM_SHARE; item 6);
+ *  - a granule is made accessible to every peer device that can access
+ *    the owner's memory (FAKE_GPU_PEER), so a peer's copies do not fault
+ *    on it (item 3).
  *
  * Every test starts and ends with no runtime loaded and none of the
  * variables below set.
@@ -53,7 +56,7 @@ static const char *const env_vars[] = {
     "FAKE_GPU_DEVICES",       "FAKE_GPU_TAKEN",    "FAKE_GPU_STREAM_DEVICE",
     "FAKE_GPU_VM_ALIGN",      "FAKE_GPU_VERSION",  "FAKE_GPU_MEMORY",
     "FAKE_GPU_VM_GRANULARITY", "FAKE_GPU_VM_CREATE_MAX", "FAKE_GPU_FAIL",
-    "FAKE_GPU_VM_SHARE",      NULL};
+    "FAKE_GPU_VM_SHARE",      "FAKE_GPU_PEER",     NULL};
 
 static void clean(void) {
   hippo__gpu_rt_forget();
@@ -459,6 +462,63 @@ START_TEST(test_hollow_vmm_before_rocm61) {
 }
 END_TEST
 
+/* ---- item 3: peers' access to mapped granules --------------------------- */
+
+/* Device 1 copies from and into a granule device 0 mapped, on a stream of
+ * its own: what it answers (0, or 700 where device 1 has no access). */
+static int peer_copies(const hippo__gpu_rt *rt, uint64_t at) {
+  unsigned char mine[32];
+  void *s1 = NULL;
+  int err;
+  memset(mine, 0x5a, sizeof mine);
+  ck_assert_int_eq(rt->set_device(1), 0);
+  ck_assert_int_eq(rt->stream_create(&s1, HIPPO__GPU_STREAM_NON_BLOCKING), 0);
+  err = rt->memcpy_async((void *)(uintptr_t)at, mine, sizeof mine,
+                         HIPPO__GPU_MEMCPY_D2D, s1);
+  if (err == 0)
+    err = rt->memcpy_async(mine + 16, (const void *)(uintptr_t)at, 16,
+                           HIPPO__GPU_MEMCPY_D2D, s1);
+  ck_assert_int_eq(rt->stream_sync(s1), 0);
+  ck_assert_int_eq(rt->stream_destroy(s1), 0);
+  ck_assert_int_eq(rt->set_device(0), 0);
+  if (rt->get_last_error)
+    (void)rt->get_last_error();
+  return err;
+}
+
+/* Two devices, peers (FAKE_GPU_PEER): a granule device 0 maps is given to
+ * device 1 too, whose copies from and to it work, as they would on
+ * device 0's Malloc'd pages; without peer capability only the owner is
+ * given access, the map succeeds, and device 1's copy faults. */
+START_TEST(test_peer_access) {
+  for (int f = 0; f < 2; f++) {
+    enum hippo__gpu_flavor flavor = f ? HIPPO__GPU_CUDA : HIPPO__GPU_HIP;
+    for (int peer = 1; peer >= 0; peer--) {
+      const hippo__gpu_rt *rt;
+      unsigned char out[32], want[32];
+      hippo__backend *be;
+      uint64_t r = 0, done = 0;
+      use(flavor);
+      setenv("FAKE_GPU_DEVICES", "2", 1);
+      if (peer)
+        setenv("FAKE_GPU_PEER", "1", 1);
+      CK_CORE_OK(hippo__gpu_rt_load(flavor, &rt));
+      be = gpu_new(0);
+      CK_CORE_OK(be->ops->vm_reserve(be, 2 * G, G, &r));
+      CK_CORE_OK(be->ops->vm_map(be, r, G, G));
+      ck_assert_int_eq(peer_copies(rt, r + 64), peer ? 0 : 700);
+      memset(want, peer ? 0x5a : 0, sizeof want);
+      CK_CORE_OK(be->ops->emu_read(be, r + 64, out, sizeof out));
+      ck_assert_mem_eq(out, want, sizeof out);
+      CK_CORE_OK(be->ops->vm_unmap(be, r, G, G, true, &done));
+      CK_CORE_OK(be->ops->vm_release(be, r, 2 * G));
+      be->ops->destroy(be);
+      clean();
+    }
+  }
+}
+END_TEST
+
 /* ---- item 6: shareable physical allocations ---------------------------- */
 
 /* What the stand-in's last create was asked for. */
@@ -540,6 +600,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_takes_the_loaded_runtime, 0, 2);
   tcase_add_test(tc, test_hollow_vmm_before_rocm61);
   tcase_add_test(tc, test_shareable_allocations);
+  tcase_add_test(tc, test_peer_access);
   suite_add_tcase(s, tc);
   return tu_run(s);
 }

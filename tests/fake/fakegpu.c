@@ -121,6 +121,15 @@
  *                       hipErrorMemoryAllocation (2) for a size not a
  *                       multiple of the granularity or an alignment not a
  *                       power of two (clr hip_vm.cpp), CUDA's InvalidValue
+ *   FAKE_GPU_PEER       1: every two devices are peers (DeviceCanAccessPeer
+ *                       answers 1); default none.  A mapping's access is
+ *                       kept per device: SetAccess for a device that is no
+ *                       peer of the memory's answers InvalidDevice (101),
+ *                       and a copy (MemcpyAsync by its stream's device,
+ *                       Memcpy by the current one) touching a mapping that
+ *                       device has no access to faults: IllegalAddress
+ *                       (700), as a peer's copy or kernel does on memory
+ *                       it was not given (Malloc'd memory never faults)
  *   FAKE_GPU_VM_SHARE   shareable allocations: by default the CUDA device
  *                       says it has POSIX file descriptor handles and RDMA
  *                       with VMM (attributes 103, 110), and a create may
@@ -185,7 +194,8 @@ enum { OK = 0, E_VALUE = 1, E_OOM = 2, E_DRIVER = 35, E_NEWER_DRIVER = 36,
        E_HANDLE = 400, E_NOT_READY = 600,
        E_NOT_SUPPORTED = 801,
        E_CAPTURE_UNSUPPORTED = 900, E_CAPTURE_INVALIDATED = 901,
-       E_CAPTURE_IMPLICIT = 906, E_CAPTURED_EVENT = 907 };
+       E_CAPTURE_IMPLICIT = 906, E_CAPTURED_EVENT = 907,
+       E_ILLEGAL_ADDRESS = 700 };
 /* A handle that is no stream: CUDA's invalid handle (400); ROCm answers
  * hipErrorContextIsDestroyed (709) for a stream it does not know. */
 #if defined(FAKE_HIP)
@@ -562,6 +572,24 @@ EXPORT int FN(DeviceGetAttribute)(int *value, int attr, int dev) {
   return OK;
 }
 
+/* Whether device `dev` can access device `peer`'s memory: FAKE_GPU_PEER
+ * "1" makes every two devices peers (default: none are). */
+static bool peers(int dev, int peer) {
+  const char *v = getenv("FAKE_GPU_PEER");
+  return dev != peer && v && !strcmp(v, "1");
+}
+
+EXPORT int FN(DeviceCanAccessPeer)(int *can, int dev, int peer) {
+  if (!can)
+    return E_VALUE;
+  if (dev < 0 || dev >= devices() || peer < 0 || peer >= devices())
+    return E_BADDEV;
+  *can = peers(dev, peer);
+  return OK;
+}
+
+static bool copy_faults(int dev, const void *p, size_t size);
+
 EXPORT int FN(MemGetInfo)(size_t *free_bytes, size_t *total) {
   uint64_t mem = env_u64("FAKE_GPU_MEMORY", UINT64_C(1) << 30);
   int err;
@@ -731,6 +759,9 @@ EXPORT int FN(Memcpy)(void *dst, const void *src, size_t size, int kind) {
   (void)kind;
   pthread_mutex_lock(&mu);
   err = sync_checks(NULL, true);
+  if (err == OK &&
+      (copy_faults(dev_now(), dst, size) || copy_faults(dev_now(), src, size)))
+    err = E_ILLEGAL_ADDRESS;
   pthread_mutex_unlock(&mu);
   if (err == OK)
     memmove(dst, src, size);
@@ -744,7 +775,13 @@ EXPORT int FN(MemcpyAsync)(void *dst, const void *src, size_t size, int kind,
   (void)kind;
   pthread_mutex_lock(&mu);
   s = stream_of(stream);
-  err = s ? enqueue(s, (op){OP_COPY, dst, src, size}) : E_NOSTREAM;
+  if (s && (copy_faults(s == &default_stream ? dev_now() : s->device, dst,
+                        size) ||
+            copy_faults(s == &default_stream ? dev_now() : s->device, src,
+                        size)))
+    err = E_ILLEGAL_ADDRESS;
+  else
+    err = s ? enqueue(s, (op){OP_COPY, dst, src, size}) : E_NOSTREAM;
   pthread_mutex_unlock(&mu);
   return err;
 }
@@ -1187,6 +1224,7 @@ typedef struct vmapping {
   char *addr;
   size_t size;
   vhandle *h;
+  uint64_t access; /* bit d: device d may read and write it (SetAccess) */
   struct vmapping *next;
 } vmapping;
 
@@ -1544,6 +1582,7 @@ static int vm_map(void *ptr, size_t size, size_t offset,
   m->addr = p;
   m->size = size;
   m->h = h;
+  m->access = 0; /* none until SetAccess */
   m->next = vmappings;
   vmappings = m;
   h->maps++;
@@ -1558,6 +1597,17 @@ static vmapping *mapping_at(const char *p) {
     if (m->addr == p)
       return m;
   return NULL;
+}
+
+/* A copy by device `dev` touching [p, p + size) faults: part of it is
+ * mapped, and that mapping gives dev no access (the lock held). */
+static bool copy_faults(int dev, const void *p, size_t size) {
+  const char *c = p;
+  for (vmapping *m = vmappings; m; m = m->next)
+    if (c < m->addr + m->size && m->addr < c + size &&
+        !(m->access & (UINT64_C(1) << (dev & 63))))
+      return true;
+  return false;
 }
 
 static int vm_set_access(void *ptr, size_t size, const vaccess *desc,
@@ -1593,6 +1643,10 @@ static int vm_set_access(void *ptr, size_t size, const vaccess *desc,
     for (size_t i = 0; i < count; i++)
       if (desc[i].location.id == m->h->device)
         mine = &desc[i];
+      else if (!peers(desc[i].location.id, m->h->device)) {
+        err = E_BADDEV; /* no peer access between the two */
+        goto out;
+      }
     if (!mine) {
       err = E_VALUE;
       goto out;
@@ -1602,9 +1656,12 @@ static int vm_set_access(void *ptr, size_t size, const vaccess *desc,
   for (at = p; at < p + size;) {
     vmapping *m = mapping_at(at);
     int f = 0, prot;
-    for (size_t i = 0; i < count; i++)
+    for (size_t i = 0; i < count; i++) {
+      uint64_t bit = UINT64_C(1) << (desc[i].location.id & 63);
       if (desc[i].location.id == m->h->device)
         f = desc[i].flags;
+      m->access = desc[i].flags ? m->access | bit : m->access & ~bit;
+    }
     prot = f == 3 ? PROT_READ | PROT_WRITE : f == 1 ? PROT_READ : PROT_NONE;
     if (mprotect(m->addr, m->size, prot) != 0) {
       err = E_VALUE;
