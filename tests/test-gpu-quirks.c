@@ -405,6 +405,9 @@ START_TEST(test_takes_the_loaded_runtime) {
   dlclose(framework);
   unlink(link);
   rmdir(dir);
+}
+END_TEST
+
 /* ---- item 4: ROCm before 6.1 ------------------------------------------- */
 
 /* ROCm 6.0 (FAKE_GPU_VERSION 6.0.32830): every VMM call answers success
