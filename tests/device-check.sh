@@ -1,6 +1,7 @@
 #!/bin/sh
 # device-check.sh -- everything hippo checks on a real GPU, as one script:
 # the machine and the runtime found, tests/test-hip, tests/test-gpu-device,
+# kernels on hippo's memory (tests/gpu-kernels.cu, built with nvcc),
 # the behaviour suite on the device (tests/suite-gpu.sh device), the
 # device benchmark (bench/hippo-gpu-bench), then hippo under PyTorch and
 # CuPy (tests/frameworks-check.py, through adapter/.libs/libhippo-alloc.so).  Meant for a machine lent with
@@ -169,7 +170,7 @@ fi
 # ---- the environment --------------------------------------------------------
 HIPPO_PLUGIN=$root/plugin/.libs/hippo.so
 HIPPO_ALLOC_LIB=$root/adapter/.libs/libhippo-alloc.so
-export HIPPO_ALLOC_LIB
+export HIPPO_PLUGIN HIPPO_ALLOC_LIB
 HIPPO_FUZZ_OPS=${HIPPO_FUZZ_OPS:-200000}
 CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
 CK_FORK=${CK_FORK:-no}
@@ -287,6 +288,28 @@ $(printf '%-34s %-8s %5s s' "$name" "${verdict%% *}" "$secs")"
 
 step test-hip 120 tests/test-hip
 step test-gpu-device 180 tests/test-gpu-device
+# Kernels on hippo's memory (tests/gpu-kernels.cu): a VIRTUAL reservation
+# filled and checked by kernels, and granules given back while a kernel
+# still writes them (no fault: hippo waits), built here with nvcc (an
+# NVIDIA machine's toolkit; hipcc where ROCm is installed).
+gpu_cc=
+for c in nvcc /usr/local/cuda/bin/nvcc hipcc; do
+  if command -v "$c" >/dev/null 2>&1; then gpu_cc=$c; break; fi
+done
+if [ -z "$fake" ] && [ -n "$gpu_cc" ]; then
+  kernels=$(mktemp "${TMPDIR:-/tmp}/gpu-kernels.XXXXXX")
+  case $gpu_cc in
+  *hipcc) lang="-x hip" ;;
+  *) lang="-x cu" ;;
+  esac
+  # shellcheck disable=SC2086 # $lang splits into options
+  step "gpu-kernels ($gpu_cc)" 180 sh -c '"$1" $2 -Iinclude tests/gpu-kernels.cu -o "$3" -ldl && "$3"' \
+    sh "$gpu_cc" "$lang" "$kernels"
+  rm -f "$kernels"
+else
+  say ""
+  say "## gpu-kernels: ${fake:+a rehearsal, }no nvcc or hipcc${fake:+ needed}: left out"
+fi
 if [ "$suite" = yes ]; then
   step "suite-gpu.sh device" 300 env top_builddir=. sh tests/suite-gpu.sh device
 fi
