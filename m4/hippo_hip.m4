@@ -118,7 +118,7 @@ AC_DEFUN([HIPPO_WARN_FLAGS], [
 # HIPPO_SANITIZERS: --enable-sanitizers=LIST builds everything (the core,
 # the plugin, the tools and the tests, which dlopen the plugin) with
 # -fsanitize=LIST, e.g. "address,undefined" or "thread".  The flags go into
-# CC, so libtool passes them to every compile and link.
+# CC (and CXX), so libtool passes them to every compile and link.
 AC_DEFUN([HIPPO_SANITIZERS], [
   AC_ARG_ENABLE([sanitizers],
     [AS_HELP_STRING([--enable-sanitizers=LIST],
@@ -132,6 +132,9 @@ AC_DEFUN([HIPPO_SANITIZERS], [
     CC="$CC $hippo_san_flags"
     AC_LINK_IFELSE([AC_LANG_PROGRAM([], [])], [hippo_sanitizers=$enable_sanitizers],
       [AC_MSG_ERROR([the compiler cannot build with -fsanitize=$enable_sanitizers])])
+    # the C++ test (tests/test-frameworks.cpp) dlopens the instrumented
+    # adapter: it is instrumented too (AC_PROG_CXX comes first)
+    AS_IF([test -n "$CXX"], [CXX="$CXX $hippo_san_flags"])
   ])
   AM_CONDITIONAL([HAVE_SANITIZERS], [test "x$hippo_sanitizers" != xno])
   # Check's per-test timeouts, scaled in a sanitizer build (make check sets
