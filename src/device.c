@@ -185,6 +185,19 @@ hippo_status hippo__stream_attach(hippo_device *dev, void *native,
   uint32_t count;
   hippo_status st;
 
+  /* The runtimes' per-thread default stream handle (cudaStreamPerThread,
+   * hipStreamPerThread: 2, cuda_runtime_api.h, hip_runtime_api.h) names
+   * another stream on each thread that passes it: one manager for it
+   * would reuse a block one thread's work freed for another thread's
+   * work, unordered (issue 40 item 10).  The legacy handle (1) names the
+   * one null stream, as NULL does (attached apart, two managers of one
+   * stream: safe, each reuses its own). */
+  if (dev->be->kind == HIPPO_BACKEND_HIP && native == (void *)2)
+    return hippo__error_set(
+        HIPPO_INVALID_ARGUMENT,
+        "stream_attach: stream handle 2 is the per-thread default stream "
+        "(cudaStreamPerThread, hipStreamPerThread), another stream on each "
+        "thread: attach a stream of its own per thread instead");
   s = malloc(sizeof *s);
   if (!s)
     return hippo__error_set(HIPPO_OUT_OF_MEMORY, "host memory for a stream");

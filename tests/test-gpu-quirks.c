@@ -591,6 +591,28 @@ START_TEST(test_shareable_allocations) {
 }
 END_TEST
 
+/* Handle 2 (cudaStreamPerThread, hipStreamPerThread) is another stream
+ * on each thread: attaching it is refused, saying why (one manager would
+ * reuse one thread's freed block for another's work, unordered); handle 1
+ * (the legacy stream) attaches as a stream (item 10).  Both flavors. */
+START_TEST(test_per_thread_handle_refused) {
+  hippo_device_desc d = {.struct_size = sizeof d,
+                         .backend = HIPPO_BACKEND_HIP};
+  hippo_device *dev;
+  hippo_stream *s;
+  tu_layout l;
+  use(_i == 0 ? HIPPO__GPU_HIP : HIPPO__GPU_CUDA);
+  CK_CORE_OK(hippo__device_open(&d, tu_layout_preset(&l, HIPPO_PRESET_ADAPTIVE),
+                                NULL, NULL, &dev));
+  CK_CORE_STATUS(hippo__stream_attach(dev, (void *)2, &s),
+                 HIPPO_INVALID_ARGUMENT);
+  ck_assert_ptr_nonnull(strstr(hippo__error_get(), "per-thread"));
+  CK_CORE_OK(hippo__stream_attach(dev, (void *)1, &s));
+  CK_CORE_OK(hippo__stream_detach(s));
+  CK_CORE_OK(hippo__device_close(dev));
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gpu-quirks");
   TCase *tc = tcase_create("issue 40");
@@ -601,6 +623,7 @@ int main(void) {
   tcase_add_test(tc, test_reserve_alignment);
   tcase_add_test(tc, test_create_cap_before_rocm7);
   tcase_add_loop_test(tc, test_takes_the_loaded_runtime, 0, 2);
+  tcase_add_loop_test(tc, test_per_thread_handle_refused, 0, 2);
   tcase_add_test(tc, test_hollow_vmm_before_rocm61);
   tcase_add_test(tc, test_shareable_allocations);
   tcase_add_test(tc, test_peer_access);
