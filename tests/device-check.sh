@@ -1,7 +1,9 @@
 #!/bin/sh
 # device-check.sh -- everything hippo checks on a real GPU, as one script:
 # the machine and the runtime found, tests/test-hip, tests/test-gpu-device,
-# kernels on hippo's memory (tests/gpu-kernels.cu, built with nvcc),
+# kernels on hippo's memory (tests/gpu-kernels.cu, built with nvcc: a
+# reservation filled and checked, granules given back under a running
+# kernel, a peer GPU's kernel on them where there are two),
 # the behaviour suite on the device (tests/suite-gpu.sh device), the
 # device benchmark (bench/hippo-gpu-bench), then hippo under PyTorch and
 # CuPy (tests/frameworks-check.py, through adapter/.libs/libhippo-alloc.so).  Meant for a machine lent with

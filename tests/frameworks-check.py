@@ -21,6 +21,8 @@ first CUDA allocation):
                  hippo_alloc.torch(): outputs equal the eager model's
   torch-graph    a CUDA graph captured and replayed in a MemPool on hippo
                  (under hippo_alloc.torch()): replays equal the eager result
+  torch-ipc      a CUDA tensor on hippo's VIRTUAL memory sent to another
+                 process (torch.multiprocessing): it reads the same values
   cupy-default, cupy-hippo  an array workload on two CuPy streams on
                  CuPy's allocator and after hippo_alloc.cupy() (each block
                  on CuPy's current stream): identical results
@@ -107,6 +109,27 @@ def oom_then_smaller(torch):
     return caught, losses
 
 
+def _ipc_child(q, r):
+    t = q.get()
+    r.put(float(t.sum().item()))
+    del t
+
+
+def ipc(torch):
+    """A tensor on hippo's memory (its VIRTUAL granules ask for a POSIX
+    file descriptor handle, issue 40) shared with a spawned process."""
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    q, r = ctx.Queue(), ctx.Queue()
+    p = ctx.Process(target=_ipc_child, args=(q, r))
+    p.start()
+    t = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+    q.put(t)
+    got = r.get(timeout=120)
+    p.join(60)
+    return got == float(t.sum().item()), got
+
+
 def case(name):
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     out = {"case": name}
@@ -147,6 +170,9 @@ def case(name):
                     same = same and bool(torch.allclose(y, eager, rtol=1e-4,
                                                         atol=1e-4))
             out["outputs_equal"] = same
+        elif name == "torch-ipc":
+            h.torch()
+            out["same"], out["child_sum"] = ipc(torch)
         else:  # torch-graph
             h.torch()
             pool = torch.cuda.MemPool(h.pluggable()._allocator)
@@ -255,7 +281,7 @@ def main():
     res, bad = {}, []
     cases = ["torch-default", "torch-expandable", "torch-hippo",
              "torch-pluggable", "torch-oom", "torch-compile", "torch-graph",
-             "cupy-default", "cupy-hippo"]
+             "torch-ipc", "cupy-default", "cupy-hippo"]
     for name in cases:
         env = dict(os.environ)
         if name == "torch-expandable":
@@ -306,6 +332,12 @@ def main():
               f"{'caught, 5 steps after' if ok else 'NOT caught'}")
         if not ok:
             bad.append("torch-oom")
+    i = res.get("torch-ipc")
+    if i:
+        print(f"torch-ipc: the other process read "
+              f"{'the same values' if i['same'] else 'OTHER values'}")
+        if not i["same"]:
+            bad.append("torch-ipc")
     c2 = res.get("torch-compile")
     if c2:
         print(f"torch-compile: reduce-overhead outputs "

@@ -9,9 +9,13 @@
 //   unmap  a kernel that spins, then writes the whole reservation, still
 //          running while the reservation is released and hippo gives its
 //          granules back (cleanup): hippo's wait keeps the unmap after the
-//          kernel, so no fault, and the stream's work ends cleanly.
-// Usage: gpu-kernels [fill|unmap]... (default both); HIPPO_PLUGIN names
-// the plugin.  Exit 0, 1 (a check failed), 77 (no GPU).
+//          kernel, so no fault, and the stream's work ends cleanly;
+//   peer   with two GPUs or more: device 1's kernel fills device 0's
+//          VIRTUAL reservation (peer access enabled, hippo granting access
+//          to every peer), device 0's checks it; with one GPU it says so
+//          and passes.
+// Usage: gpu-kernels [fill|unmap|peer]... (default all three); HIPPO_PLUGIN
+// names the plugin.  Exit 0, 1 (a check failed), 77 (no GPU).
 #if defined(__HIPCC__)
 #include <hip/hip_runtime.h>
 #define gpuStream_t hipStream_t
@@ -28,6 +32,11 @@
 #define gpuGetLastError hipGetLastError
 #define gpuGetErrorString hipGetErrorString
 #define gpuDeviceSynchronize hipDeviceSynchronize
+#define gpuGetDeviceCount hipGetDeviceCount
+#define gpuSetDevice hipSetDevice
+#define gpuDeviceCanAccessPeer hipDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess hipDeviceEnablePeerAccess
+#define gpuErrorPeerAccessAlreadyEnabled hipErrorPeerAccessAlreadyEnabled
 typedef hipError_t gpuError_t;
 #else
 #include <cuda_runtime.h>
@@ -45,6 +54,11 @@ typedef hipError_t gpuError_t;
 #define gpuGetLastError cudaGetLastError
 #define gpuGetErrorString cudaGetErrorString
 #define gpuDeviceSynchronize cudaDeviceSynchronize
+#define gpuGetDeviceCount cudaGetDeviceCount
+#define gpuSetDevice cudaSetDevice
+#define gpuDeviceCanAccessPeer cudaDeviceCanAccessPeer
+#define gpuDeviceEnablePeerAccess cudaDeviceEnablePeerAccess
+#define gpuErrorPeerAccessAlreadyEnabled cudaErrorPeerAccessAlreadyEnabled
 typedef cudaError_t gpuError_t;
 #endif
 
@@ -155,6 +169,54 @@ bool case_unmap() {
   return ok;
 }
 
+bool case_peer() {
+  const size_t bytes = 16u << 20, n = bytes / 4;
+  int count = 0, can = 0;
+  hippo_handle h = 0;
+  void *p = nullptr;
+  unsigned long long *bad = nullptr, nbad = ~0ull;
+  bool ok;
+  if (gpuGetDeviceCount(&count) != gpuSuccess || count < 2) {
+    std::printf("PASS: peer: one GPU here, nothing to check\n");
+    return true;
+  }
+  if (gpuDeviceCanAccessPeer(&can, 1, 0) != gpuSuccess || !can) {
+    std::printf("PASS: peer: device 1 cannot access device 0's memory\n");
+    return true;
+  }
+  ok = hippo_ok(api->reserve(s, bytes, HIPPO_MODE_AUTO, &h), "reserve") &&
+       hippo_ok(api->resolve(s, h, &p, nullptr), "resolve") &&
+       gpu_ok(gpuSetDevice(1), "SetDevice(1)");
+  if (ok) {
+    gpuError_t e = gpuDeviceEnablePeerAccess(0, 0);
+    ok = e == gpuSuccess || e == gpuErrorPeerAccessAlreadyEnabled ||
+         gpu_ok(e, "DeviceEnablePeerAccess");
+    (void)gpuGetLastError();
+  }
+  if (ok) { // device 1 writes device 0's granules
+    fill<<<128, 256>>>((unsigned *)p, n, 0xbeefu);
+    ok = gpu_ok(gpuGetLastError(), "launch on device 1") &&
+         gpu_ok(gpuDeviceSynchronize(), "device 1's kernel");
+  }
+  ok = gpu_ok(gpuSetDevice(0), "SetDevice(0)") && ok;
+  if (ok && gpu_ok(gpuMalloc((void **)&bad, sizeof *bad), "Malloc") &&
+      gpu_ok(gpuMemset(bad, 0, sizeof *bad), "Memset")) {
+    check<<<128, 256, 0, stream>>>((const unsigned *)p, n, 0xbeefu, bad);
+    ok = gpu_ok(gpuStreamSynchronize(stream), "check") &&
+         gpu_ok(gpuMemcpy(&nbad, bad, sizeof nbad, gpuMemcpyDeviceToHost),
+                "Memcpy") &&
+         nbad == 0;
+  }
+  if (bad)
+    gpuFree(bad);
+  if (h)
+    ok = hippo_ok(api->release(s, h), "release") && ok;
+  std::printf("%s: peer: device 1 filled device 0's VIRTUAL reservation, "
+              "device 0 checked it\n",
+              ok ? "PASS" : "FAIL");
+  return ok;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -182,14 +244,17 @@ int main(int argc, char **argv) {
               "StreamCreateWithFlags") ||
       !hippo_ok(api->stream_attach(dev, stream, &s), "stream_attach"))
     return 1;
-  for (int i = argc > 1 ? 1 : 0; i < (argc > 1 ? argc : 2); i++) {
-    const char *c = argc > 1 ? argv[i] : (i == 0 ? "fill" : "unmap");
+  static const char *const all[] = {"fill", "unmap", "peer"};
+  for (int i = argc > 1 ? 1 : 0; i < (argc > 1 ? argc : 3); i++) {
+    const char *c = argc > 1 ? argv[i] : all[i];
     if (!std::strcmp(c, "fill"))
       ok = case_fill() && ok;
     else if (!std::strcmp(c, "unmap"))
       ok = case_unmap() && ok;
+    else if (!std::strcmp(c, "peer"))
+      ok = case_peer() && ok;
     else {
-      std::printf("gpu-kernels: unknown case '%s' (fill, unmap)\n", c);
+      std::printf("gpu-kernels: unknown case '%s' (fill, unmap, peer)\n", c);
       return 2;
     }
   }
