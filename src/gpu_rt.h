@@ -85,7 +85,7 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
 #define HIPPO__CUDA_ATTR_CC_MAJOR 75
 #define HIPPO__CUDA_ATTR_CC_MINOR 76
 
-/* ---- virtual memory (backend_hip.c: vm_*) ----------------------------------
+/* ---- virtual memory (backend_hip_vm.c: vm_*) -------------------------------
  *
  * HIP has the calls in its runtime (hipMemAddressReserve, hipMemCreate,
  * hipMemMap, ...; libamdhip64 5.2 and later); CUDA has them in the driver
@@ -109,8 +109,8 @@ enum hippo__gpu_flavor { HIPPO__GPU_HIP = 1, HIPPO__GPU_CUDA = 2 };
  * way), with hipDeviceAttributeVirtualMemoryManagementSupported (89).
  * hippo uses virtual memory on HIP 6.1 and later only (HIPPO__HIP_VMM_V61,
  * from hipRuntimeGetVersion): before, ROCm's calls answer success without
- * doing anything (backend_hip.c vm_probe), so HIP 5.2's older struct
- * layout is never needed.  Checked against ROCm/HIP's
+ * doing anything (backend_hip_vm_driver.c hippo__hip_vm_probe), so HIP
+ * 5.2's older struct layout is never needed.  Checked against ROCm/HIP's
  * include/hip/hip_runtime_api.h at rocm-5.3.0 .. 5.7.0, 6.0.0 .. 6.3 and
  * ROCm 7 (rocm-systems), and CUDA 13.0's cuda.h. */
 #define HIPPO__HIP_VMM_V61 60100000 /* hipRuntimeGetVersion of HIP 6.1.0 */
@@ -196,7 +196,7 @@ typedef struct hippo__gpu_vm_calls {
  * are older ABIs); all optional.  With the first five the backend makes
  * its device current by pushing that device's primary context and pops
  * it after, so the thread's runtime device is never set (backend_hip.c
- * enter); the last two name the device of a stream when the runtime has
+ * hippo__hip_enter); the last two name the device of a stream when the runtime has
  * no cudaStreamGetDevice (before CUDA 12.8).  Contexts are opaque
  * pointers; a CUdevice is an int. */
 typedef struct hippo__gpu_ctx_calls {

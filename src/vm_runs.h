@@ -1,5 +1,5 @@
 /* vm_runs.h -- the mapped runs of a virtual range, as the backends keep
- * them (backend_emu_vm.c for HOST and DRY, backend_hip.c for the GPU
+ * them (backend_emu_vm.c for HOST and DRY, backend_hip_vm.c for the GPU
  * runtimes): which bytes of the range have memory.
  *
  * Invariant: v[0 .. count) are sorted, disjoint and never adjacent

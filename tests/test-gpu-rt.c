@@ -1,5 +1,5 @@
 /* test-gpu-rt.c -- the GPU runtime loader (src/gpu_rt.[ch]) and the HIP
- * backend (src/backend_hip.c), without a GPU.
+ * backend (src/backend_hip*.c), without a GPU.
  *
  *  - constants: hippo's copies of the runtimes' enum values and error names
  *    against the real headers, when installed (gpu-rt-headers-*.c);

@@ -1,4 +1,4 @@
-/* test-vm-gpu.c -- the HIP backend's virtual memory (src/backend_hip.c:
+/* test-vm-gpu.c -- the HIP backend's virtual memory (src/backend_hip_vm.c:
  * vm_granularity, vm_reserve, vm_release, vm_map, vm_unmap; the calls it
  * loads, src/gpu_rt.c), without a GPU.
  *
