@@ -445,8 +445,8 @@ HOT void vuntouch(sliced *p, uint32_t i) {
 
 /* Every idle allocation goes back, after one wait for the stream's work;
  * the first failure after trying every one (one that stays is tried
- * again at the next call). */
-static hippo_status give_back(sliced *p) {
+ * again at the next call; pool_virtual.h). */
+hippo_status hippo__virtual_give_back(sliced *p) {
   hippo__vgranules *v = &p->vg;
   hippo_status first = HIPPO_SUCCESS;
   bool waited = false, wait = true;
@@ -520,7 +520,7 @@ static void virtual_release_all(hippo__pool *pool) {
 static hippo_status virtual_cleanup(hippo__pool *pool) {
   sliced *p = (sliced *)pool;
   hippo__sliced_settle(p);
-  return give_back(p);
+  return hippo__virtual_give_back(p);
 }
 
 static bool virtual_gives_back(const hippo__pool *pool) {
@@ -633,68 +633,6 @@ static void virtual_names_take(hippo__pool *pool, hippo__names *out) {
   hippo__sliced_names_take(pool, out);
 }
 
-/* ---- relocation: nothing moves; the drain gives idle granules back ------ */
-
-/* The idle bytes at which the pool wants an unmap: its unmap_threshold,
- * or (0) the default, HIPPO__VIRTUAL_DEFAULT_THRESHOLD. */
-static uint64_t threshold_of(const sliced *p) {
-  return p->vg.threshold ? p->vg.threshold : HIPPO__VIRTUAL_DEFAULT_THRESHOLD;
-}
-
-static void virtual_shape(const hippo__pool *pool, hippo__reloc_shape *out) {
-  const sliced *p = (const sliced *)pool;
-  hippo__sliced_settle(p);
-  memset(out, 0, sizeof *out);
-  out->current_pages = pool->pages;
-  out->guarded_pages = pool->holds;
-  out->idle_bytes = pool->bytes_idle;
-  out->unmap = pool->bytes_idle && pool->bytes_idle >= threshold_of(p);
-}
-
-static hippo_status virtual_plan(hippo__pool *pool,
-                                 hippo_relocate_reason reason,
-                                 hippo__reloc_plan *plan) {
-  (void)pool;
-  (void)reason;
-  (void)plan; /* no slice of a virtual range ever moves */
-  return HIPPO_SUCCESS;
-}
-
-static void virtual_commit(hippo__pool *pool, hippo__reloc_plan *plan) {
-  (void)pool;
-  (void)plan;
-}
-
-static void virtual_abort(hippo__pool *pool, hippo__reloc_plan *plan,
-                          bool strand) {
-  (void)pool;
-  (void)plan;
-  (void)strand;
-}
-
-static void virtual_unstrand(hippo__pool *pool) { (void)pool; }
-
-static hippo_status virtual_drain(hippo__pool *pool, uint64_t *pages,
-                                  uint64_t *bytes) {
-  sliced *p = (sliced *)pool;
-  uint64_t n = pool->pages, b = pool->bytes_reserved;
-  hippo_status st;
-  hippo__sliced_settle(p);
-  st = give_back(p);
-  *pages += n - pool->pages;
-  *bytes += b - pool->bytes_reserved;
-  return st;
-}
-
-static const hippo__pool_move_ops virtual_move_ops = {
-    .shape = virtual_shape,
-    .plan = virtual_plan,
-    .commit = virtual_commit,
-    .abort = virtual_abort,
-    .unstrand = virtual_unstrand,
-    .drain = virtual_drain,
-};
-
 /* ---- the kind: its hooks, paths and operations ------------------------------ */
 
 
@@ -770,7 +708,7 @@ static const hippo__pool_ops virtual_ops = {
     .settle = hippo__sliced_settle_op,
     .names_take = virtual_names_take,
     .names_give = hippo__sliced_names_give,
-    .move = &virtual_move_ops,
+    .move = &hippo__virtual_move_ops,
 };
 
 
