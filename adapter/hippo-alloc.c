@@ -524,7 +524,7 @@ void hippo_alloc_set_fraction(double fraction, int device) {
   if (d->count) {
     /* blocks are live, so the device cannot open again with the budget:
      * the cap holds the bytes in use instead (allocations past it fail as
-     * out of memory), and becomes the budget once none is live */
+     * out of memory) until a fraction is set while none is live */
     d->limit = budget;
   } else if (budget < 1u << 20) {
     say(true, "set_fraction(%g, device %d): %llu B is below 1 MiB", fraction,
