@@ -14,8 +14,7 @@
  *   requested; in_use is the sum of the live entries' sizes, peak_in_use
  *   >= in_use (the device-wide peak since the last reset: exact, where
  *   hippo's device usage sums its streams' peaks); streams[0 .. nstreams)
- *   are attached, each native once, `live` counting the entries of its
- *   stream; dev is NULL only after set_fraction could open neither the
+ *   are attached, each native once; dev is NULL only after set_fraction could open neither the
  *   new device nor the old one again (no stream, no entry then; the next
  *   allocation tries to open it).
  *
@@ -50,7 +49,6 @@ typedef struct entry {
 typedef struct native_stream {
   void *native;
   hippo_stream *s;
-  uint64_t live; /* entries of this stream */
 } native_stream;
 
 typedef struct adapter_device {
@@ -199,12 +197,14 @@ static void close_hippo(adapter_device *d) {
   d->in_use = 0;
 }
 
-/* The attached stream of hippo stream s (device lock held). */
-static native_stream *stream_of(adapter_device *d, const hippo_stream *s) {
-  for (uint32_t i = 0; i < d->nstreams; i++)
-    if (d->streams[i].s == s)
-      return &d->streams[i];
-  return NULL;
+/* Whether a live block is on hippo stream s (device lock held): a look
+ * at the whole table, for the paths that detach (empty_cache, out of
+ * memory), so the allocation path keeps no count per stream. */
+static bool holds_blocks(const adapter_device *d, const hippo_stream *s) {
+  for (uint64_t i = 0; i < d->table_cap; i++)
+    if (d->table[i].ptr && d->table[i].s == s)
+      return true;
+  return false;
 }
 
 /* Every stream but `keep` that holds no live block is detached (its
@@ -215,7 +215,7 @@ static void detach_idle(adapter_device *d, const hippo_stream *keep) {
   uint32_t kept = 0;
   for (uint32_t i = 0; i < d->nstreams; i++) {
     native_stream *n = &d->streams[i];
-    if (n->live == 0 && n->s != keep &&
+    if (n->s != keep && !holds_blocks(d, n->s) &&
         g_api->stream_detach(n->s) == HIPPO_SUCCESS)
       continue;
     d->streams[kept++] = *n;
@@ -287,7 +287,7 @@ static hippo_stream *stream_get(adapter_device *d, void *native) {
         g_api->last_error());
     return NULL;
   }
-  d->streams[d->nstreams++] = (native_stream){native, s, 0};
+  d->streams[d->nstreams++] = (native_stream){native, s};
   return s;
 }
 
@@ -427,7 +427,6 @@ void *hippo_alloc(size_t size, int device, void *stream) {
     goto failed;
   }
   table_put(d, (entry){(uintptr_t)ptr, h, s, size});
-  stream_of(d, s)->live++;
   d->in_use += size;
   if (d->in_use > d->peak_in_use)
     d->peak_in_use = d->in_use;
@@ -463,9 +462,6 @@ void hippo_free(void *ptr, size_t size, int device, void *stream) {
     say(true, "free(%p, device %d): %s; the block stays allocated", ptr,
         device, g_api->last_error());
   } else {
-    native_stream *n = stream_of(d, e->s);
-    if (n)
-      n->live--;
     d->in_use -= e->size;
     table_remove(d, e);
   }
