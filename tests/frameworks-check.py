@@ -332,24 +332,19 @@ def main():
               f"{'caught, 5 steps after' if ok else 'NOT caught'}")
         if not ok:
             bad.append("torch-oom")
-    i = res.get("torch-ipc")
-    if i:
-        print(f"torch-ipc: the other process read "
-              f"{'the same values' if i['same'] else 'OTHER values'}")
-        if not i["same"]:
-            bad.append("torch-ipc")
-    c2 = res.get("torch-compile")
-    if c2:
-        print(f"torch-compile: reduce-overhead outputs "
-              f"{'equal' if c2['outputs_equal'] else 'DIFFER'}")
-        if not c2["outputs_equal"]:
-            bad.append("torch-compile")
-    g = res.get("torch-graph")
-    if g:
-        print(f"torch-graph: replays {'equal' if g['replays_equal'] else 'DIFFER'}"
-              " the eager result")
-        if not g["replays_equal"]:
-            bad.append("torch-graph")
+    # the cases whose result is one yes or no
+    for name, key, text, yes, no in (
+            ("torch-ipc", "same", "the other process read {}",
+             "the same values", "OTHER values"),
+            ("torch-compile", "outputs_equal", "reduce-overhead outputs {}",
+             "equal", "DIFFER"),
+            ("torch-graph", "replays_equal", "replays {} the eager result",
+             "equal", "DIFFER")):
+        r = res.get(name)
+        if r:
+            print(f"{name}: " + text.format(yes if r[key] else no))
+            if not r[key]:
+                bad.append(name)
     c, h = res.get("cupy-default"), res.get("cupy-hippo")
     if c and h:
         same = c["digest"] == h["digest"] and c["checksum"] == h["checksum"]
