@@ -172,16 +172,6 @@ def paused():
         s["active"] = True
 
 
-def _cupy_raise(cp, size, device_id):
-    if _state.get("cupy", {}).get("pool"):
-        # under a cupy MemoryPool: it frees its cache and retries, then
-        # raises its OutOfMemoryError
-        raise cp.cuda.runtime.CUDARuntimeError(
-            cp.cuda.runtime.errorMemoryAllocation)
-    raise cp.cuda.memory.OutOfMemoryError(
-        size, lib.hippo_alloc_figure(device_id, b"bytes_reserved"))
-
-
 def cupy(streams=True, pool=False):
     """Makes hippo CuPy's allocator.
 
@@ -207,8 +197,14 @@ def cupy(streams=True, pool=False):
             return 0
         stream = cp.cuda.get_current_stream().ptr
         ptr = lib.hippo_alloc(size, device_id, stream or None)
+        if not ptr and pool:
+            # under a cupy MemoryPool: it frees its cache and retries,
+            # then raises its OutOfMemoryError
+            raise cp.cuda.runtime.CUDARuntimeError(
+                cp.cuda.runtime.errorMemoryAllocation)
         if not ptr:
-            _cupy_raise(cp, size, device_id)
+            raise cp.cuda.memory.OutOfMemoryError(
+                size, lib.hippo_alloc_figure(device_id, b"bytes_reserved"))
         return ptr
 
     def free(ptr, device_id):
