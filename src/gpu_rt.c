@@ -21,6 +21,9 @@ static const char *const cuda_libs[] = {
     "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0", "libcudart.so",
     "/usr/local/cuda/lib64/libcudart.so", NULL};
 
+_Static_assert(sizeof hip_libs <= sizeof cuda_libs,
+              "hippo__gpu_rt_load's list holds either flavor's");
+
 /* The file names of each flavor's runtime begin so (the list above). */
 static const char hip_stem[] = "libamdhip64.so";
 static const char cuda_stem[] = "libcudart.so";
@@ -320,7 +323,8 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
   const char *const *names = hip ? hip_libs : cuda_libs;
   const char *one[2] = {env, NULL};
   char tried[1024], present[512];
-  const char **list = NULL;
+  /* the process's own runtime, then the usual list (NULL-ended) */
+  const char *list[sizeof cuda_libs / sizeof *cuda_libs + 1];
   size_t at = 0;
   hippo__gpu_rt *rt = &loaded[flavor - 1];
 
@@ -335,16 +339,12 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
     names = one;
   } else if (loaded_runtime(hip ? hip_stem : cuda_stem, present,
                             sizeof present)) {
-    /* the process's own runtime first, then the usual list */
     size_t n = 0;
-    while (names[n])
-      n++;
-    list = malloc((n + 2) * sizeof *list);
-    if (list) {
-      list[0] = present;
-      memcpy(list + 1, names, (n + 1) * sizeof *list);
-      names = list;
-    }
+    list[0] = present;
+    do
+      list[n + 1] = names[n];
+    while (names[n++]);
+    names = list;
   }
   for (; *names; names++) {
     char why[200];
@@ -371,7 +371,6 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
         libs[flavor - 1] = lib;
         *out = rt;
         pthread_mutex_unlock(&load_lock);
-        free(list);
         return HIPPO_SUCCESS;
       }
       dlclose(lib);
@@ -381,7 +380,6 @@ hippo_status hippo__gpu_rt_load(enum hippo__gpu_flavor flavor,
                              at ? "; " : "", *names, why);
   }
   pthread_mutex_unlock(&load_lock);
-  free(list);
   return hippo__error_set(
       HIPPO_NO_DEVICE,
       "no %s runtime could be loaded (%s)%s", hip ? "HIP" : "CUDA", tried,
