@@ -195,9 +195,10 @@ static int older_first(const void *a, const void *b) {
  * the reservation is about to use), until the excess and the whole slack
  * went (a hysteresis: the next give-back waits for the slack to fill
  * again), after one wait for the stream's work -- none when every one
- * of them went idle before the last wait (idle_before_wait).  A failure to give back
- * is no failure of the reservation (it maps past the budget; cleanup
- * tries again). */
+ * of them went idle before the last wait (idle_before_wait; then one
+ * that did not, met only past a failed unmap, is not given back).  A
+ * failure to give back is no failure of the reservation (it maps past
+ * the budget; cleanup tries again). */
 static void over_budget(sliced *p, uint64_t first, uint64_t last,
                         uint64_t more) {
   hippo__vgranules *v = &p->vg;
@@ -232,6 +233,8 @@ static void over_budget(sliced *p, uint64_t first, uint64_t last,
   wait = must_wait ? unmaps_wait(p) : false;
   for (size_t k = 0; k < n && freed < want; k++) {
     hippo__error_kept kept;
+    if (!must_wait && !idle_before_wait(p, c[k].stamp))
+      break; /* past an unmap that failed: no wait covers it */
     hippo__error_keep(&kept);
     if (unmap_alloc(p, c[k].g, c[k].h, wait) == HIPPO_SUCCESS)
       freed += (c[k].h - c[k].g) << v->shift;
