@@ -194,15 +194,17 @@ static int older_first(const void *a, const void *b) {
  * allocations go back, the oldest first (none of [first, last], which
  * the reservation is about to use), until the excess and the whole slack
  * went (a hysteresis: the next give-back waits for the slack to fill
- * again), after one wait for the stream's work -- none when every one
- * of them went idle before the last wait (idle_before_wait; then one
- * that did not, met only past a failed unmap, is not given back).  A
- * failure to give back is no failure of the reservation (it maps past
- * the budget; cleanup tries again). */
+ * again), after one wait for the stream's work.  No wait is taken where
+ * the allocations idle since before the last wait (idle_before_wait)
+ * cover the excess: then those go, and the give-back stops at the first
+ * one that went idle after it (short of the slack; past a failed unmap
+ * too).  A failure to give back is no failure of the reservation (it
+ * maps past the budget; cleanup tries again). */
 static void over_budget(sliced *p, uint64_t first, uint64_t last,
                         uint64_t more) {
   hippo__vgranules *v = &p->vg;
-  uint64_t after = p->head.bytes_reserved + more, want, freed = 0, g, h;
+  uint64_t after = p->head.bytes_reserved + more, want, excess, freed = 0;
+  uint64_t g, h;
   idle_alloc *c;
   size_t n = 0;
   bool wait, must_wait = false;
@@ -210,6 +212,7 @@ static void over_budget(sliced *p, uint64_t first, uint64_t last,
       !v->idle || !hippo__pool_may_free(&p->head))
     return;
   want = after - v->peak_live;
+  excess = want - slack_of(v);
   c = malloc((size_t)v->idle * sizeof *c);
   if (!c)
     return;
@@ -221,9 +224,9 @@ static void over_budget(sliced *p, uint64_t first, uint64_t last,
       c[n++] = (idle_alloc){g, h, stamp};
     }
   qsort(c, n, sizeof *c, older_first);
-  /* the stream is waited for only where an allocation to go back went
-   * idle since its last wait */
-  for (size_t k = 0, sum = 0; k < n && sum < want; k++) {
+  /* the stream is waited for only where the excess cannot go without
+   * an allocation idle since its last wait */
+  for (size_t k = 0, sum = 0; k < n && sum < excess; k++) {
     sum += (c[k].h - c[k].g) << v->shift;
     if (!idle_before_wait(p, c[k].stamp)) {
       must_wait = true;
@@ -234,7 +237,7 @@ static void over_budget(sliced *p, uint64_t first, uint64_t last,
   for (size_t k = 0; k < n && freed < want; k++) {
     hippo__error_kept kept;
     if (!must_wait && !idle_before_wait(p, c[k].stamp))
-      break; /* past an unmap that failed: no wait covers it */
+      break; /* no wait covers it */
     hippo__error_keep(&kept);
     if (unmap_alloc(p, c[k].g, c[k].h, wait) == HIPPO_SUCCESS)
       freed += (c[k].h - c[k].g) << v->shift;

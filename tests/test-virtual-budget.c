@@ -6,7 +6,8 @@
  *    down to the peak live, never one the reservation uses;
  *  - one wait for the pool's own stream per give-back (a stream sync, not
  *    the device's), counted in hippo_emu_counters.waits, and none where
- *    every allocation it gives back went idle before the last one;
+ *    the allocations idle since before the last one cover the excess over
+ *    the budget (then only those go, even past an unmap that failed);
  *  - a run of missing granules is one map call: allocations of at most
  *    half the budget's slack, access set once; an allocation goes back
  *    whole;
@@ -253,6 +254,103 @@ START_TEST(test_waited_idle_goes_without_wait) {
 }
 END_TEST
 
+/* The start of test_waited_idle_goes_without_wait, up to c's reservation:
+ * 38 G mapped, 12 G of them idle since c's wait (a2's lower allocation,
+ * a3's two), b (1 G) live; b is then released, after that wait. */
+typedef struct waited {
+  hippo_handle c, p, q;
+} waited;
+
+static waited waited_start(const hippo_api *api, hippo_device *dev,
+                           hippo_stream *s) {
+  hippo_handle x, a1, a2, a3, b;
+  waited w;
+  x = tu_reserve(api, s, 40 * G);
+  CK_OK(api, api->release(s, x));
+  CK_OK(api, api->cleanup(dev, s));
+  a1 = tu_reserve(api, s, 8 * G);
+  a2 = tu_reserve(api, s, 8 * G);
+  a3 = tu_reserve(api, s, 8 * G);
+  b = tu_reserve(api, s, G);
+  CK_OK(api, api->release(s, a1));
+  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &w.p)); /* tick */
+  CK_OK(api, api->release(s, a2));
+  CK_OK(api, api->release(s, a3));
+  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &w.q));
+  w.c = tu_reserve(api, s, 25 * G);
+  CK_MAPPED(s, 38, 12, 11);
+  CK_OK(api, api->release(s, b)); /* after c's wait */
+  CK_MAPPED(s, 38, 13, 11);
+  return w;
+}
+
+static void waited_end(const hippo_api *api, hippo_device *dev,
+                       hippo_stream *s, void *n, waited w, hippo_handle d) {
+  ck_assert_uint_eq(tu_usage(api, dev, s).bytes_relocated, 0);
+  CK_OK(api, api->release(s, w.c));
+  CK_OK(api, api->release(s, d));
+  CK_OK(api, api->release(s, w.p));
+  CK_OK(api, api->release(s, w.q));
+  CK_OK(api, api->cleanup(dev, s));
+  CK_MAPPED(s, 0, 0, 0);
+  tu_detach(api, dev, s, n);
+  CK_OK(api, api->device_close(dev));
+}
+
+/* A give-back takes no wait where what went idle before the last wait
+ * covers the excess over the budget, though not the whole slack: 38 + 33
+ * > 56 + 8 by 7 G, and the 12 G idle since c's wait cover it; they go
+ * (down toward the peak, 15 G over it), b (idle after the wait) stays. */
+START_TEST(test_wait_only_for_the_excess) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  waited w = waited_start(api, dev, s);
+  hippo_emu_counters c0, c1;
+  hippo_handle d;
+  c0 = counters(api, dev);
+  d = tu_reserve(api, s, 33 * G);
+  c1 = counters(api, dev);
+  ck_assert_uint_eq(c1.waits - c0.waits, 0);
+  ck_assert_uint_eq(c1.calls[HIPPO_CALL_SYNC] - c0.calls[HIPPO_CALL_SYNC], 0);
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  CK_MAPPED(s, 59, 1, 17); /* b's 1 G idle */
+  waited_end(api, dev, s, n, w, d);
+}
+END_TEST
+
+/* A give-back that takes no wait stops at the first allocation idle
+ * since the last wait, even past an unmap that failed: the 30 G
+ * reservation's give-back needs only the 12 G idle before c's wait, so it
+ * takes none.  The first unmap fails (an injected fault): a2's lower
+ * allocation stays, a3's two go, and b, whose work no wait covers, stays
+ * mapped (an unmap without a wait must not reach it); the reservation
+ * maps past the budget. */
+START_TEST(test_failed_unmap_takes_no_younger) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  waited w = waited_start(api, dev, s);
+  hippo_emu_counters c0, c1;
+  hippo_handle d;
+  CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_UNMAP, 1,
+                                       HIPPO_BACKEND_ERROR));
+  c0 = counters(api, dev);
+  d = tu_reserve(api, s, 30 * G);
+  c1 = counters(api, dev);
+  ck_assert_uint_eq(c1.waits - c0.waits, 0);
+  ck_assert_uint_eq(c1.calls[HIPPO_CALL_SYNC] - c0.calls[HIPPO_CALL_SYNC], 0);
+  /* the failed one and a3's two */
+  ck_assert_uint_eq(
+      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  CK_MAPPED(s, 60, 5, 17); /* a2's lower 4 G and b's 1 G still idle */
+  waited_end(api, dev, s, n, w, d);
+}
+END_TEST
+
 START_TEST(test_no_budget) {
   const hippo_api *api = tu_api();
   hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, UINT64_MAX);
@@ -348,6 +446,9 @@ static Suite *budget_suite(void) {
   tcase_add_loop_test(tc, test_oldest_go_back, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_own_granules_stay, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_waited_idle_goes_without_wait, 0,
+                      TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_wait_only_for_the_excess, 0, TU_N_BACKENDS);
+  tcase_add_loop_test(tc, test_failed_unmap_takes_no_younger, 0,
                       TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_no_budget, 0, TU_N_BACKENDS);
   tcase_add_loop_test(tc, test_ladder_gives_idle_back, 0, TU_N_BACKENDS);
