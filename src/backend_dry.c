@@ -5,7 +5,8 @@
  * not performed, emu_read/emu_write are refused, and capacity, streams,
  * events, captures, fault injection, counters and virtual ranges (with
  * no memory behind their granules) behave as on HOST (all of it
- * backend_emu.c and backend_emu_vm.c).  Addresses come from a bump pointer starting at 1 TiB
+ * backend_emu.c, backend_emu_pages.c, backend_emu_streams.c and
+ * backend_emu_vm.c).  Addresses come from a bump pointer starting at 1 TiB
  * and are never reused within a device, so a stale address can never name a
  * newer page.
  */

@@ -5,11 +5,14 @@
  * holds nothing.  Everything else -- the function table, the page registry
  * that validates addresses, emulated streams with their queues of deferred
  * copies, events, captures, fault injection, counters, the capacity rule,
- * emu_read/emu_write -- is backend_emu.c, in one object both use (hippo__emu,
- * whose first member is the hippo__backend head, so a hippo__backend * of
- * either is a hippo__emu *).  A backend describes itself with a
- * hippo__emu_class (its name, whether it holds bytes, and how a page gets
- * and gives back its memory) and is created by hippo__emu_create.
+ * emu_read/emu_write -- is backend_emu.c (the object, the table, calls and
+ * faults, counters), backend_emu_pages.c (the page registry, pages,
+ * emu_read/emu_write) and backend_emu_streams.c (streams, copies, events,
+ * captures), in one object both use (hippo__emu, whose first member is the
+ * hippo__backend head, so a hippo__backend * of either is a hippo__emu *).
+ * A backend describes itself with a hippo__emu_class (its name, whether it
+ * holds bytes, and how a page gets and gives back its memory) and is
+ * created by hippo__emu_create.
  *
  * Locking: one pthread mutex per backend protects all its state.  The shared
  * ops take it themselves; the class hooks are called with it held.
@@ -34,6 +37,10 @@
 
 /* Largest alignment an emulated device accepts (HOST over-maps by it). */
 #define HIPPO__EMU_MAX_ALIGNMENT (UINT64_C(1) << 30)
+
+/* The magic of a live stream and of a live event (below). */
+#define HIPPO__EMU_STREAM_MAGIC 0x53747265u /* "Stre" */
+#define HIPPO__EMU_EVENT_MAGIC 0x45766e74u  /* "Evnt" */
 
 /* One live page.
  * Invariant: addr != 0; size > 0 and a multiple of the backend alignment;
@@ -195,21 +202,60 @@ typedef struct hippo__emu_class {
 hippo_status hippo__emu_create(const hippo__emu_class *cls, uint64_t capacity,
                                uint64_t alignment, hippo__backend **out);
 
-/* What backend_emu.c shares with backend_emu_vm.c (locked: the caller
- * holds the mutex). */
-/* Counts a call of `kind` and fires an armed fault on it. */
+/* What backend_emu.c, backend_emu_pages.c, backend_emu_streams.c and
+ * backend_emu_vm.c share (locked: the caller holds the mutex). */
+/* Counts a call of `kind` and fires an armed fault on it (backend_emu.c). */
 hippo_status hippo__emu_call(hippo__emu *emu, hippo_call_kind kind,
                              const char *call);
-/* Runs every stream's queue (the device finishes all its work). */
+/* Runs every stream's queue (the device finishes all its work;
+ * backend_emu_streams.c). */
 void hippo__emu_drain(hippo__emu *emu);
-/* Whether a queued copy of any stream touches [addr, addr + size). */
+/* Whether a queued copy of any stream touches [addr, addr + size)
+ * (backend_emu_streams.c). */
 bool hippo__emu_queued_on(const hippo__emu *emu, uint64_t addr,
                           uint64_t size);
+/* HIPPO_INVALID_ARGUMENT unless [addr, addr+size) lies inside one live
+ * page or one mapped run of a range; `what` names the argument in
+ * last_error (backend_emu_pages.c). */
+hippo_status hippo__emu_range_check(const hippo__emu *emu, uint64_t addr,
+                                    uint64_t size, const char *call,
+                                    const char *what);
 /* The mapped run of a range that holds [addr, addr + size) whole, as
  * {start, size} in run[] (false: none does). */
 bool hippo__emu_vm_holds(const hippo__emu *emu, uint64_t addr, uint64_t size,
                          uint64_t run[2]);
-/* The virtual-memory ops of the function table (backend.h). */
+/* The ops of the function table (backend.h; backend_emu.c's emu_ops)
+ * that live beside it, each named hippo__emu_ and the op's name; each
+ * takes the mutex itself.  Pages and the bytes (backend_emu_pages.c): */
+hippo_status hippo__emu_page_alloc(hippo__backend *be, uint64_t size,
+                                   uint64_t *addr);
+hippo_status hippo__emu_page_free(hippo__backend *be, uint64_t addr,
+                                  uint64_t size);
+hippo_status hippo__emu_emu_read(hippo__backend *be, uint64_t addr, void *host,
+                                 uint64_t size);
+hippo_status hippo__emu_emu_write(hippo__backend *be, uint64_t addr,
+                                  const void *host, uint64_t size);
+/* Streams, copies, events, captures (backend_emu_streams.c): */
+hippo_status hippo__emu_copy(hippo__backend *be, void *stream, uint64_t dst,
+                             uint64_t src, uint64_t size);
+hippo_status hippo__emu_stream_sync(hippo__backend *be, void *stream);
+hippo_status hippo__emu_event_create(hippo__backend *be, void **event);
+hippo_status hippo__emu_event_record(hippo__backend *be, void *event,
+                                     void *stream);
+hippo_status hippo__emu_event_query(hippo__backend *be, void *event,
+                                    bool *done);
+hippo_status hippo__emu_event_wait(hippo__backend *be, void *event);
+hippo_status hippo__emu_event_destroy(hippo__backend *be, void *event);
+hippo_status hippo__emu_capture_status(hippo__backend *be, void *stream,
+                                       bool *capturing, uint64_t *capture_id);
+const _Atomic uint64_t *hippo__emu_capture_word(hippo__backend *be,
+                                                void *stream);
+hippo_status hippo__emu_emu_stream_create(hippo__backend *be, void **stream);
+hippo_status hippo__emu_emu_stream_destroy(hippo__backend *be, void *stream);
+hippo_status hippo__emu_emu_capture_begin(hippo__backend *be, void *stream,
+                                          uint64_t *capture_id);
+hippo_status hippo__emu_emu_capture_end(hippo__backend *be, void *stream);
+/* The virtual-memory ops (backend_emu_vm.c): */
 hippo_status hippo__emu_vm_granularity(hippo__backend *be, uint64_t *granule);
 hippo_status hippo__emu_vm_reserve(hippo__backend *be, uint64_t size,
                                    uint64_t align, uint64_t *addr);

@@ -6,9 +6,9 @@
  * faults.  A page's device address is the host address of its mapping.
  * All the rest -- the function table, capacity (emulated: bytes held never
  * exceed it), streams, events, captures, fault injection, counters,
- * emu_read/emu_write -- comes from backend_emu.c; copies are deferred until
- * the stream is synchronized, so a missing synchronization shows up as wrong
- * data.
+ * emu_read/emu_write -- comes from backend_emu.c, backend_emu_pages.c and
+ * backend_emu_streams.c; copies are deferred until the stream is
+ * synchronized, so a missing synchronization shows up as wrong data.
  */
 #include <config.h>
 
