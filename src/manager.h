@@ -3,12 +3,15 @@
  * Each attached stream has one memory manager: its own dynamic pools built
  * from the device's layout (layout.h), a persistent pool, and a handle
  * table.  Memory is never pooled across streams.  The manager's files:
- *   manager.c        init, the pools, routing, reserve, release, resolve,
- *                    persistent windows, periodic deallocation, figures;
- *   record_use.c     uses of a reservation by other streams and the waits
- *                    for their work;
- *   leaving.c        pages given up under the lock, freed after it;
- *   manager_check.c  the check walk.
+ *   manager.c          init, the pools, persistent windows, cleanup and
+ *                      the other work the device asks under the lock;
+ *   manager_reserve.c  routing, reserve, release, resolve, periodic
+ *                      deallocation;
+ *   manager_usage.c    the figures: usage, pool_report;
+ *   record_use.c       uses of a reservation by other streams and the
+ *                      waits for their work;
+ *   leaving.c          pages given up under the lock, freed after it;
+ *   manager_check.c    the check walk.
  * The manager knows its device only through a hippo__stream_env (below):
  * its backend, the device's page figures, event cache and graph registry,
  * and two calls up -- the free gate's question (may pages go back?) and
@@ -166,7 +169,7 @@ struct hippo_stream {
   uint64_t event_failures;   /* failed event queries */
 };
 
-/* ---- manager.c ------------------------------------------------------------
+/* ---- manager.c, manager_reserve.c, manager_usage.c -------------------------
  * The _locked variants expect the stream lock held by the caller. */
 hippo_status hippo__manager_init(hippo_stream *s, const hippo__stream_env *env,
                                  void *native);

@@ -2,10 +2,11 @@
  *
  * A pool hands out slices of device memory that it takes from the backend
  * in pages.  Pools know nothing of streams or locks: the stream manager
- * (manager.c) owns a pool, routes a size to it, and holds the stream lock
- * around every call.  The manager's handle table names the slices of most
- * pools; a pool with the *_named operations (SLICED) names its own: each
- * slice id carries a generation, which the handle holds (handles.h).
+ * (manager.c, manager_reserve.c) owns a pool, routes a size to it, and
+ * holds the stream lock around every call.  The manager's handle table
+ * names the slices of most pools; a pool with the *_named operations
+ * (SLICED) names its own: each slice id carries a generation, which the
+ * handle holds (handles.h).
  *
  * Contract of every pool kind:
  *  - reserve(size) with 0 < size <= pool->max_size: a slice of at least
