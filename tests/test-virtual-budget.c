@@ -69,6 +69,21 @@ static void expect_at(const hippo_api *api, hippo_device *dev,
 #define CK_MAPPED(s, mapped, idle, allocs)                                   \
   expect_at(api, dev, (s), (mapped), (idle), (allocs), __LINE__)
 
+/* Between counters c0 and c1: `waits` host-side waits, each a stream
+ * sync, and `unmaps` allocations unmapped (tried, a failed one too). */
+static void expect_gave_back(hippo_emu_counters c0, hippo_emu_counters c1,
+                             uint64_t waits, uint64_t unmaps, int line) {
+  uint64_t w = c1.waits - c0.waits,
+           sync = c1.calls[HIPPO_CALL_SYNC] - c0.calls[HIPPO_CALL_SYNC],
+           u = c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP];
+  ck_assert_msg(w == waits && sync == waits && u == unmaps,
+                "line %d: %" PRIu64 " waits, %" PRIu64 " stream syncs, %" PRIu64
+                " unmaps; expected %" PRIu64 ", %" PRIu64 ", %" PRIu64,
+                line, w, sync, u, waits, waits, unmaps);
+}
+#define CK_GAVE_BACK(c0, c1, waits, unmaps)                                  \
+  expect_gave_back((c0), (c1), (waits), (unmaps), __LINE__)
+
 /* A peak of 30 G set and given back (cleanup), so the budget is 30 G +
  * 8 G of slack while live stays below: two reservations of 8 G (each two
  * allocations of 4 G: half the slack), one of 1 G; the second released
@@ -217,19 +232,14 @@ START_TEST(test_waited_idle_goes_without_wait) {
   c0 = counters(api, dev);
   c = tu_reserve(api, s, 25 * G);
   c1 = counters(api, dev);
-  ck_assert_uint_eq(c1.waits - c0.waits, 1);
-  ck_assert_uint_eq(
-      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  CK_GAVE_BACK(c0, c1, 1, 3);
   CK_MAPPED(s, 38, 12, 11);
   /* 38 + 30 > 56 + 8: the 12 G idle since before that wait go (a2's
    * lower allocation, a3's two), with no wait */
   c0 = counters(api, dev);
   d = tu_reserve(api, s, 30 * G);
   c1 = counters(api, dev);
-  ck_assert_uint_eq(c1.waits - c0.waits, 0);
-  ck_assert_uint_eq(c1.calls[HIPPO_CALL_SYNC] - c0.calls[HIPPO_CALL_SYNC], 0);
-  ck_assert_uint_eq(
-      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  CK_GAVE_BACK(c0, c1, 0, 3);
   CK_MAPPED(s, 56, 0, 16);
   /* c went idle after the last wait: 56 + 30 > 61 + 8, its seven
    * allocations go after one */
@@ -237,9 +247,7 @@ START_TEST(test_waited_idle_goes_without_wait) {
   c0 = counters(api, dev);
   e = tu_reserve(api, s, 30 * G);
   c1 = counters(api, dev);
-  ck_assert_uint_eq(c1.waits - c0.waits, 1);
-  ck_assert_uint_eq(
-      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 7);
+  CK_GAVE_BACK(c0, c1, 1, 7);
   CK_MAPPED(s, 61, 0, 17);
   ck_assert_uint_eq(tu_usage(api, dev, s).bytes_relocated, 0);
   CK_OK(api, api->release(s, b));
@@ -312,10 +320,7 @@ START_TEST(test_wait_only_for_the_excess) {
   c0 = counters(api, dev);
   d = tu_reserve(api, s, 33 * G);
   c1 = counters(api, dev);
-  ck_assert_uint_eq(c1.waits - c0.waits, 0);
-  ck_assert_uint_eq(c1.calls[HIPPO_CALL_SYNC] - c0.calls[HIPPO_CALL_SYNC], 0);
-  ck_assert_uint_eq(
-      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  CK_GAVE_BACK(c0, c1, 0, 3);
   CK_MAPPED(s, 59, 1, 17); /* b's 1 G idle */
   waited_end(api, dev, s, n, w, d);
 }
@@ -341,11 +346,8 @@ START_TEST(test_failed_unmap_takes_no_younger) {
   c0 = counters(api, dev);
   d = tu_reserve(api, s, 30 * G);
   c1 = counters(api, dev);
-  ck_assert_uint_eq(c1.waits - c0.waits, 0);
-  ck_assert_uint_eq(c1.calls[HIPPO_CALL_SYNC] - c0.calls[HIPPO_CALL_SYNC], 0);
   /* the failed one and a3's two */
-  ck_assert_uint_eq(
-      c1.calls[HIPPO_CALL_VM_UNMAP] - c0.calls[HIPPO_CALL_VM_UNMAP], 3);
+  CK_GAVE_BACK(c0, c1, 0, 3);
   CK_MAPPED(s, 60, 5, 17); /* a2's lower 4 G and b's 1 G still idle */
   waited_end(api, dev, s, n, w, d);
 }
