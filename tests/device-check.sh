@@ -39,10 +39,14 @@
 # CUDA 13 runtime needs a driver of release 580 or later; a CUDA 12 one
 # serves older drivers).
 #
-# Budget: about 7 minutes on an H200.  Each step has a time limit (the
-# whole script at most about 12 minutes): test-hip 120 s, test-gpu-device
-# 180 s, the suite 300 s, the bench 120 s, the frameworks 240 s (PyTorch's
-# and CuPy's start-up included).  Without PyTorch (a rehearsal, or an
+# Budget: about 7 minutes on an H200.  Each step has a time limit:
+# test-hip 120 s, test-gpu-device 180 s, gpu-kernels 180 s, the suite
+# 300 s, the bench 120 s, the frameworks 240 s (PyTorch's and CuPy's
+# start-up included).  Those add up to 19 minutes, so the whole script
+# also keeps to DEVICE_CHECK_BUDGET seconds (default 540: a lent machine
+# runs one command for at most 10 minutes): a step gets at most what is
+# left of it, and a step reached with nothing left fails as not run.
+# Without PyTorch (a rehearsal, or an
 # image without it) the frameworks step stops at its import and says so.  The fuzz share of the suite is
 # HIPPO_FUZZ_OPS (default here 200,000 operations).  Check runs the tests
 # of a program in that one process (CK_FORK=no, as make check-valgrind
@@ -174,6 +178,7 @@ HIPPO_PLUGIN=$root/plugin/.libs/hippo.so
 HIPPO_ALLOC_LIB=$root/adapter/.libs/libhippo-alloc.so
 export HIPPO_PLUGIN HIPPO_ALLOC_LIB
 HIPPO_FUZZ_OPS=${HIPPO_FUZZ_OPS:-200000}
+budget=${DEVICE_CHECK_BUDGET:-540}
 CK_TIMEOUT_MULTIPLIER=${CK_TIMEOUT_MULTIPLIER:-4}
 CK_FORK=${CK_FORK:-no}
 bench_args="--reps 5 --iters 2048 --batch 32 --calls 100000 --relocate-mib 1024"
@@ -223,12 +228,23 @@ if ! tools/hippo-info --backend hip >/dev/null 2>&1 &&
   [ -z "$fake" ] && [ -z "${HIPPO_CUDA_LIBRARY:-}" ] &&
   [ -z "${HIPPO_HIP_LIBRARY:-}" ]; then
   say "hippo finds no device by itself; trying each libcudart found:"
+  # pip's CUDA runtime under python3's own site directories too (a venv's,
+  # site-packages as well as dist-packages): nvidia/cuda_runtime/lib (CUDA
+  # 12 wheels) and nvidia/cu13/lib (assumed for CUDA 13 wheels); the
+  # patterns are expanded unquoted below
+  py_libs=$(python3 -c 'import site
+for d in site.getsitepackages() + [site.getusersitepackages()]:
+    print(d + "/nvidia/cuda_runtime/lib/libcudart.so.*",
+          d + "/nvidia/cu1*/lib/libcudart.so.*")' 2>/dev/null)
+  # shellcheck disable=SC2086 # $py_libs: patterns, split and expanded
   for lib in /usr/local/cuda/lib64/libcudart.so.* \
     /usr/local/cuda*/lib64/libcudart.so.* \
     /usr/local/cuda*/targets/*/lib/libcudart.so.* \
     /usr/lib/x86_64-linux-gnu/libcudart.so.* \
-    /usr/local/lib/python3*/dist-packages/nvidia/cuda_runtime/lib/libcudart.so.* \
-    /usr/lib/python3/dist-packages/nvidia/cuda_runtime/lib/libcudart.so.*; do
+    /usr/local/lib/python3*/*-packages/nvidia/cuda_runtime/lib/libcudart.so.* \
+    /usr/local/lib/python3*/*-packages/nvidia/cu1*/lib/libcudart.so.* \
+    /usr/lib/python3/dist-packages/nvidia/cuda_runtime/lib/libcudart.so.* \
+    $py_libs; do
     [ -f "$lib" ] || continue
     real=$(readlink -f "$lib")
     case " ${seen:-} " in *" $real "*) continue ;; esac
@@ -256,13 +272,28 @@ fi
 # ---- the steps ---------------------------------------------------------------
 results=
 failed=0
-# step NAME LIMIT COMMAND...: runs it with a time limit, prints its output
-# and its result; a skip (77) counts as a failure: a device answered.
+# step NAME LIMIT COMMAND...: runs it with a time limit (LIMIT, or what is
+# left of the script's budget if less; DEVICE_CHECK_STEP_LIMIT tells the
+# command), prints its output and its result; a skip (77) counts as a
+# failure: a device answered.  A step reached with under 10 s of the
+# budget left is not run and fails.
 step() {
   name=$1 limit=$2
   shift 2
+  left=$((budget - $(elapsed)))
+  [ "$left" -lt "$limit" ] && limit=$left
   say ""
+  if [ "$limit" -lt 10 ]; then
+    say "## $name: not run, the budget of $budget s is spent" \
+        "(DEVICE_CHECK_BUDGET)"
+    failed=$((failed + 1))
+    results="$results
+$(printf '%-34s %-8s %5s s' "$name" "NOT-RUN" 0)"
+    return
+  fi
   say "## $name (limit ${limit} s)"
+  DEVICE_CHECK_STEP_LIMIT=$limit
+  export DEVICE_CHECK_STEP_LIMIT
   s0=$(date +%s)
   if command -v timeout >/dev/null 2>&1; then
     timeout -k 10 "$limit" "$@"
@@ -326,7 +357,9 @@ if [ "$frameworks" = yes ]; then
     skip_ok=no
     skip_why="no PyTorch or no GPU it sees"
     [ -n "$fake" ] && skip_ok=yes
-    step "frameworks (PyTorch, CuPy)" 240 python3 tests/frameworks-check.py
+    # -u: its lines reach the log as they are printed, not lost in
+    # python3's pipe buffer when the step's limit kills it
+    step "frameworks (PyTorch, CuPy)" 240 python3 -u tests/frameworks-check.py
     skip_ok=no
   else
     say ""
