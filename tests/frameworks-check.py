@@ -29,7 +29,12 @@ first CUDA allocation):
 Prints one JSON line per case and a summary; exit 0 all passed, 1 one
 failed, 77 no PyTorch or no GPU (nothing checked: a rehearsal stops here).
 It installs hippo through the adapter's own module (adapter/hippo_alloc.py),
-as a user would.  Environment: HIPPO_ALLOC_LIB (the adapter), HIPPO_PLUGIN.
+as a user would.  Environment: HIPPO_ALLOC_LIB (the adapter), HIPPO_PLUGIN,
+DEVICE_CHECK_STEP_LIMIT (the seconds device-check.sh gives this step,
+default 240): the cases keep 15 s under it, each case at most 300 s or what
+is left, so the summary is printed before the step's limit; a case over its
+time fails and the next one runs, a case reached with under 20 s left fails
+as not run.
 """
 import json
 import os
@@ -38,6 +43,10 @@ import sys
 import time
 
 STEPS = 50
+# the seconds the cases may take, all together: under device-check.sh's
+# limit for this step, so that the summary is printed before it kills us
+BUDGET = max(10.0,
+             float(os.environ.get("DEVICE_CHECK_STEP_LIMIT", "240")) - 15)
 
 
 def shipped():
@@ -109,9 +118,9 @@ def oom_then_smaller(torch):
     return caught, losses
 
 
-def _ipc_child(q, r):
-    t = q.get()
-    r.put(float(t.sum().item()))
+def _ipc_child(conn):
+    t = conn.recv()
+    conn.send(float(t.sum().item()))
     del t
 
 
@@ -120,12 +129,23 @@ def ipc(torch):
     file descriptor handle, issue 40) shared with a spawned process."""
     import torch.multiprocessing as mp
     ctx = mp.get_context("spawn")
-    q, r = ctx.Queue(), ctx.Queue()
-    p = ctx.Process(target=_ipc_child, args=(q, r))
+    # a Pipe, not a Queue: send() pickles here and now, so a tensor that
+    # cannot be shared raises in this process instead of in a Queue's
+    # feeder thread while the answer is awaited (CPython 3.11
+    # Lib/multiprocessing/connection.py: Connection.send is
+    # _ForkingPickler.dumps; pytorch/pytorch
+    # torch/multiprocessing/reductions.py, init_reductions: CUDA storages
+    # and tensors registered with ForkingPickler); daemon: a child stuck
+    # opening the handle does not hold this process's exit
+    mine, theirs = ctx.Pipe()
+    p = ctx.Process(target=_ipc_child, args=(theirs,), daemon=True)
     p.start()
     t = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
-    q.put(t)
-    got = r.get(timeout=120)
+    mine.send(t)
+    if not mine.poll(120):
+        raise TimeoutError("torch-ipc: no answer from the other process "
+                           "in 120 s (exit code %s)" % p.exitcode)
+    got = mine.recv()
     p.join(60)
     return got == float(t.sum().item()), got
 
@@ -263,8 +283,15 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--case":
         case(sys.argv[2])
         return 0
-    p = subprocess.run([sys.executable, __file__, "--smoke"],
-                       capture_output=True, text=True, timeout=120)
+    deadline = time.monotonic() + BUDGET
+    try:
+        p = subprocess.run([sys.executable, __file__, "--smoke"],
+                           capture_output=True, text=True,
+                           timeout=min(120, BUDGET))
+    except subprocess.TimeoutExpired:
+        print("frameworks-check: the adapter's smoke test ran past its "
+              "limit")
+        return 1
     print((p.stdout + p.stderr).strip())
     if p.returncode != 0:
         return 1
@@ -286,9 +313,27 @@ def main():
         env = dict(os.environ)
         if name == "torch-expandable":
             env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
-        p = subprocess.run([sys.executable, __file__, "--case", name],
-                           capture_output=True, text=True, timeout=300,
-                           env=env)
+        left = deadline - time.monotonic()
+        if left < 20:
+            print(f"{name}: FAILED (not run: {BUDGET:.0f} s spent)")
+            bad.append(name)
+            continue
+        try:
+            p = subprocess.run([sys.executable, __file__, "--case", name],
+                               capture_output=True, text=True,
+                               timeout=min(300, left), env=env)
+        except subprocess.TimeoutExpired as e:
+            # run() killed the case; what it printed so far is here as
+            # bytes even with text=True (CPython 3.11 Lib/subprocess.py,
+            # run and TimeoutExpired)
+            out = e.stderr or e.stdout or ""
+            if isinstance(out, bytes):
+                out = out.decode(errors="replace")
+            tail = out.strip().splitlines()[-6:]
+            print(f"{name}: FAILED (over its {min(300, left):.0f} s)\n  " +
+                  "\n  ".join(tail))
+            bad.append(name)
+            continue
         line = (p.stdout.strip().splitlines() or [""])[-1]
         if p.returncode != 0 or not line.startswith("{"):
             tail = (p.stderr or p.stdout).strip().splitlines()[-6:]
