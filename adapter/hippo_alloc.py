@@ -84,6 +84,27 @@ def _probe_newest_first(t, allocator):
     return hit
 
 
+def _expandable_off(m):
+    """PyTorch refuses expandable segments in a MemPool with its own
+    allocator: alloc_block's TORCH_CHECK "torch.cuda.MemPool doesn't
+    currently support expandable_segments" (c10/cuda/
+    CUDACachingAllocator.cpp, pytorch/pytorch b944315b), at the first
+    segment the pool asks for.  They are switched off at run time, as
+    PyTorch's own test_cuda_expandable_segments.py switches them; hippo's
+    virtual layout maps granules in their place.  A warning where the
+    environment asked for them."""
+    conf = ",".join(os.environ.get(v, "") for v in
+                    ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"))
+    if "expandable_segments:true" in conf.replace(" ", "").lower():
+        warnings.warn(
+            "hippo_alloc.torch(): expandable_segments:True switched off "
+            "(PyTorch refuses it in a MemPool with its own allocator); "
+            "hippo's virtual layout maps the memory instead")
+    setter = getattr(m, "_set_allocator_settings", None)
+    if setter is not None:
+        setter("expandable_segments:False")
+
+
 def torch(route="mempool"):
     """Makes hippo PyTorch's CUDA memory.
 
@@ -95,7 +116,8 @@ def torch(route="mempool"):
     memory statistics and set_per_process_memory_fraction work, CUDA
     graphs and torch.compile(mode="reduce-overhead") capture into their
     own pools.  hippo's devices open with HIPPO_ALLOC_GRAPHS=host (a
-    graph's pool lives as long as the graph).
+    graph's pool lives as long as the graph).  PyTorch's expandable
+    segments are switched off (a MemPool with an allocator refuses them).
 
     route="pluggable": change_current_allocator(pluggable()): every tensor
     straight from hippo, but PyTorch checks no NULL (pytorch#133280), so
@@ -127,6 +149,7 @@ def torch(route="mempool"):
         warnings.warn("hippo_alloc.torch(): a hippo device is open already "
                       "without HIPPO_ALLOC_GRAPHS=host: what CUDA graphs "
                       "capture from hippo stays held until hippo_alloc_close")
+    _expandable_off(m)
     a = pluggable()
     pools = []
     for d in range(t.cuda.device_count()):

@@ -9,6 +9,8 @@ routes it installs, in the order PyTorch's and CuPy's sources take them
     the probe tells a PyTorch that reads its newest entry first from one
     that reads the oldest (then a warning says to capture in paused());
   - paused(): the entries end and come back, empty_cache between;
+  - torch() with expandable_segments:True asked: switched off, warned
+    (a MemPool with an allocator refuses them at its first segment);
   - torch() on 2.7: a RuntimeError naming the pluggable route;
     torch(route="pluggable"): change_current_allocator, HIPPO_ALLOC_OOM;
   - cupy(): CuPy's current stream reaches hippo_alloc; out of memory is
@@ -74,6 +76,9 @@ class MemPool:
     def _alloc(self, nbytes):
         if self.allocator is None:
             return 1 << 40
+        if memory._settings["expandable_segments"]:  # alloc_block's check
+            raise RuntimeError("torch.cuda.MemPool doesn't currently "
+                               "support expandable_segments.")
         return self.allocator.lib.hippo_alloc(nbytes, 0, None)
     def _free(self, ptr, nbytes):
         if self.allocator is not None:
@@ -106,7 +111,15 @@ def _allocate(nbytes):
     return torch.Tensor(1 << 41, nbytes, None)
 '''
 TORCH_MEMORY = '''
-import ctypes
+import ctypes, os
+_conf = os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "")
+_settings = {"expandable_segments": "expandable_segments:True" in _conf}
+def _set_allocator_settings(env):
+    from . import log
+    log.append(("settings", env))
+    for kv in env.split(","):
+        k, v = kv.split(":")
+        _settings[k] = v == "True"
 class _Hooks:
     def __init__(self, lib):
         self.lib = lib
@@ -227,6 +240,20 @@ t = torch.empty(8)
 assert h.figure("allocations") == 1
 print("ok")
 ''',
+    # expandable_segments:True asked: switched off with a warning, else
+    # PyTorch's MemPool refuses hippo's first segment
+    "torch_expandable_asked": '''
+import warnings, torch, torch.cuda as tc, hippo_alloc as h
+with warnings.catch_warnings(record=True) as w:
+    warnings.simplefilter("always")
+    h.torch()
+assert any("expandable_segments" in str(x.message) for x in w), \\
+    [str(x.message) for x in w]
+assert ("settings", "expandable_segments:False") in tc.log, tc.log
+t = torch.empty(1024)
+assert h.figure("allocations") == 1
+print("ok")
+''',
     "torch_too_old": '''
 import torch, hippo_alloc as h
 try:
@@ -291,6 +318,8 @@ print("ok")
 ENV = {
     "torch_oldest_first": {"STUB_TORCH_ORDER": "oldest"},
     "torch_too_old": {"STUB_TORCH_VERSION": "2.7.1"},
+    "torch_expandable_asked": {
+        "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"},
 }
 
 
