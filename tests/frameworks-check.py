@@ -10,7 +10,7 @@ first CUDA allocation):
   torch-expandable  the same with expandable_segments:True: the footprint
                  hippo's is held against
   torch-hippo    the same loop after hippo_alloc.torch() (the MemPool
-                 route, every thread): identical losses,
+                 route, every thread): losses within 1e-5,
                  torch.cuda.max_memory_allocated() logged at every step
                  (PyTorch's statistics work), hippo's peak against both
   torch-pluggable  the same after hippo_alloc.torch(route="pluggable")
@@ -155,7 +155,11 @@ def case(name):
     out = {"case": name}
     if name.startswith("torch"):
         import torch
-        torch.use_deterministic_algorithms(True)
+        # warn_only: an op without a deterministic kernel (attention's
+        # backward may be one) warns instead of raising, so one such op
+        # cannot end every torch case of a scarce GPU run; the losses are
+        # then compared within 1e-5 (below), not bit for bit
+        torch.use_deterministic_algorithms(True, warn_only=True)
         torch.backends.cuda.matmul.allow_tf32 = False
         torch.backends.cudnn.allow_tf32 = False
         out["torch"] = torch.__version__
@@ -351,10 +355,12 @@ def main():
     for name in ("torch-hippo", "torch-pluggable"):
         r = res.get(name)
         if d and r:
-            same = r["losses"] == d["losses"]
+            same = len(r["losses"]) == len(d["losses"]) and all(
+                abs(a - b) <= 1e-5 * max(1.0, abs(b))
+                for a, b in zip(r["losses"], d["losses"]))
             vs_x = (f", {r['peak'] / x['peak']:.3f} x expandable_segments' "
                     f"{x['peak']} B" if x else "")
-            print(f"{name}: losses {'identical' if same else 'DIFFER'}; peak "
+            print(f"{name}: losses {'the same' if same else 'DIFFER'}; peak "
                   f"{r['peak']} B = {r['peak'] / d['peak']:.3f} x the "
                   f"default's max_memory_reserved {d['peak']} B{vs_x} (peak "
                   f"live {r['peak_live']} B); {r['steps_per_s']:.1f} steps/s "
