@@ -1,6 +1,6 @@
 /* test-gpu-capture.c -- the HIP backend (src/backend_hip*.c) and the
  * capture guard against the real runtimes' capture rules (issue 40), on
- * the stand-ins (tests/fake/fakegpu.c, paths in $FAKE_HIP_LIB and
+ * the stand-ins (tests/fake, paths in $FAKE_HIP_LIB and
  * $FAKE_CUDA_LIB, set by make check), each taught what the runtime does:
  *  - a blocking copy while a stream captures invalidates the capture and
  *    answers StreamCaptureImplicit (ROCm: any capture; CUDA: a blocking

@@ -1,6 +1,6 @@
 /* test-gpu-quirks.c -- the HIP backend (src/backend_hip*.c) against the
  * real runtimes' less obvious behaviour (issue 40), on the stand-ins
- * (tests/fake/fakegpu.c: libfakehip.so, libfakecudart.so, paths in
+ * (tests/fake: libfakehip.so, libfakecudart.so, paths in
  * $FAKE_HIP_LIB and $FAKE_CUDA_LIB, set by make check), each taught what
  * the real runtime does:
  *  - CUDA 12's SetDevice creates the device's primary context, and fails
