@@ -123,8 +123,8 @@ two-streams -- training with weights streamed and activations and gradients
 random -- bench/hippo-bench's workload A as a trace (stream 0).  Options:
   --sizes uniform|log2, --p 0.5, --ops 1000000, --max-size 64M, --cap 4G,
   --seed (default: the bench's seed of the case, 0x41 + 2 x log2 + (p >
-  0.55)).  Exactly A's operation stream (a_generate() in hippo-bench.c: per
-  operation a size, 256 x k with k uniform in 1 .. max/256, or log-uniform
+  0.55)).  Exactly A's operation stream (a_generate() in hippo-bench-speed.c:
+  per operation a size, 256 x k with k uniform in 1 .. max/256, or log-uniform
   in 256 .. max rounded up to 256; then allocate-or-release with probability
   p; then 32 random bits picking the live reservation a release frees,
   multiply-shift, the last live one moved into its place; with nothing live
@@ -179,7 +179,8 @@ class Rng:
 
 
 class Xoshiro:
-    """xoshiro256** seeded by splitmix64: hippo-bench.c's rng, bit for bit."""
+    """xoshiro256** seeded by splitmix64: hippo-bench-speed.c's rng, bit for
+    bit."""
 
     def __init__(self, seed):
         sm = Rng(seed)
@@ -1001,7 +1002,7 @@ def parser():
 
     p = sub.add_parser(
         "random", help="bench/hippo-bench's workload A (stream 0)",
-        description="Workload A of bench/hippo-bench.c: allocate with "
+        description="Workload A of bench/hippo-bench-speed.c: allocate with "
         "probability p (always when nothing is live), else free a "
         "uniformly chosen live reservation; sizes in 256-byte steps, "
         "uniform in bytes or in log2; allocations over the cap on live "
