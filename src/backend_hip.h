@@ -196,7 +196,7 @@ static inline hippo_status begin(gpu_backend *g, hippo_call_kind kind,
  * waits are not relaxed: they synchronize, which a capture forbids in
  * every mode, so hippo makes none while a stream it knows captures (the
  * free gate; cleanup and detach are refused) -- a capture on a stream
- * hippo was never given is not seen (README: attach it). */
+ * hippo was never given is not seen (docs/captures.md: attach it). */
 typedef struct relaxed_scope {
   int prev;     /* the thread's mode before */
   bool restore; /* whether it was exchanged */

@@ -298,8 +298,9 @@ if LC_ALL=C grep -q "$(printf '[\001-\011\013-\037]')" "$out" "$err"; then
 else pass "no control byte of the trace was printed"; fi
 
 # ---- streams -----------------------------------------------------------------
-# Streams 0..4999: README says 0..1023, so the first reservation on stream
-# 1024 (line 1026, after the header) is refused, and nothing is replayed.
+# Streams 0..4999: traces/README.md says 0..1023, so the first
+# reservation on stream 1024 (line 1026, after the header) is refused,
+# and nothing is replayed.
 awk 'BEGIN { print "op,id,size,stream"
   for (i = 0; i < 5000; i++) printf "a,%d,4096,%d\n", i, i }' >"$tmp/s5000.csv"
 replay "$tmp/s5000.csv"

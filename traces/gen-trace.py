@@ -132,10 +132,10 @@ random -- bench/hippo-bench's workload A as a trace (stream 0).  Options:
   the cap on live bytes: an allocation that would take them over --cap is
   dropped (no event; the bench counts a failed reservation, consuming the
   operation the same way).  Until the bench's first failed reservation
-  (its pool fragments before it is full: README's figures show failures
-  with 0.68 .. 0.98 of the space live) the trace is the bench's sequence
-  exactly; after that the two drop different allocations and their live
-  sets drift apart.
+  (its pool fragments before it is full: docs/benchmarks.md's figures
+  show failures with 0.68 .. 0.98 of the space live) the trace is the
+  bench's sequence exactly; after that the two drop different allocations
+  and their live sets drift apart.
 
 Output format (what tools/hippo-replay reads): comment lines starting with
 `#` (the first names the scenario; the second gives events, peak live bytes
