@@ -102,13 +102,20 @@ hippo_status hippo__hip_enter(gpu_backend *g, const char *why, dev_scope *sc) {
   }
   if (g->rt->get_device(&cur) == HIPPO__GPU_SUCCESS && cur == g->ordinal)
     return HIPPO_SUCCESS;
-  err = g->rt->set_device(g->ordinal);
+  return hippo__hip_set_device(g, why, sc, cur);
+}
+
+/* SetDevice to g's device, the thread's device before being `cur` (-1:
+ * unknown); the scope puts back cur on leaving where it was another. */
+hippo_status hippo__hip_set_device(gpu_backend *g, const char *why,
+                                   dev_scope *sc, int cur) {
+  int err = g->rt->set_device(g->ordinal);
   if (err != HIPPO__GPU_SUCCESS)
     return hippo__error_wrap(hippo__gpu_fail(g->rt, err, "SetDevice", NULL),
                              "%s on %s device %d", why, g->rt->name,
                              (int)g->ordinal);
   sc->prev = cur;
-  sc->restore = cur >= 0;
+  sc->restore = cur >= 0 && cur != g->ordinal;
   return HIPPO_SUCCESS;
 }
 

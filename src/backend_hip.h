@@ -159,6 +159,8 @@ typedef struct dev_scope {
 /* The backend's device made current for a call; leave puts the thread's
  * own back (backend_hip.c). */
 hippo_status hippo__hip_enter(gpu_backend *g, const char *why, dev_scope *sc);
+hippo_status hippo__hip_set_device(gpu_backend *g, const char *why,
+                                   dev_scope *sc, int cur);
 /* Counts a call of `kind` (named `name` in the message); an injected fault
  * makes it fail (backend_hip.c). */
 hippo_status hippo__hip_call_named(gpu_backend *g, hippo_call_kind kind,

@@ -21,20 +21,13 @@
  * hippo__hip_enter's push makes it current. */
 hippo_status hippo__hip_vm_enter(gpu_backend *g, const char *why,
                                  dev_scope *sc) {
-  int cur = -1, err;
+  int cur = -1;
   if (g->rt->flavor == HIPPO__GPU_HIP || g->primary)
     return hippo__hip_enter(g, why, sc);
   sc->restore = sc->pushed = false;
   if (g->rt->get_device(&cur) != HIPPO__GPU_SUCCESS)
     cur = -1;
-  err = g->rt->set_device(g->ordinal);
-  if (err != HIPPO__GPU_SUCCESS)
-    return hippo__error_wrap(hippo__gpu_fail(g->rt, err, "SetDevice", NULL),
-                             "%s on %s device %d", why, g->rt->name,
-                             (int)g->ordinal);
-  sc->prev = cur;
-  sc->restore = cur >= 0 && cur != g->ordinal;
-  return HIPPO_SUCCESS;
+  return hippo__hip_set_device(g, why, sc, cur);
 }
 
 /* A failed VMM call's status, last_error naming it (and, on HIP, the
