@@ -36,7 +36,8 @@ static const char cuda_stem[] = "libcudart.so";
  * instead of loading a second one. */
 typedef struct loaded_find {
   const char *stem;
-  char path[512];
+  char *path; /* where the path goes, cap bytes */
+  size_t cap;
 } loaded_find;
 
 static int loaded_one(struct dl_phdr_info *info, size_t size, void *arg) {
@@ -50,16 +51,13 @@ static int loaded_one(struct dl_phdr_info *info, size_t size, void *arg) {
   base = base ? base + 1 : name;
   if (strncmp(base, f->stem, n) != 0 || (base[n] != '\0' && base[n] != '.'))
     return 0;
-  snprintf(f->path, sizeof f->path, "%s", name);
+  snprintf(f->path, f->cap, "%s", name);
   return 1;
 }
 
 static bool loaded_runtime(const char *stem, char *path, size_t cap) {
-  loaded_find f = {.stem = stem};
-  if (!dl_iterate_phdr(loaded_one, &f))
-    return false;
-  snprintf(path, cap, "%s", f.path);
-  return true;
+  loaded_find f = {stem, path, cap};
+  return dl_iterate_phdr(loaded_one, &f) != 0;
 }
 
 /* One call: its name in each runtime, where it goes, whether required. */
