@@ -194,23 +194,20 @@ START_TEST(test_own_granules_stay) {
 }
 END_TEST
 
-/* map_budget UINT64_MAX: no budget, every idle granule stays until
- * cleanup, and a run is one allocation however long. */
-/* A give-back waits for the stream only where an allocation it gives
- * back went idle since the stream's last wait.  A peak of 40 G (its
- * cleanup waits); three reservations of 8 G and one of 1 G, the three
- * released: a reservation of 25 G gives back 12 G of them after one wait
- * (they went idle after the cleanup's), and the 12 G left idle went idle
- * before that wait; a reservation of 30 G (past the free room the three
- * left) then gives those back with no wait; released after it, the 25 G
- * go back only after a wait again. */
-START_TEST(test_waited_idle_goes_without_wait) {
-  const hippo_api *api = tu_api();
-  hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, 0);
-  void *n;
-  hippo_stream *s = tu_attach(api, dev, &n);
-  hippo_handle x, a1, a2, a3, b, c, d, e, p, q;
+/* A peak of 40 G (its cleanup waits); three reservations of 8 G and one
+ * of 1 G (b), the three released: a reservation of 25 G (c) gives back
+ * 12 G of them after one wait (they went idle after the cleanup's): 38 G
+ * mapped, the 12 G still idle went idle before that wait (a2's lower
+ * allocation, a3's two), b live. */
+typedef struct waited {
+  hippo_handle b, c, p, q;
+} waited;
+
+static waited waited_start(const hippo_api *api, hippo_device *dev,
+                           hippo_stream *s) {
+  hippo_handle x, a1, a2, a3;
   hippo_emu_counters c0, c1;
+  waited w;
   x = tu_reserve(api, s, 40 * G);
   CK_OK(api, api->release(s, x));
   CK_OK(api, api->cleanup(dev, s));
@@ -218,22 +215,38 @@ START_TEST(test_waited_idle_goes_without_wait) {
   a1 = tu_reserve(api, s, 8 * G);
   a2 = tu_reserve(api, s, 8 * G);
   a3 = tu_reserve(api, s, 8 * G);
-  b = tu_reserve(api, s, G);
+  w.b = tu_reserve(api, s, G);
   CK_OK(api, api->release(s, a1));
-  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &p)); /* a tick */
+  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &w.p)); /* tick */
   CK_OK(api, api->release(s, a2));
   CK_OK(api, api->release(s, a3));
   /* a release at the clock of a wait may have come after it: the clock
    * moves on before this one */
-  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &q));
+  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &w.q));
   CK_MAPPED(s, 25, 24, 7);
   /* 25 + 25 > 40 + 8: 10 G over the peak go, a1's two allocations and
    * a2's upper one, which went idle after the cleanup's wait: one wait */
   c0 = counters(api, dev);
-  c = tu_reserve(api, s, 25 * G);
+  w.c = tu_reserve(api, s, 25 * G);
   c1 = counters(api, dev);
   CK_GAVE_BACK(c0, c1, 1, 3);
   CK_MAPPED(s, 38, 12, 11);
+  return w;
+}
+
+/* A give-back waits for the stream only where an allocation it gives
+ * back went idle since the stream's last wait.  From waited_start (one
+ * wait for c), a reservation of 30 G (past the free room the three left)
+ * gives back the 12 G idle since before that wait with no wait; released
+ * after it, c's 25 G go back only after a wait again. */
+START_TEST(test_waited_idle_goes_without_wait) {
+  const hippo_api *api = tu_api();
+  hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, 0);
+  void *n;
+  hippo_stream *s = tu_attach(api, dev, &n);
+  waited w = waited_start(api, dev, s);
+  hippo_handle d, e;
+  hippo_emu_counters c0, c1;
   /* 38 + 30 > 56 + 8: the 12 G idle since before that wait go (a2's
    * lower allocation, a3's two), with no wait */
   c0 = counters(api, dev);
@@ -243,54 +256,24 @@ START_TEST(test_waited_idle_goes_without_wait) {
   CK_MAPPED(s, 56, 0, 16);
   /* c went idle after the last wait: 56 + 30 > 61 + 8, its seven
    * allocations go after one */
-  CK_OK(api, api->release(s, c));
+  CK_OK(api, api->release(s, w.c));
   c0 = counters(api, dev);
   e = tu_reserve(api, s, 30 * G);
   c1 = counters(api, dev);
   CK_GAVE_BACK(c0, c1, 1, 7);
   CK_MAPPED(s, 61, 0, 17);
   ck_assert_uint_eq(tu_usage(api, dev, s).bytes_relocated, 0);
-  CK_OK(api, api->release(s, b));
+  CK_OK(api, api->release(s, w.b));
   CK_OK(api, api->release(s, d));
   CK_OK(api, api->release(s, e));
-  CK_OK(api, api->release(s, p));
-  CK_OK(api, api->release(s, q));
+  CK_OK(api, api->release(s, w.p));
+  CK_OK(api, api->release(s, w.q));
   CK_OK(api, api->cleanup(dev, s));
   CK_MAPPED(s, 0, 0, 0);
   tu_detach(api, dev, s, n);
   CK_OK(api, api->device_close(dev));
 }
 END_TEST
-
-/* The start of test_waited_idle_goes_without_wait, up to c's reservation:
- * 38 G mapped, 12 G of them idle since c's wait (a2's lower allocation,
- * a3's two), b (1 G) live; b is then released, after that wait. */
-typedef struct waited {
-  hippo_handle c, p, q;
-} waited;
-
-static waited waited_start(const hippo_api *api, hippo_device *dev,
-                           hippo_stream *s) {
-  hippo_handle x, a1, a2, a3, b;
-  waited w;
-  x = tu_reserve(api, s, 40 * G);
-  CK_OK(api, api->release(s, x));
-  CK_OK(api, api->cleanup(dev, s));
-  a1 = tu_reserve(api, s, 8 * G);
-  a2 = tu_reserve(api, s, 8 * G);
-  a3 = tu_reserve(api, s, 8 * G);
-  b = tu_reserve(api, s, G);
-  CK_OK(api, api->release(s, a1));
-  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &w.p)); /* tick */
-  CK_OK(api, api->release(s, a2));
-  CK_OK(api, api->release(s, a3));
-  CK_OK(api, api->reserve(s, 100, HIPPO_MODE_PERSISTENT, &w.q));
-  w.c = tu_reserve(api, s, 25 * G);
-  CK_MAPPED(s, 38, 12, 11);
-  CK_OK(api, api->release(s, b)); /* after c's wait */
-  CK_MAPPED(s, 38, 13, 11);
-  return w;
-}
 
 static void waited_end(const hippo_api *api, hippo_device *dev,
                        hippo_stream *s, void *n, waited w, hippo_handle d) {
@@ -317,6 +300,8 @@ START_TEST(test_wait_only_for_the_excess) {
   waited w = waited_start(api, dev, s);
   hippo_emu_counters c0, c1;
   hippo_handle d;
+  CK_OK(api, api->release(s, w.b)); /* after c's wait */
+  CK_MAPPED(s, 38, 13, 11);
   c0 = counters(api, dev);
   d = tu_reserve(api, s, 33 * G);
   c1 = counters(api, dev);
@@ -341,6 +326,8 @@ START_TEST(test_failed_unmap_takes_no_younger) {
   waited w = waited_start(api, dev, s);
   hippo_emu_counters c0, c1;
   hippo_handle d;
+  CK_OK(api, api->release(s, w.b)); /* after c's wait */
+  CK_MAPPED(s, 38, 13, 11);
   CK_OK(api, tu_emu(api)->inject_fault(dev, HIPPO_CALL_VM_UNMAP, 1,
                                        HIPPO_BACKEND_ERROR));
   c0 = counters(api, dev);
@@ -353,6 +340,8 @@ START_TEST(test_failed_unmap_takes_no_younger) {
 }
 END_TEST
 
+/* map_budget UINT64_MAX: no budget, every idle granule stays until
+ * cleanup, and a run is one allocation however long. */
 START_TEST(test_no_budget) {
   const hippo_api *api = tu_api();
   hippo_device *dev = open_budget(api, tu_backends[_i], 1024 * G, UINT64_MAX);
