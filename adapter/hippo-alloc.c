@@ -14,9 +14,9 @@
  *   requested; in_use is the sum of the live entries' sizes, peak_in_use
  *   >= in_use (the device-wide peak since the last reset: exact, where
  *   hippo's device usage sums its streams' peaks); streams[0 .. nstreams)
- *   are attached, each native once; dev is NULL only after set_fraction could open neither the
- *   new device nor the old one again (no stream, no entry then; the next
- *   allocation tries to open it).
+ *   are attached, each native once; dev is NULL only after set_fraction
+ *   could open neither the new device nor the old one again (no stream,
+ *   no entry then; the next allocation tries to open it).
  *
  * The devices are published in `devices[]` once open (an atomic pointer,
  * read without a lock); opening, reopening (set_fraction) and closing take
