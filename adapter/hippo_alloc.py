@@ -220,15 +220,15 @@ def cupy(streams=True, pool=False):
             return 0
         stream = cp.cuda.get_current_stream().ptr
         ptr = lib.hippo_alloc(size, device_id, stream or None)
-        if not ptr and pool:
+        if ptr:
+            return ptr
+        if pool:
             # under a cupy MemoryPool: it frees its cache and retries,
             # then raises its OutOfMemoryError
             raise cp.cuda.runtime.CUDARuntimeError(
                 cp.cuda.runtime.errorMemoryAllocation)
-        if not ptr:
-            raise cp.cuda.memory.OutOfMemoryError(
-                size, lib.hippo_alloc_figure(device_id, b"bytes_reserved"))
-        return ptr
+        raise cp.cuda.memory.OutOfMemoryError(
+            size, lib.hippo_alloc_figure(device_id, b"bytes_reserved"))
 
     def free(ptr, device_id):
         if ptr:

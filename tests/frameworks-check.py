@@ -73,6 +73,18 @@ def model_and_data(torch):
     return model, data.cuda(), vocab
 
 
+def one_step(torch, model, opt, batch, vocab):
+    """One training step on `batch` (each row's tokens, the next token the
+    target); its loss."""
+    x, y = batch[:, :-1], batch[:, 1:]
+    loss = torch.nn.functional.cross_entropy(
+        model(x).reshape(-1, vocab), y.reshape(-1))
+    opt.zero_grad(set_to_none=True)
+    loss.backward()
+    opt.step()
+    return loss.item()
+
+
 def train(torch, log=None):
     model, data, vocab = model_and_data(torch)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
@@ -80,13 +92,7 @@ def train(torch, log=None):
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     for step in range(STEPS):
-        x, y = data[step, :, :-1], data[step, :, 1:]
-        loss = torch.nn.functional.cross_entropy(
-            model(x).reshape(-1, vocab), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+        losses.append(one_step(torch, model, opt, data[step], vocab))
         if log is not None:  # what a training framework logs each step
             log.append(torch.cuda.max_memory_allocated())
             torch.cuda.reset_peak_memory_stats()
@@ -108,13 +114,7 @@ def oom_then_smaller(torch):
         caught = True
     losses = []
     for step in range(5):
-        x, y = data[step, :8, :-1], data[step, :8, 1:]
-        loss = torch.nn.functional.cross_entropy(
-            model(x).reshape(-1, vocab), y.reshape(-1))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(loss.item())
+        losses.append(one_step(torch, model, opt, data[step, :8], vocab))
     return caught, losses
 
 
